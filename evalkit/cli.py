@@ -1,0 +1,178 @@
+"""The ``evalkit`` command: run the evaluation, validate fixtures, regenerate baselines.
+
+Exit codes: 0 success, 1 a quality gate (or the determinism check) failed, 2 invalid input. Invalid input is
+reported as one clear message on stderr, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from evalkit.ablations import ABLATION_IDS, parse_ablations
+from evalkit.evaluation import DeterminismError, evaluate
+from evalkit.fixture import FixtureError, load_fixture
+from evalkit.gates import (
+    BASELINES_FILE,
+    GateFailure,
+    GateThresholds,
+    baselines_from_report,
+    baselines_json,
+    check_gates,
+    evaluate_gates,
+    load_baselines,
+)
+from evalkit.output import ENV_VAR, OutputPathError, output_path_from_env, resolve_output_path, write_atomic
+from evalkit.report import Report, build_report, report_json
+
+DEFAULT_FIXTURE = Path("fixtures") / "synthetic-bilingual-v1"
+EXIT_OK, EXIT_GATE, EXIT_INPUT = 0, 1, 2
+SUMMARY_COLUMNS = ("recall@5", "recall@10", "mrr@10", "ndcg@10", "context_precision", "context_recall")
+SUMMARY_HEADERS = ("R@5", "R@10", "MRR@10", "nDCG@10", "ctxP", "ctxR", "noansFPR", "p50 ms", "p95 ms")
+
+
+def format_summary(report: Report) -> str:
+    """A plain-text table: one row per ablation and slice (all, en, zh)."""
+    header = f"{'ablation':<18} {'slice':<5} " + " ".join(f"{h:>8}" for h in SUMMARY_HEADERS)
+    lines = [header, "-" * len(header)]
+    for ablation_id, result in report.ablations.items():
+        for slice_name in ("all", "en", "zh"):
+            row = result.metrics.get(slice_name, {})
+            cells = [_cell(row.get(m)) for m in (*SUMMARY_COLUMNS, "no_answer_fpr")]
+            if slice_name == "all":
+                cells += [f"{result.latency_ms.median_ms:8.3f}", f"{result.latency_ms.p95_ms:8.3f}"]
+            lines.append(f"{ablation_id:<18} {slice_name:<5} " + " ".join(cells))
+    return "\n".join(lines)
+
+
+def _cell(value: float | None) -> str:
+    return f"{'-':>8}" if value is None else f"{value:8.3f}"
+
+
+def format_gates(report: Report) -> str:
+    """One line per gate with PASS or FAIL."""
+    lines = []
+    for gate in report.gates:
+        value = "missing" if gate.value is None else f"{gate.value:.4f}"
+        status = "PASS" if gate.passed else "FAIL"
+        lines.append(f"{status}  {gate.gate}: {value} {gate.comparison} {gate.threshold:.4f}")
+    return "\n".join(lines)
+
+
+def _thresholds(args: argparse.Namespace) -> GateThresholds:
+    return GateThresholds(
+        min_reranked_mrr_at_10=args.min_reranked_mrr_at_10,
+        min_reranked_ndcg_at_10=args.min_reranked_ndcg_at_10,
+        max_no_answer_fpr=args.max_no_answer_fpr,
+        max_rerank_ndcg_drop=args.max_rerank_ndcg_drop,
+    )
+
+
+def _run(args: argparse.Namespace) -> int:
+    workspace = Path.cwd()
+    target = (
+        resolve_output_path(args.output, workspace)
+        if args.output is not None
+        else output_path_from_env(os.environ, workspace)
+    )
+    fixture_dir = Path(args.fixture)
+    loaded = load_fixture(fixture_dir)
+    baselines = load_baselines(fixture_dir) if fixture_dir.is_dir() else None
+    evaluation = evaluate(loaded, parse_ablations(args.ablations), runs=args.runs)
+    report = build_report(evaluation)
+    outcomes = evaluate_gates(report, _thresholds(args), baselines)
+    report = report.model_copy(update={"gates": outcomes})
+    print(f"evalkit: fixture {report.fixture_id} {report.fixture_version}, {report.runs} run(s), deterministic")
+    print(format_summary(report))
+    print()
+    print(format_gates(report))
+    if target is not None:
+        write_atomic(target, report_json(report))
+        print(f"report written to {target.relative_to(workspace.resolve())}")
+    check_gates(outcomes)
+    return EXIT_OK
+
+
+def _validate(args: argparse.Namespace) -> int:
+    loaded = load_fixture(Path(args.path))
+    fixture = loaded.fixture
+    answerable = sum(1 for q in fixture.queries if q.answerable)
+    print(
+        f"fixture {fixture.fixture_id} {fixture.fixture_version} is valid: {len(fixture.documents)} documents, "
+        f"{len(fixture.chunks)} chunks, {len(fixture.queries)} queries ({answerable} answerable, "
+        f"{len(fixture.queries) - answerable} no-answer), {len(loaded.aliases.groups)} alias groups"
+    )
+    return EXIT_OK
+
+
+def _baseline(args: argparse.Namespace) -> int:
+    fixture_dir = Path(args.fixture)
+    evaluation = evaluate(load_fixture(fixture_dir), parse_ablations(",".join(ABLATION_IDS)), runs=2)
+    data = baselines_json(baselines_from_report(build_report(evaluation)))
+    if args.write:
+        write_atomic(fixture_dir / BASELINES_FILE, data)
+        print(f"baselines written to {fixture_dir / BASELINES_FILE}: review the diff before committing")
+    else:
+        sys.stdout.write(data.decode("utf-8"))
+    return EXIT_OK
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of the evalkit command."""
+    parser = argparse.ArgumentParser(prog="evalkit", description=__doc__.splitlines()[0] if __doc__ else None)
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    run = commands.add_parser("run", help="run the ablations, print the summary and check the gates")
+    run.add_argument("--fixture", default=str(DEFAULT_FIXTURE), help="fixture directory (default: %(default)s)")
+    run.add_argument(
+        "--ablations", default=",".join(ABLATION_IDS), help="comma-separated ablation IDs (default: all five)"
+    )
+    run.add_argument("--runs", type=int, default=2, help="runs compared for determinism (default: %(default)s)")
+    run.add_argument(
+        "--output",
+        default=None,
+        help=f"write the JSON report to this workspace-relative path (default: ${ENV_VAR}, else nothing)",
+    )
+    defaults = GateThresholds()
+    for name, field in GateThresholds.model_fields.items():
+        run.add_argument(
+            "--" + name.replace("_", "-"),
+            type=float,
+            default=getattr(defaults, name),
+            help=f"{field.description} (default: %(default)s)",
+        )
+    run.set_defaults(handler=_run)
+
+    validate = commands.add_parser("validate", help="check a fixture against the strict schema")
+    validate.add_argument("path", help="fixture directory or fixture.json")
+    validate.set_defaults(handler=_validate)
+
+    baseline = commands.add_parser("baseline", help="print (or --write) context baselines for review")
+    baseline.add_argument("--fixture", default=str(DEFAULT_FIXTURE), help="fixture directory")
+    baseline.add_argument("--write", action="store_true", help=f"overwrite the fixture's {BASELINES_FILE}")
+    baseline.set_defaults(handler=_baseline)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``evalkit`` console script."""
+    args = build_parser().parse_args(argv)
+    try:
+        code: int = args.handler(args)
+    except GateFailure as exc:
+        print(f"evalkit: {exc}", file=sys.stderr)
+        return EXIT_GATE
+    except DeterminismError as exc:
+        print(f"evalkit: determinism check failed: {exc}", file=sys.stderr)
+        return EXIT_GATE
+    except (FixtureError, OutputPathError, ValueError, OSError) as exc:
+        print(f"evalkit: {exc}", file=sys.stderr)
+        return EXIT_INPUT
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,216 @@
+"""The knowledge database: documents, chunks and embeddings in SQLite, FTS5 lexical search, numpy vector search.
+
+Chunk text is analyzed by :mod:`evalkit.text` (Chinese segmented by rjieba, English case-folded and stemmed) and the
+space-joined tokens are indexed by FTS5, so both languages share one BM25 index. Embeddings are stored as float32
+blobs keyed by chunk and provider fingerprint and searched by exact inner product with numpy (rows are unit length,
+so this is cosine similarity). Every ranking breaks ties by chunk ID, so results never depend on insertion order.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from tempfile import TemporaryDirectory
+
+import numpy as np
+
+from evalkit.embeddings import Matrix
+from evalkit.fixture import Chunk, Document
+from evalkit.text import analyzed
+
+_SCHEMA = """
+CREATE TABLE documents (
+    doc_id TEXT PRIMARY KEY,
+    language TEXT NOT NULL CHECK (language IN ('en', 'zh')),
+    title TEXT NOT NULL
+);
+CREATE TABLE chunks (
+    rowid INTEGER PRIMARY KEY,
+    chunk_id TEXT NOT NULL UNIQUE,
+    doc_id TEXT NOT NULL REFERENCES documents(doc_id),
+    text TEXT NOT NULL
+);
+CREATE VIRTUAL TABLE chunks_fts USING fts5(tokens, tokenize = 'unicode61 remove_diacritics 0');
+CREATE VIRTUAL TABLE chunks_vocab USING fts5vocab(chunks_fts, 'row');
+CREATE TABLE embeddings (
+    chunk_id TEXT NOT NULL REFERENCES chunks(chunk_id),
+    provider TEXT NOT NULL,
+    dimensions INTEGER NOT NULL,
+    vector BLOB NOT NULL,
+    PRIMARY KEY (chunk_id, provider)
+);
+"""
+
+
+@dataclass(frozen=True)
+class Hit:
+    """One retrieved chunk with the score of the retriever that found it (higher is better)."""
+
+    chunk_id: str
+    score: float
+
+
+@dataclass(frozen=True)
+class StoredChunk:
+    """A chunk as stored: ID, text and its document's language."""
+
+    chunk_id: str
+    text: str
+    language: str
+
+
+def _fts_query(terms: Sequence[str]) -> str:
+    return " OR ".join('"' + term.replace('"', '""') + '"' for term in terms)
+
+
+def order_hits(hits: Iterable[Hit]) -> list[Hit]:
+    """Score descending, then chunk ID ascending: the one tie-breaking rule of every ranking."""
+    return sorted(hits, key=lambda hit: (-hit.score, hit.chunk_id))
+
+
+class KnowledgeDatabase:
+    """SQLite store with an FTS5 index and float32 embedding blobs."""
+
+    def __init__(self, path: Path | str) -> None:
+        self._connection = sqlite3.connect(str(path))
+        self._connection.execute("PRAGMA foreign_keys = ON")
+        self._connection.executescript(_SCHEMA)
+        self._matrices: dict[str, tuple[tuple[str, ...], Matrix]] = {}
+
+    @classmethod
+    @contextmanager
+    def temporary(cls) -> Iterator[KnowledgeDatabase]:
+        """A database in a fresh temporary file, removed with its directory on exit."""
+        with TemporaryDirectory(prefix="evalkit-db-") as directory:
+            database = cls(Path(directory) / "knowledge.sqlite3")
+            try:
+                yield database
+            finally:
+                database.close()
+
+    def close(self) -> None:
+        """Close the connection."""
+        self._connection.close()
+
+    def add_documents(self, documents: Iterable[Document]) -> None:
+        """Insert documents."""
+        with self._connection:
+            self._connection.executemany(
+                "INSERT INTO documents (doc_id, language, title) VALUES (?, ?, ?)",
+                [(d.doc_id, d.language, d.title) for d in documents],
+            )
+
+    def add_chunks(self, chunks: Iterable[Chunk]) -> None:
+        """Insert chunks and index their analyzed text in FTS5 (in chunk ID order, for a stable layout)."""
+        ordered = sorted(chunks, key=lambda c: c.chunk_id)
+        with self._connection:
+            for chunk in ordered:
+                cursor = self._connection.execute(
+                    "INSERT INTO chunks (chunk_id, doc_id, text) VALUES (?, ?, ?)",
+                    (chunk.chunk_id, chunk.doc_id, chunk.text),
+                )
+                self._connection.execute(
+                    "INSERT INTO chunks_fts (rowid, tokens) VALUES (?, ?)",
+                    (cursor.lastrowid, analyzed(chunk.text)),
+                )
+
+    def chunks(self) -> list[StoredChunk]:
+        """Every chunk with its language, in chunk ID order."""
+        rows = self._connection.execute(
+            "SELECT c.chunk_id, c.text, d.language FROM chunks c JOIN documents d USING (doc_id) ORDER BY c.chunk_id"
+        )
+        return [StoredChunk(chunk_id=r[0], text=r[1], language=r[2]) for r in rows]
+
+    def get_chunks(self, chunk_ids: Sequence[str]) -> dict[str, StoredChunk]:
+        """The stored chunks with these IDs."""
+        marks = ",".join("?" * len(chunk_ids))
+        rows = self._connection.execute(
+            "SELECT c.chunk_id, c.text, d.language FROM chunks c JOIN documents d USING (doc_id) "
+            f"WHERE c.chunk_id IN ({marks})",
+            tuple(chunk_ids),
+        )
+        return {r[0]: StoredChunk(chunk_id=r[0], text=r[1], language=r[2]) for r in rows}
+
+    def lexical_search(self, terms: Sequence[str], limit: int) -> list[Hit]:
+        """BM25 (FTS5, k1 = 1.2, b = 0.75) over analyzed chunk text for any of ``terms``; score = -bm25()."""
+        if not terms or limit < 1:
+            return []
+        rows = self._connection.execute(
+            "SELECT c.chunk_id, -bm25(chunks_fts) AS score FROM chunks_fts "
+            "JOIN chunks c ON c.rowid = chunks_fts.rowid WHERE chunks_fts MATCH ? "
+            "ORDER BY score DESC, c.chunk_id ASC LIMIT ?",
+            (_fts_query(terms), limit),
+        )
+        return [Hit(chunk_id=r[0], score=float(r[1])) for r in rows]
+
+    def chunk_count(self) -> int:
+        """Number of chunks."""
+        return int(self._connection.execute("SELECT count(*) FROM chunks").fetchone()[0])
+
+    def document_frequencies(self, terms: Sequence[str]) -> dict[str, int]:
+        """Number of chunks containing each analyzed term (0 for unseen terms), from the FTS5 vocabulary."""
+        marks = ",".join("?" * len(terms))
+        rows = self._connection.execute(f"SELECT term, doc FROM chunks_vocab WHERE term IN ({marks})", tuple(terms))
+        found = {r[0]: int(r[1]) for r in rows}
+        return {term: found.get(term, 0) for term in terms}
+
+    def chunk_tokens(self, chunk_ids: Sequence[str]) -> dict[str, tuple[str, ...]]:
+        """The analyzed tokens indexed for each chunk."""
+        marks = ",".join("?" * len(chunk_ids))
+        rows = self._connection.execute(
+            "SELECT c.chunk_id, f.tokens FROM chunks c JOIN chunks_fts f ON f.rowid = c.rowid "
+            f"WHERE c.chunk_id IN ({marks})",
+            tuple(chunk_ids),
+        )
+        return {r[0]: tuple(r[1].split()) for r in rows}
+
+    def store_embeddings(self, provider: str, chunk_ids: Sequence[str], matrix: Matrix) -> None:
+        """Store one float32 row per chunk under a provider fingerprint."""
+        if matrix.shape[0] != len(chunk_ids):
+            raise ValueError(f"{len(chunk_ids)} chunk IDs but {matrix.shape[0]} embedding rows")
+        rows = np.ascontiguousarray(matrix, dtype=np.float32)
+        with self._connection:
+            self._connection.executemany(
+                "INSERT OR REPLACE INTO embeddings (chunk_id, provider, dimensions, vector) VALUES (?, ?, ?, ?)",
+                [(cid, provider, rows.shape[1], row.tobytes()) for cid, row in zip(chunk_ids, rows, strict=True)],
+            )
+        self._matrices.pop(provider, None)
+
+    def has_embeddings(self, provider: str) -> bool:
+        """True when any embedding is stored for this provider fingerprint."""
+        row = self._connection.execute("SELECT 1 FROM embeddings WHERE provider = ? LIMIT 1", (provider,))
+        return row.fetchone() is not None
+
+    def _matrix(self, provider: str) -> tuple[tuple[str, ...], Matrix]:
+        if provider not in self._matrices:
+            rows = self._connection.execute(
+                "SELECT chunk_id, dimensions, vector FROM embeddings WHERE provider = ? ORDER BY chunk_id",
+                (provider,),
+            ).fetchall()
+            ids = tuple(r[0] for r in rows)
+            width = rows[0][1] if rows else 0
+            matrix = np.frombuffer(b"".join(r[2] for r in rows), dtype=np.float32).reshape(len(rows), width)
+            self._matrices[provider] = (ids, matrix)
+        return self._matrices[provider]
+
+    def vectors(self, provider: str, chunk_ids: Sequence[str]) -> Matrix:
+        """Stored rows for these chunks, in the order given."""
+        ids, matrix = self._matrix(provider)
+        position = {chunk_id: index for index, chunk_id in enumerate(ids)}
+        missing = [c for c in chunk_ids if c not in position]
+        if missing:
+            raise KeyError(f"no embedding for chunk(s) {', '.join(missing)} under this provider")
+        return matrix[[position[c] for c in chunk_ids]]
+
+    def vector_search(self, provider: str, query: Matrix, limit: int) -> list[Hit]:
+        """Exact inner-product search of one query row against the provider's stored rows."""
+        ids, matrix = self._matrix(provider)
+        if not ids or limit < 1:
+            return []
+        scores = matrix @ np.asarray(query, dtype=np.float32).reshape(-1)
+        # lexsort sorts by the last key first: score descending, then position (= chunk ID order) ascending.
+        order = np.lexsort((np.arange(len(ids)), -scores))[:limit]
+        return [Hit(chunk_id=ids[i], score=float(scores[i])) for i in order]

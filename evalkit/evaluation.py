@@ -1,0 +1,335 @@
+"""Run the ablations over a fixture, score every query, and check that repeated runs agree.
+
+Each run seeds a fresh temporary :class:`KnowledgeDatabase` with the fixture's stable IDs, embeds the corpus with
+each provider the ablations need, and asks the :class:`KnowledgeService` every query in every ablation. The runs'
+deterministic projections (rankings with scores, per-query metrics, failures; not latency) must be identical, or
+:class:`DeterminismError` is raised.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, Literal
+
+from evalkit.ablations import PROVIDERS, Ablation
+from evalkit.database import KnowledgeDatabase
+from evalkit.embeddings import EmbeddingProvider, sha256_of
+from evalkit.fixture import Fixture, LoadedFixture, Query
+from evalkit.metrics import (
+    METRICS_VERSION,
+    NO_ANSWER_FPR,
+    STANDARD_MEASURES,
+    LatencySummary,
+    Measure,
+    context_precision,
+    context_recall,
+    latency_summary,
+    mean,
+    ndcg_at_k,
+    recall_at_k,
+    reciprocal_rank_at_k,
+    returned_any,
+)
+from evalkit.schema import LANGUAGES, Language
+from evalkit.service import KnowledgeService, RetrievalSettings
+from evalkit.text import ANALYZER_VERSION
+
+CONTEXT_K = 5
+"""The returned context of a query: its first CONTEXT_K results (what a RAG prompt would receive)."""
+FAILURE_CUTOFF = 10
+"""A relevant chunk not within the first FAILURE_CUTOFF results is reported as a failure."""
+
+
+class DeterminismError(RuntimeError):
+    """Two runs of the same evaluation disagreed on rankings, metrics or failures."""
+
+
+@dataclass(frozen=True)
+class QueryResult:
+    """What one ablation returned for one query, and how long it took."""
+
+    query_id: str
+    chunk_ids: tuple[str, ...]
+    scores: tuple[float, ...]
+    latency_ms: float
+
+
+@dataclass(frozen=True)
+class Failure:
+    """An actionable, ID-only failure: a relevant chunk missed, or a no-answer query that returned results."""
+
+    query_id: str
+    language: Language
+    kind: Literal["relevant_not_retrieved", "no_answer_returned_results"]
+    chunk_id: str | None
+    grade: int | None
+    rank: int | None
+    returned: int
+
+    def describe(self) -> str:
+        """One line naming the query and chunk by ID."""
+        if self.kind == "no_answer_returned_results":
+            return f"no-answer query {self.query_id} returned {self.returned} result(s)"
+        where = f"at rank {self.rank}" if self.rank else "not returned"
+        return (
+            f"query {self.query_id}: relevant chunk {self.chunk_id} (grade {self.grade}) "
+            f"not in the top {FAILURE_CUTOFF} ({where})"
+        )
+
+
+@dataclass(frozen=True)
+class AblationResult:
+    """Per-query results, per-query metric values and aggregates of one ablation."""
+
+    ablation: Ablation
+    results: tuple[QueryResult, ...]
+    per_query: Mapping[str, Mapping[str, float]]
+    aggregates: Mapping[str, Mapping[str, float]]
+    latency: LatencySummary
+    latency_samples_ms: tuple[float, ...]
+    failures: tuple[Failure, ...]
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """The outcome of a suite: every ablation's results plus the hashes that identify what was evaluated."""
+
+    fixture: Fixture
+    settings: RetrievalSettings
+    ablations: Mapping[str, AblationResult]
+    runs: int
+    corpus_sha256: str
+    evaluation_definition_hash: str
+    provider_definitions_hash: str
+    projection_sha256: str
+
+
+def corpus_sha256(fixture: Fixture) -> str:
+    """Hash of the documents and chunks (IDs, languages, titles, text), independent of record order."""
+    documents = sorted((d.doc_id, d.language, d.title) for d in fixture.documents)
+    chunks = sorted((c.chunk_id, c.doc_id, c.text) for c in fixture.chunks)
+    return sha256_of({"documents": documents, "chunks": chunks})
+
+
+def provider_definitions(providers: Mapping[str, EmbeddingProvider]) -> dict[str, Any]:
+    """Definitions of the providers in use, keyed by provider ID."""
+    return {pid: dict(provider.definition) for pid, provider in sorted(providers.items())}
+
+
+def evaluation_definition_hash(
+    fixture: Fixture,
+    settings: RetrievalSettings,
+    ablations: Sequence[Ablation],
+    providers: Mapping[str, EmbeddingProvider],
+) -> str:
+    """Hash of everything that defines the evaluated contract (disclosing none of it)."""
+    return sha256_of(
+        {
+            "fixture_id": fixture.fixture_id,
+            "fixture_version": fixture.fixture_version,
+            "corpus_sha256": corpus_sha256(fixture),
+            "queries": sorted((q.model_dump(mode="json") for q in fixture.queries), key=lambda q: q["query_id"]),
+            "settings": settings.model_dump(mode="json"),
+            "ablations": [a.model_dump(mode="json") for a in ablations],
+            "providers": provider_definitions(providers),
+            "metrics_version": METRICS_VERSION,
+            "analyzer_version": ANALYZER_VERSION,
+            "context_k": CONTEXT_K,
+            "failure_cutoff": FAILURE_CUTOFF,
+        }
+    )
+
+
+def make_providers(ablations: Sequence[Ablation], loaded: LoadedFixture) -> dict[str, EmbeddingProvider]:
+    """One provider instance per provider ID the ablations use."""
+    needed = sorted({a.provider for a in ablations if a.provider is not None})
+    return {pid: PROVIDERS[pid](loaded.aliases) for pid in needed}
+
+
+def run_once(
+    fixture: Fixture,
+    ablations: Sequence[Ablation],
+    providers: Mapping[str, EmbeddingProvider],
+    settings: RetrievalSettings,
+) -> dict[str, tuple[QueryResult, ...]]:
+    """Seed a fresh database and run every query through every ablation once."""
+    queries = sorted(fixture.queries, key=lambda q: q.query_id)
+    with KnowledgeDatabase.temporary() as database:
+        database.add_documents(fixture.documents)
+        database.add_chunks(fixture.chunks)
+        services: dict[str | None, KnowledgeService] = {None: KnowledgeService(database, settings)}
+        for pid, provider in providers.items():
+            services[pid] = KnowledgeService(database, settings, provider)
+            services[pid].index_embeddings()
+        outcome: dict[str, tuple[QueryResult, ...]] = {}
+        for ablation in ablations:
+            service = services[ablation.provider]
+            outcome[ablation.ablation_id] = tuple(_timed(service, ablation, q) for q in queries)
+    return outcome
+
+
+def _timed(service: KnowledgeService, ablation: Ablation, query: Query) -> QueryResult:
+    started = time.perf_counter_ns()
+    hits = service.search(query.text, ablation.mode, query.language)
+    elapsed_ms = (time.perf_counter_ns() - started) / 1e6
+    return QueryResult(
+        query_id=query.query_id,
+        chunk_ids=tuple(h.chunk_id for h in hits),
+        scores=tuple(h.score for h in hits),
+        latency_ms=elapsed_ms,
+    )
+
+
+def score_query(query: Query, ranking: Sequence[str], chunk_lengths: Mapping[str, int]) -> dict[str, float]:
+    """Every per-query metric: the standard measures for answerable queries, no-answer FPR's term otherwise."""
+    if not query.answerable:
+        return {str(NO_ANSWER_FPR): returned_any(ranking)}
+    grades = {j.chunk_id: j.grade for j in query.judgments}
+    spans = {j.chunk_id: [(s.start, s.end) for s in j.spans] for j in query.judgments}
+    context = ranking[:CONTEXT_K]
+    values: dict[str, float] = {}
+    for measure in STANDARD_MEASURES:
+        values[str(measure)] = _measure_value(measure, ranking, grades, context, chunk_lengths, spans)
+    return values
+
+
+def _measure_value(
+    measure: Measure,
+    ranking: Sequence[str],
+    grades: Mapping[str, int],
+    context: Sequence[str],
+    chunk_lengths: Mapping[str, int],
+    spans: Mapping[str, Sequence[tuple[int, int]]],
+) -> float:
+    k = measure.cutoff or 0
+    functions = {
+        "recall": lambda: recall_at_k(ranking, grades, k),
+        "mrr": lambda: reciprocal_rank_at_k(ranking, grades, k),
+        "ndcg": lambda: ndcg_at_k(ranking, grades, k),
+        "context_precision": lambda: context_precision(context, chunk_lengths, spans),
+        "context_recall": lambda: context_recall(context, chunk_lengths, spans),
+    }
+    return functions[measure.name]()
+
+
+def query_failures(query: Query, ranking: Sequence[str]) -> list[Failure]:
+    """ID-only failures of one query, relevant chunks by grade descending then ID."""
+    if not query.answerable:
+        if not ranking:
+            return []
+        return [Failure(query.query_id, query.language, "no_answer_returned_results", None, None, None, len(ranking))]
+    rank_of = {chunk_id: index for index, chunk_id in reversed(list(enumerate(ranking, 1)))}
+    failures = []
+    for judgment in sorted(query.judgments, key=lambda j: (-j.grade, j.chunk_id)):
+        rank = rank_of.get(judgment.chunk_id)
+        if rank is None or rank > FAILURE_CUTOFF:
+            failures.append(
+                Failure(
+                    query.query_id,
+                    query.language,
+                    "relevant_not_retrieved",
+                    judgment.chunk_id,
+                    judgment.grade,
+                    rank,
+                    len(ranking),
+                )
+            )
+    return failures
+
+
+def aggregate(queries: Sequence[Query], per_query: Mapping[str, Mapping[str, float]]) -> dict[str, dict[str, float]]:
+    """Macro averages per measure: ``all`` and each language; no-answer FPR over the no-answer queries."""
+    slices: dict[str, list[Query]] = {"all": list(queries)}
+    for language in LANGUAGES:
+        slices[language] = [q for q in queries if q.language == language]
+    table: dict[str, dict[str, float]] = {}
+    for name, members in slices.items():
+        answerable = [q for q in members if q.answerable]
+        unanswerable = [q for q in members if not q.answerable]
+        row: dict[str, float] = {}
+        if answerable:
+            for measure in STANDARD_MEASURES:
+                row[str(measure)] = mean([per_query[q.query_id][str(measure)] for q in answerable])
+        if unanswerable:
+            row[str(NO_ANSWER_FPR)] = mean([per_query[q.query_id][str(NO_ANSWER_FPR)] for q in unanswerable])
+        table[name] = row
+    return table
+
+
+def _score_ablation(fixture: Fixture, ablation: Ablation, run: tuple[QueryResult, ...]) -> AblationResult:
+    queries = {q.query_id: q for q in fixture.queries}
+    chunk_lengths = {c.chunk_id: len(c.text) for c in fixture.chunks}
+    per_query = {r.query_id: score_query(queries[r.query_id], r.chunk_ids, chunk_lengths) for r in run}
+    failures = [f for r in run for f in query_failures(queries[r.query_id], r.chunk_ids)]
+    samples = tuple(r.latency_ms for r in run)
+    return AblationResult(
+        ablation=ablation,
+        results=run,
+        per_query=per_query,
+        aggregates=aggregate(sorted(queries.values(), key=lambda q: q.query_id), per_query),
+        latency=latency_summary(samples),
+        latency_samples_ms=samples,
+        failures=tuple(failures),
+    )
+
+
+def projection(results: Mapping[str, AblationResult]) -> dict[str, Any]:
+    """The deterministic part of an evaluation: rankings with scores, per-query metrics and failures."""
+    return {
+        ablation_id: {
+            "rankings": [[r.query_id, list(r.chunk_ids), list(r.scores)] for r in result.results],
+            "per_query": {q: dict(sorted(v.items())) for q, v in sorted(result.per_query.items())},
+            "failures": [f.describe() for f in result.failures],
+        }
+        for ablation_id, result in sorted(results.items())
+    }
+
+
+def evaluate(
+    loaded: LoadedFixture,
+    ablations: Sequence[Ablation],
+    settings: RetrievalSettings | None = None,
+    runs: int = 2,
+) -> Evaluation:
+    """Run the suite ``runs`` times, require identical projections, and score the first run."""
+    if runs < 1:
+        raise ValueError(f"runs must be >= 1, got {runs}")
+    settings = settings or RetrievalSettings()
+    fixture = loaded.fixture
+    providers = make_providers(ablations, loaded)
+    outcomes = [run_once(fixture, ablations, providers, settings) for _ in range(runs)]
+    scored_runs: list[dict[str, AblationResult]] = [
+        {a.ablation_id: _score_ablation(fixture, a, outcome[a.ablation_id]) for a in ablations} for outcome in outcomes
+    ]
+    hashes = [sha256_of(projection(scored)) for scored in scored_runs]
+    if len(set(hashes)) > 1:
+        raise DeterminismError(_describe_mismatch(scored_runs))
+    results: dict[str, AblationResult] = {}
+    for ablation in ablations:
+        samples = tuple(r.latency_ms for outcome in outcomes for r in outcome[ablation.ablation_id])
+        results[ablation.ablation_id] = replace(
+            scored_runs[0][ablation.ablation_id], latency=latency_summary(samples), latency_samples_ms=samples
+        )
+    return Evaluation(
+        fixture=fixture,
+        settings=settings,
+        ablations=results,
+        runs=runs,
+        corpus_sha256=corpus_sha256(fixture),
+        evaluation_definition_hash=evaluation_definition_hash(fixture, settings, ablations, providers),
+        provider_definitions_hash=sha256_of(provider_definitions(providers)),
+        projection_sha256=hashes[0],
+    )
+
+
+def _describe_mismatch(scored_runs: Sequence[Mapping[str, AblationResult]]) -> str:
+    reference = projection(scored_runs[0])
+    for run_index, scored in enumerate(scored_runs[1:], 2):
+        other = projection(scored)
+        for ablation_id in sorted(reference):
+            for part in ("rankings", "per_query", "failures"):
+                if reference[ablation_id][part] != other[ablation_id][part]:
+                    return f"run {run_index} differs from run 1 in ablation {ablation_id!r} ({part})"
+    return "runs differ"

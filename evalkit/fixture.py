@@ -1,0 +1,312 @@
+"""The fixture schema: documents, chunks, queries with graded judgments and exact answer spans.
+
+A fixture lives in a directory holding ``fixture.json`` (this schema) and optionally ``aliases.json`` (alias groups
+for the alias embedding provider). :func:`load_fixture` reads both and turns every schema problem into one
+:class:`FixtureError` that lists each problem with the record ID and field it concerns.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, ValidationError, model_validator
+
+from evalkit.schema import (
+    LANGUAGES,
+    MAX_CHUNKS,
+    MAX_DOCUMENTS,
+    MAX_JUDGMENTS_PER_QUERY,
+    MAX_QUERIES,
+    MAX_SPAN_LENGTH,
+    MAX_SPANS_PER_JUDGMENT,
+    ChunkText,
+    Grade,
+    Identifier,
+    Language,
+    Offset,
+    QueryText,
+    SafeText,
+    StrictModel,
+    Title,
+)
+
+FIXTURE_FILE = "fixture.json"
+ALIASES_FILE = "aliases.json"
+
+QueryTag = Literal["cross_language", "multi_chunk", "near_miss", "paraphrase", "held_out"]
+
+
+class Span(StrictModel):
+    """An exact answer span: ``chunk.text[start:start + len(text)] == text``."""
+
+    start: Offset = Field(description="0-based character offset of the span in its chunk's text")
+    text: Annotated[str, Field(min_length=1, max_length=MAX_SPAN_LENGTH)] = Field(description="the verbatim span text")
+
+    @property
+    def end(self) -> int:
+        """Exclusive end offset."""
+        return self.start + len(self.text)
+
+
+class Judgment(StrictModel):
+    """A graded relevance judgment of one chunk for one query, with its supporting spans."""
+
+    chunk_id: Identifier = Field(description="the judged chunk")
+    grade: Grade = Field(description="3 directly answers, 2 substantially answers, 1 supporting evidence")
+    spans: tuple[Span, ...] = Field(
+        min_length=1, max_length=MAX_SPANS_PER_JUDGMENT, description="exact answer spans in the chunk"
+    )
+
+
+class Document(StrictModel):
+    """A source document; its chunks carry the text."""
+
+    doc_id: Identifier = Field(description="stable document ID")
+    language: Language = Field(description="language of the document")
+    title: Title = Field(description="document title (private: never reported)")
+
+
+class Chunk(StrictModel):
+    """A retrievable passage of one document."""
+
+    chunk_id: Identifier = Field(description="stable chunk ID")
+    doc_id: Identifier = Field(description="the document this chunk belongs to")
+    text: ChunkText = Field(description="chunk text (private: never reported)")
+
+
+class Query(StrictModel):
+    """An evaluation query; a query without judgments is a no-answer query."""
+
+    query_id: Identifier = Field(description="stable query ID")
+    language: Language = Field(description="language of the query text")
+    text: QueryText = Field(description="query text (private: never reported)")
+    tags: tuple[QueryTag, ...] = Field(default=(), max_length=8, description="what the query exercises")
+    judgments: tuple[Judgment, ...] = Field(
+        default=(),
+        max_length=MAX_JUDGMENTS_PER_QUERY,
+        description="graded relevant chunks; empty = no answer",
+    )
+
+    @property
+    def answerable(self) -> bool:
+        """True when at least one chunk is judged relevant."""
+        return bool(self.judgments)
+
+
+class Fixture(StrictModel):
+    """A complete evaluation fixture, checked as a whole for cross-record consistency."""
+
+    fixture_id: Identifier = Field(description="stable fixture ID, e.g. synthetic-bilingual-v1")
+    fixture_version: Annotated[str, Field(pattern=r"^\d+\.\d+\.\d+$")] = Field(description="semantic version")
+    license: Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9.+-]+$")] = Field(
+        description="SPDX licence identifier of the fixture content"
+    )
+    attribution: Annotated[SafeText, Field(max_length=2_000)] = Field(description="source and attribution")
+    documents: tuple[Document, ...] = Field(min_length=1, max_length=MAX_DOCUMENTS)
+    chunks: tuple[Chunk, ...] = Field(min_length=1, max_length=MAX_CHUNKS)
+    queries: tuple[Query, ...] = Field(min_length=1, max_length=MAX_QUERIES)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Fixture:
+        problems = list(_cross_record_problems(self))
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
+
+    def chunk_language(self, chunk_id: str) -> Language:
+        """The language of a chunk (its document's language)."""
+        return self._languages[chunk_id]
+
+    @property
+    def _languages(self) -> dict[str, Language]:
+        doc_language = {d.doc_id: d.language for d in self.documents}
+        return {c.chunk_id: doc_language[c.doc_id] for c in self.chunks}
+
+
+def _duplicates(kind: str, field: str, ids: Iterable[str]) -> Iterable[str]:
+    for value, count in sorted(Counter(ids).items()):
+        if count > 1:
+            yield f"{kind} {value!r}: field {field!r} is used by {count} records (IDs must be unique)"
+
+
+def _cross_record_problems(fixture: Fixture) -> Iterable[str]:
+    yield from _duplicates("document", "doc_id", (d.doc_id for d in fixture.documents))
+    yield from _duplicates("chunk", "chunk_id", (c.chunk_id for c in fixture.chunks))
+    yield from _duplicates("query", "query_id", (q.query_id for q in fixture.queries))
+    doc_ids = {d.doc_id for d in fixture.documents}
+    chunks = {c.chunk_id: c for c in fixture.chunks}
+    for chunk in fixture.chunks:
+        if chunk.doc_id not in doc_ids:
+            yield f"chunk {chunk.chunk_id!r}: field 'doc_id' refers to unknown document {chunk.doc_id!r}"
+    for query in fixture.queries:
+        yield from _judgment_problems(query, chunks)
+    for language in LANGUAGES:
+        in_language = [q for q in fixture.queries if q.language == language]
+        if not any(q.answerable for q in in_language):
+            yield f"queries: language {language!r} has no answerable query (degenerate label set)"
+        if not any(not q.answerable for q in in_language):
+            yield f"queries: language {language!r} has no no-answer query (degenerate label set)"
+
+
+def _judgment_problems(query: Query, chunks: dict[str, Chunk]) -> Iterable[str]:
+    seen: set[str] = set()
+    for index, judgment in enumerate(query.judgments):
+        where = f"query {query.query_id!r}: field 'judgments[{index}]"
+        if judgment.chunk_id in seen:
+            yield f"{where}.chunk_id' judges chunk {judgment.chunk_id!r} twice"
+        seen.add(judgment.chunk_id)
+        chunk = chunks.get(judgment.chunk_id)
+        if chunk is None:
+            yield f"{where}.chunk_id' refers to unknown chunk {judgment.chunk_id!r}"
+            continue
+        for span_index, span in enumerate(judgment.spans):
+            if chunk.text[span.start : span.end] != span.text:
+                yield (
+                    f"{where}.spans[{span_index}]' is not verbatim in chunk {chunk.chunk_id!r} at offset {span.start}"
+                )
+
+
+class AliasGroup(StrictModel):
+    """Terms (in any language) that name one concept and share one alias-embedding dimension."""
+
+    group_id: Identifier = Field(description="stable concept ID")
+    terms: tuple[Annotated[SafeText, Field(max_length=100)], ...] = Field(min_length=1, max_length=64)
+
+
+class AliasTable(StrictModel):
+    """The alias groups of a fixture (``aliases.json``)."""
+
+    groups: tuple[AliasGroup, ...] = Field(default=(), max_length=10_000)
+
+    @model_validator(mode="after")
+    def _unique(self) -> AliasTable:
+        problems = list(_duplicates("alias group", "group_id", (g.group_id for g in self.groups)))
+        owner: dict[str, str] = {}
+        for group in self.groups:
+            for term in group.terms:
+                key = term.casefold()
+                if key in owner and owner[key] != group.group_id:
+                    problems.append(
+                        f"alias group {group.group_id!r}: field 'terms' repeats {term!r} from group {owner[key]!r}"
+                    )
+                owner.setdefault(key, group.group_id)
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
+
+
+class FixtureError(ValueError):
+    """A fixture could not be loaded; ``problems`` lists every problem found, each naming record and field."""
+
+    def __init__(self, source: str, problems: list[str]) -> None:
+        self.source = source
+        self.problems = problems
+        listing = "\n".join(f"  - {p}" for p in problems)
+        super().__init__(f"invalid fixture {source}: {len(problems)} problem(s)\n{listing}")
+
+
+@dataclass(frozen=True)
+class LoadedFixture:
+    """A validated fixture together with its alias table."""
+
+    fixture: Fixture
+    aliases: AliasTable
+
+
+_RECORD_KEYS = (
+    ("query_id", "query"),
+    ("chunk_id", "chunk"),
+    ("doc_id", "document"),
+    ("group_id", "alias group"),
+)
+
+
+def _record_name(node: Any) -> str | None:
+    if isinstance(node, dict):
+        for key, kind in _RECORD_KEYS:
+            if isinstance(node.get(key), str):
+                return f"{kind} {node[key]!r}"
+    return None
+
+
+def _locate(raw: Any, loc: tuple[int | str, ...]) -> str:
+    """Describe a pydantic error location as "<kind> '<ID>': field '<path>'" (the outermost record named)."""
+    record: str | None = None
+    field = ""
+    node: Any = raw
+    for part in loc:
+        indexable = isinstance(node, dict) or (isinstance(node, list) and isinstance(part, int))
+        try:
+            node = node[part] if indexable else None
+        except (KeyError, IndexError):
+            node = None
+        name = _record_name(node) if isinstance(part, int) and record is None else None
+        if name is not None:
+            record, field = name, ""
+        elif isinstance(part, int):
+            field += f"[{part}]"
+        else:
+            field += f".{part}" if field else part
+    where = f"field {field or '(record)'!r}"
+    return f"{record}: {where}" if record else where
+
+
+def _problems_from(error: ValidationError, raw: Any) -> list[str]:
+    problems: list[str] = []
+    for item in error.errors(include_url=False):
+        message = item["msg"].removeprefix("Value error, ")
+        if item["type"] == "value_error" and not item["loc"]:
+            problems.extend(message.split("; "))
+        else:
+            problems.append(f"{_locate(raw, tuple(item['loc']))}: {message}")
+    return problems
+
+
+def _read_json(path: Path) -> tuple[str, Any]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise FixtureError(str(path), [f"file {path.name!r} not found"]) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise FixtureError(str(path), [f"file {path.name!r} cannot be read: {exc}"]) from None
+    try:
+        return text, json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise FixtureError(str(path), [f"file {path.name!r} is not JSON: {exc}"]) from None
+
+
+def parse_fixture(text: str, source: str = "<memory>") -> Fixture:
+    """Validate fixture JSON text; raise :class:`FixtureError` listing every problem."""
+    try:
+        return Fixture.model_validate_json(text)
+    except ValidationError as exc:
+        try:
+            raw = json.loads(text)
+        except json.JSONDecodeError:
+            raw = None
+        raise FixtureError(source, _problems_from(exc, raw)) from None
+
+
+def load_fixture(path: Path | str) -> LoadedFixture:
+    """Load ``fixture.json`` (and ``aliases.json`` when present) from a fixture directory or file."""
+    location = Path(path)
+    directory = location if location.is_dir() else location.parent
+    fixture_path = location / FIXTURE_FILE if location.is_dir() else location
+    if not fixture_path.exists():
+        raise FixtureError(str(location), [f"no {FIXTURE_FILE} at {location}"])
+    text, _ = _read_json(fixture_path)
+    fixture = parse_fixture(text, str(fixture_path))
+    aliases_path = directory / ALIASES_FILE
+    aliases = AliasTable()
+    if aliases_path.exists():
+        alias_text, alias_raw = _read_json(aliases_path)
+        try:
+            aliases = AliasTable.model_validate_json(alias_text)
+        except ValidationError as exc:
+            raise FixtureError(str(aliases_path), _problems_from(exc, alias_raw)) from None
+    return LoadedFixture(fixture=fixture, aliases=aliases)

@@ -1,0 +1,73 @@
+"""Rank fusion for hybrid retrieval: named methods chosen from :data:`FUSION_METHODS`.
+
+Each retriever contributes a ranked list of hits and a weight per hit (the service lowers the weight of lexical
+hits whose language differs from the query's, so that shared numbers and Latin names cannot outrank dense hits
+across languages). Fused scores are ordered by score descending, then chunk ID.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from evalkit.database import Hit, order_hits
+
+
+@dataclass(frozen=True)
+class Contribution:
+    """One retriever's ranked hits (best first) and the weight of each hit in the fusion."""
+
+    hits: Sequence[Hit]
+    weights: Sequence[float]
+
+    def __post_init__(self) -> None:
+        if len(self.hits) != len(self.weights):
+            raise ValueError(f"{len(self.hits)} hits but {len(self.weights)} weights")
+
+
+def reciprocal_rank_fusion(contributions: Sequence[Contribution], k: int) -> list[Hit]:
+    """Weighted RRF (Cormack, Clarke and Büttcher, SIGIR 2009): score(d) = sum_i w_i(d) / (k + rank_i(d)).
+
+    Ranks start at 1. A chunk absent from a list contributes nothing for it.
+    """
+    if k < 1:
+        raise ValueError(f"rrf k must be >= 1, got {k}")
+    scores: dict[str, float] = defaultdict(float)
+    for contribution in contributions:
+        for rank, (hit, weight) in enumerate(zip(contribution.hits, contribution.weights, strict=True), 1):
+            scores[hit.chunk_id] += weight / (k + rank)
+    return order_hits(Hit(chunk_id, score) for chunk_id, score in scores.items() if score > 0)
+
+
+def max_normalized_fusion(contributions: Sequence[Contribution], k: int) -> list[Hit]:
+    """Weighted CombSUM of max-normalized scores: score(d) = sum_i w_i(d) * s_i(d) / max_j s_i(j).
+
+    Scores are divided by the list's best score (lists with a non-positive best score contribute nothing), so a
+    strong retriever's confidence survives fusion instead of being flattened to ranks. ``k`` is unused.
+    """
+    del k
+    scores: dict[str, float] = defaultdict(float)
+    for contribution in contributions:
+        if not contribution.hits:
+            continue
+        best = max(hit.score for hit in contribution.hits)
+        if best <= 0:
+            continue
+        for hit, weight in zip(contribution.hits, contribution.weights, strict=True):
+            scores[hit.chunk_id] += weight * max(hit.score, 0.0) / best
+    return order_hits(Hit(chunk_id, score) for chunk_id, score in scores.items() if score > 0)
+
+
+FUSION_METHODS: dict[str, Callable[[Sequence[Contribution], int], list[Hit]]] = {
+    "rrf": reciprocal_rank_fusion,
+    "max-normalized": max_normalized_fusion,
+}
+
+
+def fusion_method(name: str) -> Callable[[Sequence[Contribution], int], list[Hit]]:
+    """Look a fusion method up by name; unknown names raise ValueError listing the valid ones."""
+    try:
+        return FUSION_METHODS[name]
+    except KeyError:
+        raise ValueError(f"unknown fusion method {name!r}; valid: {', '.join(sorted(FUSION_METHODS))}") from None

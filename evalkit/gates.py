@@ -1,0 +1,175 @@
+"""Quality gates: seed thresholds on the reranked path plus committed per-ablation context baselines.
+
+:func:`evaluate_gates` computes every gate's outcome; :func:`check_gates` raises :class:`GateFailure`, whose
+message lists every failing gate with its value and bound. Baselines live beside the fixture in
+``baselines.json`` and are regenerated for review with ``evalkit baseline --write`` (see the README for when that
+is justified).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, ValidationError
+
+from evalkit.report import GateOutcome, Report
+from evalkit.schema import LANGUAGES, Identifier, NonNegativeFloat, StrictModel, UnitFloat
+
+BASELINES_FILE = "baselines.json"
+BASELINE_ABLATIONS: tuple[str, ...] = ("lexical", "token-hash-vector", "alias-vector", "hybrid")
+BASELINE_MEASURES: tuple[str, ...] = ("context_precision", "context_recall")
+BASELINE_SLICES: tuple[Literal["all", "en", "zh"], ...] = ("all", *LANGUAGES)
+RERANKED = "hybrid-rerank"
+HYBRID = "hybrid"
+
+
+class GateThresholds(StrictModel):
+    """The seed gates on the reranked path."""
+
+    min_reranked_mrr_at_10: UnitFloat = Field(default=0.78, description="hybrid-rerank mrr@10 at least this")
+    min_reranked_ndcg_at_10: UnitFloat = Field(default=0.75, description="hybrid-rerank ndcg@10 at least this")
+    max_no_answer_fpr: UnitFloat = Field(default=0.34, description="hybrid-rerank no_answer_fpr at most this")
+    max_rerank_ndcg_drop: UnitFloat = Field(
+        default=0.05, description="hybrid ndcg@10 minus hybrid-rerank ndcg@10 at most this"
+    )
+
+
+class Baselines(StrictModel):
+    """Committed context precision/recall floors per ablation and slice for one fixture version."""
+
+    fixture_id: Identifier
+    fixture_version: str
+    tolerance: NonNegativeFloat = Field(default=0.001, description="a value may fall this far below its floor")
+    ablations: dict[str, dict[str, dict[str, UnitFloat]]] = Field(
+        description="ablation -> slice (all, en, zh) -> measure -> floor"
+    )
+
+
+class GateFailure(Exception):
+    """One or more gates failed; the message lists each with its value and bound."""
+
+    def __init__(self, failed: Sequence[GateOutcome]) -> None:
+        self.failed = tuple(failed)
+        lines = [f"  - {_describe(g)}" for g in self.failed]
+        super().__init__(f"{len(self.failed)} quality gate(s) failed:\n" + "\n".join(lines))
+
+
+def _describe(gate: GateOutcome) -> str:
+    value = "missing" if gate.value is None else f"{gate.value:.4f}"
+    text = f"{gate.gate} = {value}, required {gate.comparison} {gate.threshold:.4f}"
+    return f"{text} ({gate.detail})" if gate.detail else text
+
+
+def _metric(report: Report, ablation: str, slice_name: str, measure: str) -> float | None:
+    result = report.ablations.get(ablation)  # type: ignore[call-overload]
+    if result is None:
+        return None
+    value = result.metrics.get(slice_name, {}).get(measure)
+    return None if value is None else float(value)
+
+
+def _gate(name: str, value: float | None, threshold: float, comparison: Literal[">=", "<="]) -> GateOutcome:
+    if value is None:
+        return GateOutcome(
+            gate=name,
+            value=None,
+            threshold=threshold,
+            comparison=comparison,
+            passed=False,
+            detail="not evaluated",
+        )
+    passed = value >= threshold if comparison == ">=" else value <= threshold
+    return GateOutcome(gate=name, value=value, threshold=threshold, comparison=comparison, passed=passed)
+
+
+def _seed_gates(report: Report, thresholds: GateThresholds) -> Iterable[GateOutcome]:
+    yield _gate(
+        f"{RERANKED} mrr@10",
+        _metric(report, RERANKED, "all", "mrr@10"),
+        thresholds.min_reranked_mrr_at_10,
+        ">=",
+    )
+    yield _gate(
+        f"{RERANKED} ndcg@10",
+        _metric(report, RERANKED, "all", "ndcg@10"),
+        thresholds.min_reranked_ndcg_at_10,
+        ">=",
+    )
+    yield _gate(
+        f"{RERANKED} no_answer_fpr",
+        _metric(report, RERANKED, "all", "no_answer_fpr"),
+        thresholds.max_no_answer_fpr,
+        "<=",
+    )
+    hybrid = _metric(report, HYBRID, "all", "ndcg@10")
+    reranked = _metric(report, RERANKED, "all", "ndcg@10")
+    drop = None if hybrid is None or reranked is None else hybrid - reranked
+    yield _gate("rerank ndcg@10 drop vs hybrid", drop, thresholds.max_rerank_ndcg_drop, "<=")
+
+
+def _baseline_gates(report: Report, baselines: Baselines) -> Iterable[GateOutcome]:
+    for ablation, slices in sorted(baselines.ablations.items()):
+        for slice_name, measures in sorted(slices.items()):
+            for measure, floor in sorted(measures.items()):
+                value = _metric(report, ablation, slice_name, measure)
+                bound = max(floor - baselines.tolerance, 0.0)
+                yield _gate(f"{ablation} {measure} [{slice_name}] baseline", value, bound, ">=")
+
+
+def evaluate_gates(
+    report: Report, thresholds: GateThresholds, baselines: Baselines | None = None
+) -> tuple[GateOutcome, ...]:
+    """Every gate's outcome; baselines of another fixture ID or version are refused."""
+    outcomes = list(_seed_gates(report, thresholds))
+    if baselines is not None:
+        if (baselines.fixture_id, baselines.fixture_version) != (report.fixture_id, report.fixture_version):
+            raise ValueError(
+                f"baselines are for {baselines.fixture_id} {baselines.fixture_version}, the report is for "
+                f"{report.fixture_id} {report.fixture_version}: regenerate them with `evalkit baseline --write`"
+            )
+        outcomes.extend(_baseline_gates(report, baselines))
+    return tuple(outcomes)
+
+
+def check_gates(outcomes: Sequence[GateOutcome]) -> None:
+    """Raise :class:`GateFailure` listing every failed gate; return quietly when all passed."""
+    failed = [g for g in outcomes if not g.passed]
+    if failed:
+        raise GateFailure(failed)
+
+
+def baselines_from_report(report: Report) -> Baselines:
+    """Floors equal to this report's context metrics (rounded to 6 places) for the baseline ablations."""
+    missing = [a for a in BASELINE_ABLATIONS if a not in report.ablations]
+    if missing:
+        raise ValueError(f"cannot write baselines: ablation(s) {', '.join(missing)} were not run")
+    table: dict[str, dict[str, dict[str, float]]] = {}
+    for ablation in BASELINE_ABLATIONS:
+        table[ablation] = {}
+        for slice_name in BASELINE_SLICES:
+            row = {}
+            for measure in BASELINE_MEASURES:
+                value = _metric(report, ablation, slice_name, measure)
+                if value is not None:
+                    row[measure] = round(value, 6)
+            table[ablation][slice_name] = row
+    return Baselines(fixture_id=report.fixture_id, fixture_version=report.fixture_version, ablations=table)
+
+
+def baselines_json(baselines: Baselines) -> bytes:
+    """Stable serialization of baselines."""
+    return (json.dumps(baselines.model_dump(mode="json"), indent=2, sort_keys=True) + "\n").encode("utf-8")
+
+
+def load_baselines(fixture_dir: Path) -> Baselines | None:
+    """The fixture's committed baselines, or None when it has none."""
+    path = fixture_dir / BASELINES_FILE
+    if not path.exists():
+        return None
+    try:
+        return Baselines.model_validate_json(path.read_text(encoding="utf-8"))
+    except ValidationError as exc:
+        raise ValueError(f"invalid {BASELINES_FILE} in {fixture_dir.name}: {exc}") from None

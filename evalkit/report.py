@@ -1,0 +1,154 @@
+"""The privacy-safe evaluation report: IDs, hashes and numbers, never text.
+
+A report names the fixture by ID and version and identifies the corpus, the evaluation definition and the
+provider definitions by SHA-256 only. It never contains query text, titles, chunk text, snippets, paths,
+endpoints, provider fingerprints, model names, credentials, metadata or vectors. ``schema_version`` is checked on
+load: a report of another version is refused with a message saying how to regenerate it.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Literal
+
+from pydantic import Field, ValidationError
+
+from evalkit.ablations import AblationId
+from evalkit.evaluation import CONTEXT_K, FAILURE_CUTOFF, Evaluation
+from evalkit.metrics import METRICS_VERSION, LatencySummary
+from evalkit.schema import Identifier, Language, PositiveInt, Sha256, StrictModel
+
+SCHEMA_VERSION: Literal[1] = 1
+
+Slice = Literal["all", "en", "zh"]
+MetricTable = dict[str, Annotated[float, Field(ge=0.0, le=1.0)]]
+
+
+class ReportFailure(StrictModel):
+    """An ID-only failure."""
+
+    query_id: Identifier
+    language: Language
+    kind: Literal["relevant_not_retrieved", "no_answer_returned_results"]
+    chunk_id: Identifier | None
+    grade: int | None
+    rank: int | None
+    returned: int = Field(ge=0, description="results the query returned")
+    message: str = Field(description="one line naming query and chunk by ID")
+
+
+class QueryCounts(StrictModel):
+    """How many queries a slice holds."""
+
+    answerable: int = Field(ge=0)
+    no_answer: int = Field(ge=0)
+
+
+class AblationReport(StrictModel):
+    """Aggregates of one ablation: overall and per language, latency and failures."""
+
+    mode: str
+    metrics: dict[Slice, MetricTable] = Field(description="macro averages per slice, keyed by measure text")
+    query_counts: dict[Slice, QueryCounts]
+    latency_ms: LatencySummary
+    failures: tuple[ReportFailure, ...]
+
+
+class GateOutcome(StrictModel):
+    """One gate: the value measured, the bound and whether it held."""
+
+    gate: str
+    value: float | None
+    threshold: float
+    comparison: Literal[">=", "<="]
+    passed: bool
+    detail: str = ""
+
+
+class Report(StrictModel):
+    """The JSON report of one evaluation."""
+
+    schema_version: Literal[1] = SCHEMA_VERSION
+    fixture_id: Identifier
+    fixture_version: str
+    corpus_sha256: Sha256
+    evaluation_definition_hash: Sha256
+    provider_definitions_hash: Sha256
+    deterministic_projection_sha256: Sha256
+    metrics_version: str = METRICS_VERSION
+    runs: PositiveInt
+    context_k: PositiveInt = CONTEXT_K
+    failure_cutoff: PositiveInt = FAILURE_CUTOFF
+    ablations: dict[AblationId, AblationReport]
+    gates: tuple[GateOutcome, ...] = ()
+
+
+class ReportVersionError(ValueError):
+    """A report of an unsupported schema version."""
+
+
+def build_report(evaluation: Evaluation, gates: tuple[GateOutcome, ...] = ()) -> Report:
+    """Project an evaluation onto the report schema (IDs and numbers only)."""
+    queries = evaluation.fixture.queries
+    counts: dict[Slice, QueryCounts] = {}
+    for name in ("all", "en", "zh"):
+        members = [q for q in queries if name == "all" or q.language == name]
+        answerable = sum(1 for q in members if q.answerable)
+        counts[name] = QueryCounts(answerable=answerable, no_answer=len(members) - answerable)
+    ablations = {
+        ablation_id: AblationReport(
+            mode=result.ablation.mode,
+            metrics={name: dict(row) for name, row in result.aggregates.items()},  # type: ignore[misc]
+            query_counts=counts,
+            latency_ms=result.latency,
+            failures=tuple(
+                ReportFailure(
+                    query_id=f.query_id,
+                    language=f.language,
+                    kind=f.kind,
+                    chunk_id=f.chunk_id,
+                    grade=f.grade,
+                    rank=f.rank,
+                    returned=f.returned,
+                    message=f.describe(),
+                )
+                for f in result.failures
+            ),
+        )
+        for ablation_id, result in evaluation.ablations.items()
+    }
+    return Report(
+        fixture_id=evaluation.fixture.fixture_id,
+        fixture_version=evaluation.fixture.fixture_version,
+        corpus_sha256=evaluation.corpus_sha256,
+        evaluation_definition_hash=evaluation.evaluation_definition_hash,
+        provider_definitions_hash=evaluation.provider_definitions_hash,
+        deterministic_projection_sha256=evaluation.projection_sha256,
+        runs=evaluation.runs,
+        ablations=ablations,  # type: ignore[arg-type]
+        gates=gates,
+    )
+
+
+def report_json(report: Report) -> bytes:
+    """Serialize with sorted keys and a trailing newline (stable bytes for the deterministic part)."""
+    data = report.model_dump(mode="json")
+    return (json.dumps(data, sort_keys=True, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
+
+
+def parse_report(text: str | bytes) -> Report:
+    """Load a report, refusing other schema versions with a clear message."""
+    try:
+        raw = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"report is not JSON: {exc}") from None
+    version = raw.get("schema_version") if isinstance(raw, dict) else None
+    if version != SCHEMA_VERSION:
+        raise ReportVersionError(
+            f"report schema_version {version!r} is not supported (this evalkit reads {SCHEMA_VERSION}); "
+            "regenerate the report with `evalkit run --output PATH`"
+        )
+    try:
+        return Report.model_validate_json(text)
+    except ValidationError as exc:
+        raise ValueError(f"invalid report: {exc}") from None

@@ -1,0 +1,141 @@
+"""The knowledge service: lexical, vector, hybrid and hybrid+rerank retrieval over a knowledge database.
+
+Modes are small functions chosen from :data:`MODES`. Every mode applies its score threshold, so a query without a
+good match returns nothing, and every ranking is ordered by score descending, then chunk ID.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Literal
+
+from pydantic import Field, field_validator
+
+from evalkit.database import Hit, KnowledgeDatabase
+from evalkit.embeddings import EmbeddingProvider, fingerprint
+from evalkit.fusion import FUSION_METHODS, Contribution, fusion_method
+from evalkit.reranker import HeuristicReranker, RerankerSettings, idf
+from evalkit.schema import Language, NonNegativeFloat, PositiveInt, StrictModel
+from evalkit.text import is_han, query_terms
+
+Mode = Literal["lexical", "vector", "hybrid", "hybrid-rerank"]
+
+
+class RetrievalSettings(StrictModel):
+    """Every knob of the retrieval path; all of it is hashed into the evaluation definition."""
+
+    top_k: PositiveInt = Field(default=10, description="results returned per query")
+    candidate_k: PositiveInt = Field(default=30, description="candidates per retriever before fusion/rerank")
+    lexical_min_score: NonNegativeFloat = Field(default=0.0, description="minimum BM25 score (-bm25())")
+    vector_min_similarity: float = Field(default=0.2, ge=-1.0, le=1.0, description="minimum cosine")
+    fusion: str = Field(default="rrf", description="fusion method: " + ", ".join(sorted(FUSION_METHODS)))
+    rrf_k: PositiveInt = Field(default=60, description="RRF rank constant")
+    lexical_weight: NonNegativeFloat = Field(default=1.0, description="fusion weight of lexical hits")
+    vector_weight: NonNegativeFloat = Field(default=1.0, description="fusion weight of vector hits")
+    cross_language_lexical_weight: NonNegativeFloat = Field(
+        default=0.0,
+        description="multiplier on a lexical hit's weight when its language differs from the query's",
+    )
+    reranker: RerankerSettings = Field(default_factory=RerankerSettings, description="heuristic reranker")
+
+    @field_validator("fusion")
+    @classmethod
+    def _known_fusion(cls, value: str) -> str:
+        fusion_method(value)
+        return value
+
+
+def detect_language(text: str) -> Language:
+    """'zh' when the text contains Han characters, else 'en'."""
+    return "zh" if is_han(text) else "en"
+
+
+class KnowledgeService:
+    """Retrieval over a :class:`KnowledgeDatabase` with an optional embedding provider and the heuristic reranker."""
+
+    def __init__(
+        self,
+        database: KnowledgeDatabase,
+        settings: RetrievalSettings,
+        provider: EmbeddingProvider | None = None,
+    ) -> None:
+        self.database = database
+        self.settings = settings
+        self.provider = provider
+        self._provider_key = fingerprint(provider) if provider is not None else None
+        self._reranker = HeuristicReranker(settings.reranker)
+        self._languages = {c.chunk_id: c.language for c in database.chunks()}
+
+    def index_embeddings(self) -> None:
+        """Embed every chunk with the provider and store the rows (once per provider fingerprint)."""
+        provider, key = self._require_provider()
+        if self.database.has_embeddings(key):
+            return
+        chunks = self.database.chunks()
+        matrix = provider.embed([c.text for c in chunks])
+        self.database.store_embeddings(key, [c.chunk_id for c in chunks], matrix)
+
+    def search(self, text: str, mode: Mode, language: Language | None = None) -> list[Hit]:
+        """The top ``top_k`` hits for a query in a mode; the query language is detected when not given."""
+        try:
+            run = MODES[mode]
+        except KeyError:
+            raise ValueError(f"unknown mode {mode!r}; valid: {', '.join(sorted(MODES))}") from None
+        return run(self, text, language or detect_language(text))[: self.settings.top_k]
+
+    def _require_provider(self) -> tuple[EmbeddingProvider, str]:
+        if self.provider is None or self._provider_key is None:
+            raise ValueError("this mode needs an embedding provider; the service was created without one")
+        return self.provider, self._provider_key
+
+    def _lexical(self, text: str, language: Language) -> list[Hit]:
+        del language
+        hits = self.database.lexical_search(query_terms(text), self.settings.candidate_k)
+        return [h for h in hits if h.score >= self.settings.lexical_min_score]
+
+    def _vector(self, text: str, language: Language) -> list[Hit]:
+        del language
+        provider, key = self._require_provider()
+        query = provider.embed([text])[0]
+        hits = self.database.vector_search(key, query, self.settings.candidate_k)
+        return [h for h in hits if h.score >= self.settings.vector_min_similarity]
+
+    def _lexical_weight(self, chunk_id: str, language: Language) -> float:
+        weight = self.settings.lexical_weight
+        if self._languages[chunk_id] != language:
+            weight *= self.settings.cross_language_lexical_weight
+        return weight
+
+    def _hybrid(self, text: str, language: Language) -> list[Hit]:
+        lexical = self._lexical(text, language)
+        vector = self._vector(text, language)
+        contributions = [
+            Contribution(lexical, [self._lexical_weight(h.chunk_id, language) for h in lexical]),
+            Contribution(vector, [self.settings.vector_weight] * len(vector)),
+        ]
+        return fusion_method(self.settings.fusion)(contributions, self.settings.rrf_k)
+
+    def _hybrid_rerank(self, text: str, language: Language) -> list[Hit]:
+        provider, key = self._require_provider()
+        candidates = [h.chunk_id for h in self._hybrid(text, language)[: self.settings.candidate_k]]
+        if not candidates:
+            return []
+        terms = query_terms(text)
+        chunk_count = self.database.chunk_count()
+        weights = {t: idf(df, chunk_count) for t, df in self.database.document_frequencies(terms).items()}
+        similarity = self.database.vectors(key, candidates) @ provider.embed([text])[0]
+        return self._reranker.rerank(
+            terms=terms,
+            same_language={c: self._languages[c] == language for c in candidates},
+            tokens=self.database.chunk_tokens(candidates),
+            similarity={c: float(s) for c, s in zip(candidates, similarity, strict=True)},
+            term_weights=weights,
+        )
+
+
+MODES: dict[str, Callable[[KnowledgeService, str, Language], list[Hit]]] = {
+    "lexical": KnowledgeService._lexical,
+    "vector": KnowledgeService._vector,
+    "hybrid": KnowledgeService._hybrid,
+    "hybrid-rerank": KnowledgeService._hybrid_rerank,
+}

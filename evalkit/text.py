@@ -1,0 +1,86 @@
+"""Bilingual text normalization: Chinese word segmentation (rjieba) and English case-folding and stemming.
+
+One analyzer serves the FTS5 index, the vector providers, the reranker and the BM25 baseline, so that every path
+sees the same tokens. Text is NFKC-normalized and case-folded, split into runs of Han characters and runs of other
+word characters; Han runs are segmented into words by rjieba, other runs are split on non-word characters and
+stemmed with the Snowball English stemmer (PyStemmer). Nothing is loaded at import time.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from functools import lru_cache
+from typing import Any
+
+_HAN = r"\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
+_RUNS = re.compile(rf"[{_HAN}]+|[^\W{_HAN}]+")
+_IS_HAN = re.compile(rf"[{_HAN}]")
+_WORD = re.compile(r"\w", re.UNICODE)
+
+# Lucene's default English stop set plus question and auxiliary words, which carry no topic in a query.
+ENGLISH_STOPWORDS = frozenset(
+    """a an and are as at be but by for if in into is it no not of on or such that the their then there these
+    they this to was will with what how do does did can could i my me we our you your when which who whom why
+    where should would shall may might has have had am been being its from about any so than""".split()
+)
+# Chinese function words, particles and question words (Simplified Chinese).
+CHINESE_STOPWORDS = frozenset(
+    """的 了 是 在 吗 呢 吧 啊 和 与 及 或 或者 我 我们 你 您 你们 他 她 它 他们 这 那 这个 那个 这些 那些 怎么
+    怎样 如何 什么 哪些 哪个 哪 多少 几 是否 可以 能 能否 会 有 没有 把 被 就 都 也 还 要 个 之 等 为 对 从 到
+    将 让 给 呀 么 并 而 但 如果 时 后 前 里 中 需要 应该 一下 一个""".split()
+)
+STOPWORDS = ENGLISH_STOPWORDS | CHINESE_STOPWORDS
+
+ANALYZER_VERSION = "1"
+"""Bump when tokenization changes; it is part of every provider and retrieval definition hash."""
+
+
+@lru_cache(maxsize=1)
+def _stemmer() -> Any:
+    import Stemmer
+
+    return Stemmer.Stemmer("english")
+
+
+@lru_cache(maxsize=1)
+def _jieba() -> Any:
+    import rjieba
+
+    return rjieba
+
+
+def normalize(text: str) -> str:
+    """NFKC-normalize and case-fold (full-width letters and digits become ASCII, English becomes lower case)."""
+    return unicodedata.normalize("NFKC", text).casefold()
+
+
+def is_han(text: str) -> bool:
+    """True when the text contains at least one Han character."""
+    return _IS_HAN.search(text) is not None
+
+
+def tokenize(text: str, *, drop_stopwords: bool = False) -> tuple[str, ...]:
+    """Split text into normalized tokens: rjieba words for Han runs, Snowball-stemmed words otherwise.
+
+    With ``drop_stopwords`` the stop sets above are removed (English words before stemming).
+    """
+    stop = STOPWORDS if drop_stopwords else frozenset()
+    tokens: list[str] = []
+    for run in _RUNS.findall(normalize(text)):
+        if is_han(run):
+            tokens.extend(word for word in _jieba().cut(run) if _WORD.search(word) and word not in stop)
+        else:
+            words = [word for word in run.replace("_", " ").split() if word not in stop]
+            tokens.extend(_stemmer().stemWords(words))
+    return tuple(tokens)
+
+
+def analyzed(text: str) -> str:
+    """Tokens joined by single spaces: the form stored in the FTS5 index."""
+    return " ".join(tokenize(text))
+
+
+def query_terms(text: str) -> tuple[str, ...]:
+    """Distinct content tokens of a query, in first-occurrence order (stopwords removed)."""
+    return tuple(dict.fromkeys(tokenize(text, drop_stopwords=True)))
