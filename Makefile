@@ -1,0 +1,36 @@
+# evalkit: `make eval` runs the evaluation, `make test` runs every check. Both set up .venv first.
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: setup eval test lint benchmark baseline clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+eval: setup
+	$(BIN)/evalkit run
+
+lint: setup
+	$(BIN)/ruff check evalkit tests benchmarks
+	$(BIN)/ruff format --check evalkit tests benchmarks
+	$(BIN)/mypy evalkit
+
+test: lint
+	$(BIN)/python -m pytest
+
+benchmark: setup
+	$(BIN)/python benchmarks/suite_wall_time.py
+
+# Regenerate the committed context baselines for review (see README: only after a reviewed change).
+baseline: setup
+	$(BIN)/evalkit baseline --write
+
+clean:
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache
