@@ -15,7 +15,7 @@ $(STAMP): pyproject.toml
 setup: $(STAMP)
 
 eval: setup
-	$(BIN)/evalkit run
+	$(BIN)/evalkit notebook
 
 lint: setup
 	$(BIN)/ruff check evalkit tests benchmarks

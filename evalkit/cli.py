@@ -23,13 +23,16 @@ from evalkit.gates import (
     baselines_json,
     check_gates,
     evaluate_gates,
+    format_gates,
     load_baselines,
 )
 from evalkit.output import ENV_VAR, OutputPathError, output_path_from_env, resolve_output_path, write_atomic
-from evalkit.report import Report, build_report, report_json
+from evalkit.report import Report, build_report, parse_report, report_json
+from evalkit.runner import DEFAULT_NOTEBOOK, parse_value, run_notebook
 
 DEFAULT_FIXTURE = Path("fixtures") / "synthetic-bilingual-v1"
 EXIT_OK, EXIT_GATE, EXIT_INPUT = 0, 1, 2
+INPUT_ERRORS = frozenset({"UnknownParameterError", "ValueError", "FixtureError", "OutputPathError"})
 SUMMARY_COLUMNS = ("recall@5", "recall@10", "mrr@10", "ndcg@10", "context_precision", "context_recall")
 SUMMARY_HEADERS = ("R@5", "R@10", "MRR@10", "nDCG@10", "ctxP", "ctxR", "noansFPR", "p50 ms", "p95 ms")
 
@@ -38,7 +41,7 @@ def format_summary(report: Report) -> str:
     """A plain-text table: one row per ablation and slice (all, en, zh)."""
     header = f"{'ablation':<18} {'slice':<5} " + " ".join(f"{h:>8}" for h in SUMMARY_HEADERS)
     lines = [header, "-" * len(header)]
-    for ablation_id, result in report.ablations.items():
+    for ablation_id, result in sorted(report.ablations.items(), key=lambda item: ABLATION_IDS.index(item[0])):
         for slice_name in ("all", "en", "zh"):
             row = result.metrics.get(slice_name, {})
             cells = [_cell(row.get(m)) for m in (*SUMMARY_COLUMNS, "no_answer_fpr")]
@@ -50,16 +53,6 @@ def format_summary(report: Report) -> str:
 
 def _cell(value: float | None) -> str:
     return f"{'-':>8}" if value is None else f"{value:8.3f}"
-
-
-def format_gates(report: Report) -> str:
-    """One line per gate with PASS or FAIL."""
-    lines = []
-    for gate in report.gates:
-        value = "missing" if gate.value is None else f"{gate.value:.4f}"
-        status = "PASS" if gate.passed else "FAIL"
-        lines.append(f"{status}  {gate.gate}: {value} {gate.comparison} {gate.threshold:.4f}")
-    return "\n".join(lines)
 
 
 def _thresholds(args: argparse.Namespace) -> GateThresholds:
@@ -88,7 +81,7 @@ def _run(args: argparse.Namespace) -> int:
     print(f"evalkit: fixture {report.fixture_id} {report.fixture_version}, {report.runs} run(s), deterministic")
     print(format_summary(report))
     print()
-    print(format_gates(report))
+    print(format_gates(report.gates))
     if target is not None:
         write_atomic(target, report_json(report))
         print(f"report written to {target.relative_to(workspace.resolve())}")
@@ -118,6 +111,24 @@ def _baseline(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(data.decode("utf-8"))
     return EXIT_OK
+
+
+def _notebook(args: argparse.Namespace) -> int:
+    root = Path.cwd()
+    parameters = {name: parse_value(value) for name, value in args.parameter}
+    run = run_notebook(root, parameters, notebook=Path(args.notebook), run_id=args.run_id)
+    if run.report is not None:
+        report = parse_report(run.report.read_bytes())
+        print(format_summary(report))
+        print()
+        print(format_gates(report.gates))
+    print(f"\nfiles in {run.run_dir.relative_to(root.resolve())}:")
+    for path in sorted(p for p in run.run_dir.rglob("*") if p.is_file()):
+        print(f"  {path.relative_to(root.resolve())}")
+    if run.error_name is None:
+        return EXIT_OK
+    print(f"evalkit: notebook failed with {run.error_name}: {run.error_message}", file=sys.stderr)
+    return EXIT_INPUT if run.error_name in INPUT_ERRORS else EXIT_GATE
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -154,6 +165,21 @@ def build_parser() -> argparse.ArgumentParser:
     baseline.add_argument("--fixture", default=str(DEFAULT_FIXTURE), help="fixture directory")
     baseline.add_argument("--write", action="store_true", help=f"overwrite the fixture's {BASELINES_FILE}")
     baseline.set_defaults(handler=_baseline)
+    notebook = commands.add_parser(
+        "notebook", help="run a notebook headless into reports/<run-id>/ (notebook, figures, report, HTML)"
+    )
+    notebook.add_argument("--notebook", default=str(DEFAULT_NOTEBOOK), help="notebook path (default: %(default)s)")
+    notebook.add_argument("--run-id", default=None, help="folder name under reports/ (default: UTC time)")
+    notebook.add_argument(
+        "-p",
+        "--parameter",
+        nargs=2,
+        action="append",
+        default=[],
+        metavar=("NAME", "VALUE"),
+        help="set a notebook parameter; VALUE is JSON when it parses (0.8, true, null, [...]), else a string",
+    )
+    notebook.set_defaults(handler=_notebook)
     return parser
 
 

@@ -27,13 +27,19 @@ HYBRID = "hybrid"
 
 
 class GateThresholds(StrictModel):
-    """The seed gates on the reranked path."""
+    """The seed gates on the reranked path (any finite bound: an impossible one simply fails)."""
 
-    min_reranked_mrr_at_10: UnitFloat = Field(default=0.78, description="hybrid-rerank mrr@10 at least this")
-    min_reranked_ndcg_at_10: UnitFloat = Field(default=0.75, description="hybrid-rerank ndcg@10 at least this")
-    max_no_answer_fpr: UnitFloat = Field(default=0.34, description="hybrid-rerank no_answer_fpr at most this")
-    max_rerank_ndcg_drop: UnitFloat = Field(
-        default=0.05, description="hybrid ndcg@10 minus hybrid-rerank ndcg@10 at most this"
+    min_reranked_mrr_at_10: float = Field(
+        default=0.78, allow_inf_nan=False, description="hybrid-rerank mrr@10 at least this"
+    )
+    min_reranked_ndcg_at_10: float = Field(
+        default=0.75, allow_inf_nan=False, description="hybrid-rerank ndcg@10 at least this"
+    )
+    max_no_answer_fpr: float = Field(
+        default=0.34, allow_inf_nan=False, description="hybrid-rerank no_answer_fpr at most this"
+    )
+    max_rerank_ndcg_drop: float = Field(
+        default=0.05, allow_inf_nan=False, description="hybrid ndcg@10 minus hybrid-rerank ndcg@10 at most this"
     )
 
 
@@ -139,6 +145,11 @@ def check_gates(outcomes: Sequence[GateOutcome]) -> None:
     failed = [g for g in outcomes if not g.passed]
     if failed:
         raise GateFailure(failed)
+
+
+def format_gates(outcomes: Sequence[GateOutcome]) -> str:
+    """One line per gate: PASS or FAIL, the gate, its value and its bound."""
+    return "\n".join(f"{'PASS' if g.passed else 'FAIL'}  {_describe(g)}" for g in outcomes)
 
 
 def baselines_from_report(report: Report) -> Baselines:

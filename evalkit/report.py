@@ -9,6 +9,7 @@ load: a report of another version is refused with a message saying how to regene
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Annotated, Literal
 
 from pydantic import Field, ValidationError
@@ -16,6 +17,7 @@ from pydantic import Field, ValidationError
 from evalkit.ablations import AblationId
 from evalkit.evaluation import CONTEXT_K, FAILURE_CUTOFF, Evaluation
 from evalkit.metrics import METRICS_VERSION, LatencySummary
+from evalkit.output import write_atomic
 from evalkit.schema import Identifier, Language, PositiveInt, Sha256, StrictModel
 
 SCHEMA_VERSION: Literal[1] = 1
@@ -134,6 +136,13 @@ def report_json(report: Report) -> bytes:
     """Serialize with sorted keys and a trailing newline (stable bytes for the deterministic part)."""
     data = report.model_dump(mode="json")
     return (json.dumps(data, sort_keys=True, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
+
+
+def write_report(report: Report, path: Path | None) -> Path | None:
+    """Write the report atomically to an already-resolved path; do nothing when path is None."""
+    if path is not None:
+        write_atomic(path, report_json(report))
+    return path
 
 
 def parse_report(text: str | bytes) -> Report:

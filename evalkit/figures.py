@@ -1,0 +1,109 @@
+"""Charts of an evaluation: per-language metrics, latency distributions and the effect of reranking.
+
+Figures are readable on their own (title, axis labels with units, a legend for en and zh) and deterministic when
+saved: a fixed SVG hash salt and no dates or software versions in the metadata, so the same data gives the same
+bytes. Labels are ASCII, so no CJK font is needed and no glyph goes missing.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+import numpy as np
+from matplotlib.figure import Figure
+from matplotlib.patches import Patch
+
+from evalkit.evaluation import Evaluation
+from evalkit.output import write_atomic
+from evalkit.report import Report
+from evalkit.tables import language_metrics_frame, latency_frame, rerank_delta_frame
+
+CHART_MEASURES = ("recall@10", "mrr@10", "ndcg@10", "context_precision", "context_recall")
+LANGUAGE_COLORS = {"en": "#1f77b4", "zh": "#d62728"}
+SVG_HASH_SALT = "evalkit"
+_RC: Any = {"svg.hashsalt": SVG_HASH_SALT, "svg.fonttype": "path", "font.family": "DejaVu Sans"}
+
+
+def plot_language_metrics(report: Report, measures: Sequence[str] = CHART_MEASURES) -> Figure:
+    """Grouped bars per measure: one group per ablation, en beside zh."""
+    frame = language_metrics_frame(report, measures)
+    ablations = list(report.ablations)
+    with matplotlib.rc_context(_RC):
+        figure = Figure(figsize=(3.2 * len(measures), 4.2), layout="constrained")
+        axes = figure.subplots(1, len(measures), sharey=True, squeeze=False)[0]
+        positions = np.arange(len(ablations))
+        for axis, measure in zip(axes, measures, strict=True):
+            for offset, language in ((-0.2, "en"), (0.2, "zh")):
+                rows = frame[(frame.measure == measure) & (frame.language == language)].set_index("ablation")
+                values = [float(rows.value.get(a, np.nan)) for a in ablations]
+                axis.bar(positions + offset, values, width=0.4, label=language, color=LANGUAGE_COLORS[language])
+            axis.set_title(measure)
+            axis.set_xticks(positions, ablations, rotation=45, ha="right")
+            axis.set_ylim(0, 1.05)
+            axis.grid(axis="y", alpha=0.3)
+        axes[0].set_ylabel("score (0 to 1, macro-averaged over queries)")
+        handles, labels = axes[0].get_legend_handles_labels()
+        figure.legend(handles, labels, title="query language", loc="outside right center")
+        figure.suptitle(f"Retrieval metrics per language: {report.fixture_id} {report.fixture_version}")
+    return figure
+
+
+def plot_latency(evaluation: Evaluation) -> Figure:
+    """Box plots of per-query latency per ablation (all runs), on a log scale."""
+    frame = latency_frame(evaluation)
+    ablations = list(evaluation.ablations)
+    samples = [frame.loc[frame.ablation == a, "latency_ms"].to_numpy() for a in ablations]
+    with matplotlib.rc_context(_RC):
+        figure = Figure(figsize=(8, 4.5), layout="constrained")
+        axis = figure.subplots()
+        axis.boxplot(samples, tick_labels=ablations, showfliers=True, whis=(5, 95))
+        axis.set_yscale("log")
+        axis.set_ylabel("latency per query (ms, log scale)")
+        axis.set_xlabel("ablation (whiskers: 5th to 95th percentile)")
+        axis.set_title(f"Query latency, {evaluation.runs} run(s) x {len(evaluation.fixture.queries)} queries")
+        axis.grid(axis="y", alpha=0.3, which="both")
+    return figure
+
+
+def plot_rerank_delta(evaluation: Evaluation) -> Figure:
+    """Per answerable query, the change in nDCG@10 from hybrid to hybrid-rerank, coloured by language."""
+    frame = rerank_delta_frame(evaluation)
+    with matplotlib.rc_context(_RC):
+        figure = Figure(figsize=(10, 4.5), layout="constrained")
+        axis = figure.subplots()
+        colors = [LANGUAGE_COLORS[language] for language in frame.language]
+        axis.bar(np.arange(len(frame)), frame.delta, color=colors, width=0.8)
+        axis.axhline(0, color="black", linewidth=0.8)
+        handles = [Patch(color=color, label=language) for language, color in LANGUAGE_COLORS.items()]
+        axis.legend(handles=handles, title="query language")
+        axis.set_xticks([])
+        axis.set_xlabel(f"answerable queries, sorted by change ({len(frame)} queries)")
+        axis.set_ylabel("nDCG@10 change (rerank minus hybrid)")
+        gained, lost = int((frame.delta > 0).sum()), int((frame.delta < 0).sum())
+        axis.set_title(f"Effect of reranking per query: {gained} improved, {lost} worse")
+        axis.grid(axis="y", alpha=0.3)
+    return figure
+
+
+def save_figure(figure: Figure, folder: Path, name: str) -> list[Path]:
+    """Write ``name``.png and ``name``.svg into ``folder`` with deterministic bytes; return the paths."""
+    written = []
+    with matplotlib.rc_context(_RC):
+        for suffix, metadata in (("png", {"Software": None}), ("svg", {"Date": None, "Creator": None})):
+            buffer = io.BytesIO()
+            figure.savefig(buffer, format=suffix, metadata=metadata, dpi=110)
+            path = folder / f"{name}.{suffix}"
+            write_atomic(path, buffer.getvalue())
+            written.append(path)
+    return written
+
+
+def save_all(figures: Mapping[str, Figure], folder: Path | None) -> list[Path]:
+    """Save every named figure as PNG and SVG into ``folder``; nothing when folder is None."""
+    if folder is None:
+        return []
+    return [path for name, figure in figures.items() for path in save_figure(figure, folder, name)]

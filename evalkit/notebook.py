@@ -1,0 +1,151 @@
+"""Notebook parameters: typed, validated, and strict about names papermill injects.
+
+A notebook's first code cell (tagged ``parameters``) assigns typed defaults; papermill injects a cell starting with
+``# Parameters`` after it. The next cell calls ``<Model>.from_namespace(globals())``, which validates every value
+with pydantic and refuses any injected name the notebook does not declare, so a misspelt ``-p`` option fails the
+run instead of silently running with defaults. Paths are resolved from the project root, not the kernel's working
+directory.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any, Self
+
+from pydantic import Field, ValidationError, field_validator
+
+from evalkit.ablations import ABLATION_IDS, Ablation, select_ablations
+from evalkit.gates import GateThresholds
+from evalkit.output import resolve_output_path
+from evalkit.schema import Identifier, StrictModel
+
+PAPERMILL_MARKER = "# Parameters"
+"""The first line of the cell papermill injects."""
+
+_SKIPPED_LINES = ("%", "!")
+
+
+class UnknownParameterError(ValueError):
+    """A parameter was injected that the notebook does not declare."""
+
+
+def project_root(start: Path | None = None) -> Path:
+    """The nearest folder at or above ``start`` (default: the working directory) holding pyproject.toml."""
+    here = (start or Path.cwd()).resolve()
+    for folder in (here, *here.parents):
+        if (folder / "pyproject.toml").is_file() and (folder / "evalkit").is_dir():
+            return folder
+    raise FileNotFoundError(f"no evalkit project (pyproject.toml beside evalkit/) at or above {here}")
+
+
+def injected_names(history: Iterable[str]) -> list[str]:
+    """Names assigned by papermill's injected cells, found in the kernel's input history (``In``)."""
+    names: list[str] = []
+    for source in history:
+        if not source.lstrip().startswith(PAPERMILL_MARKER):
+            continue
+        code = "\n".join(line for line in source.splitlines() if not line.lstrip().startswith(_SKIPPED_LINES))
+        for node in ast.parse(code).body:
+            targets = node.targets if isinstance(node, ast.Assign) else []
+            names.extend(t.id for t in targets if isinstance(t, ast.Name))
+    return list(dict.fromkeys(names))
+
+
+class NotebookParameters(StrictModel):
+    """Base of a notebook's parameter model: built from the kernel namespace after papermill's injection."""
+
+    @classmethod
+    def from_namespace(cls, namespace: Mapping[str, Any]) -> Self:
+        """Validate the declared parameters found in ``namespace`` and refuse undeclared injected ones."""
+        declared = set(cls.model_fields)
+        unknown = [n for n in injected_names(namespace.get("In", ())) if n not in declared]
+        if unknown:
+            raise UnknownParameterError(
+                f"unknown notebook parameter(s) {', '.join(sorted(unknown))}; "
+                f"this notebook declares: {', '.join(sorted(declared))}"
+            )
+        values = {name: namespace[name] for name in cls.model_fields if name in namespace}
+        try:
+            return cls.model_validate(values)
+        except ValidationError as exc:
+            raise ValueError(f"invalid notebook parameters: {exc}") from None
+
+
+def _ablation_list(value: list[str]) -> list[str]:
+    select_ablations(value)
+    return value
+
+
+class EvaluationParameters(NotebookParameters):
+    """Parameters of ``notebooks/retrieval_evaluation.ipynb``."""
+
+    fixture: str = Field(description="fixture directory, relative to the project root")
+    ablations: list[str] = Field(description="ablation IDs to run: " + ", ".join(ABLATION_IDS))
+    runs: int = Field(ge=1, le=10, description="runs compared for determinism")
+    report_output: str | None = Field(description="workspace-relative JSON report path; None writes nothing")
+    figures_dir: str | None = Field(description="workspace-relative folder for PNG and SVG figures; None: none")
+    min_reranked_mrr_at_10: float = Field(allow_inf_nan=False)
+    min_reranked_ndcg_at_10: float = Field(allow_inf_nan=False)
+    max_no_answer_fpr: float = Field(allow_inf_nan=False)
+    max_rerank_ndcg_drop: float = Field(allow_inf_nan=False)
+
+    _check_ablations = field_validator("ablations")(_ablation_list)
+
+    @property
+    def root(self) -> Path:
+        """The project root (the workspace of every relative path)."""
+        return project_root()
+
+    @property
+    def fixture_path(self) -> Path:
+        """The fixture directory, resolved from the project root."""
+        return self.root / self.fixture
+
+    @property
+    def selected_ablations(self) -> tuple[Ablation, ...]:
+        """The selected ablations in canonical order."""
+        return select_ablations(self.ablations)
+
+    @property
+    def thresholds(self) -> GateThresholds:
+        """The gate thresholds."""
+        return GateThresholds(
+            min_reranked_mrr_at_10=self.min_reranked_mrr_at_10,
+            min_reranked_ndcg_at_10=self.min_reranked_ndcg_at_10,
+            max_no_answer_fpr=self.max_no_answer_fpr,
+            max_rerank_ndcg_drop=self.max_rerank_ndcg_drop,
+        )
+
+    def report_path(self) -> Path | None:
+        """Where the report goes (checked like the CLI's --output), or None."""
+        return None if self.report_output is None else resolve_output_path(self.report_output, self.root)
+
+    def figures_path(self) -> Path | None:
+        """The folder for figures (created inside the workspace), or None."""
+        if self.figures_dir is None:
+            return None
+        marker = resolve_output_path(self.figures_dir.rstrip("/") + "/.figures", self.root)
+        return marker.parent
+
+
+class FailureAnalysisParameters(NotebookParameters):
+    """Parameters of ``notebooks/failure_analysis.ipynb``."""
+
+    fixture: str = Field(description="fixture directory, relative to the project root")
+    ablations: list[str] = Field(description="ablation IDs to compare")
+    query_ids: list[Identifier] = Field(description="queries to drill into; empty: every query with a failure")
+    show_text: bool = Field(description="show query and span text (off: IDs only, as private as the report)")
+
+    _check_ablations = field_validator("ablations")(_ablation_list)
+
+    @property
+    def fixture_path(self) -> Path:
+        """The fixture directory, resolved from the project root."""
+        return project_root() / self.fixture
+
+    @property
+    def selected_ablations(self) -> tuple[Ablation, ...]:
+        """The selected ablations in canonical order."""
+        return select_ablations(self.ablations)

@@ -1,0 +1,128 @@
+"""Headless notebook runs: papermill into ``reports/<run-id>/`` with figures, JSON report and an HTML export.
+
+:func:`run_notebook` checks the parameters against those the notebook declares (an unknown name is refused
+before anything runs), executes the notebook with papermill in the project's own kernel, exports the executed
+notebook to HTML with nbconvert (also when a cell failed, so the failure can be read), and returns what happened.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from evalkit.output import resolve_output_path, write_atomic
+
+DEFAULT_NOTEBOOK = Path("notebooks") / "retrieval_evaluation.ipynb"
+REPORTS_DIR = "reports"
+
+
+class NotebookParameterError(ValueError):
+    """A parameter the notebook does not declare, or a value that cannot be parsed."""
+
+
+@dataclass(frozen=True)
+class NotebookRun:
+    """Where a run's files are and how it ended."""
+
+    run_dir: Path
+    notebook: Path
+    html: Path
+    report: Path | None
+    figures: tuple[Path, ...]
+    error_name: str | None
+    error_message: str | None
+
+    @property
+    def passed(self) -> bool:
+        """True when every cell ran without an exception."""
+        return self.error_name is None
+
+
+def default_run_id(now: dt.datetime | None = None) -> str:
+    """A sortable run ID from the UTC time, e.g. ``20261202-104501``."""
+    return (now or dt.datetime.now(dt.UTC)).strftime("%Y%m%d-%H%M%S")
+
+
+def parse_value(text: str) -> Any:
+    """A ``-p`` value: JSON when it parses (numbers, booleans, null, lists), otherwise the plain string."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return text
+
+
+def declared_parameters(notebook: Path) -> dict[str, Any]:
+    """The parameters a notebook declares in its ``parameters`` cell (papermill's inspection)."""
+    import papermill
+
+    return dict(papermill.inspect_notebook(str(notebook)))
+
+
+def check_parameters(notebook: Path, parameters: Mapping[str, Any]) -> None:
+    """Refuse names the notebook does not declare, listing the declared ones."""
+    declared = declared_parameters(notebook)
+    unknown = sorted(set(parameters) - set(declared))
+    if unknown:
+        raise NotebookParameterError(
+            f"{notebook.name} does not declare parameter(s) {', '.join(unknown)}; "
+            f"it declares: {', '.join(sorted(declared))}"
+        )
+
+
+def export_html(executed: Path, target: Path) -> None:
+    """Export an executed notebook to a standalone HTML file."""
+    import nbformat
+    from nbconvert import HTMLExporter
+
+    body, _ = HTMLExporter().from_notebook_node(nbformat.read(executed, as_version=4))
+    write_atomic(target, body.encode("utf-8"))
+
+
+def run_notebook(
+    root: Path,
+    parameters: Mapping[str, Any],
+    notebook: Path = DEFAULT_NOTEBOOK,
+    run_id: str | None = None,
+) -> NotebookRun:
+    """Execute a notebook headless into ``reports/<run-id>/`` and export it; never raises for a failing cell."""
+    import papermill
+    from papermill.exceptions import PapermillExecutionError
+
+    source = root / notebook
+    check_parameters(source, parameters)
+    run_id = run_id or default_run_id()
+    relative_dir = f"{REPORTS_DIR}/{run_id}"
+    executed = resolve_output_path(f"{relative_dir}/{source.name}", root)
+    run_dir = executed.parent
+    declared = declared_parameters(source)
+    values = dict(parameters)
+    report: Path | None = None
+    if "report_output" in declared:
+        values.setdefault("report_output", f"{relative_dir}/report.json")
+        report = root / values["report_output"] if values["report_output"] else None
+    if "figures_dir" in declared:
+        values.setdefault("figures_dir", f"{relative_dir}/figures")
+    error_name = error_message = None
+    try:
+        papermill.execute_notebook(
+            str(source), str(executed), parameters=values, cwd=str(root), kernel_name="python3", progress_bar=False
+        )
+    except PapermillExecutionError as exc:
+        error_name, error_message = exc.ename, exc.evalue
+    html = executed.with_suffix(".html")
+    export_html(executed, html)
+    figures_dir = root / values["figures_dir"] if values.get("figures_dir") else None
+    figures = tuple(sorted(figures_dir.iterdir())) if figures_dir and figures_dir.is_dir() else ()
+    return NotebookRun(
+        run_dir=run_dir,
+        notebook=executed,
+        html=html,
+        report=report if report is not None and report.exists() else None,
+        figures=figures,
+        error_name=error_name,
+        error_message=error_message,
+    )
