@@ -66,17 +66,20 @@ def _thresholds(args: argparse.Namespace) -> GateThresholds:
 
 def _run(args: argparse.Namespace) -> int:
     workspace = Path.cwd()
+    fixture_dir = Path(args.fixture)
+    loaded = load_fixture(fixture_dir)
+    ablations = parse_ablations(args.ablations)
+    baselines = load_baselines(fixture_dir) if fixture_dir.is_dir() else None
+    thresholds = _thresholds(args)
+    # Only now, with every input checked, may the output path's missing folders be created.
     target = (
         resolve_output_path(args.output, workspace)
         if args.output is not None
         else output_path_from_env(os.environ, workspace)
     )
-    fixture_dir = Path(args.fixture)
-    loaded = load_fixture(fixture_dir)
-    baselines = load_baselines(fixture_dir) if fixture_dir.is_dir() else None
-    evaluation = evaluate(loaded, parse_ablations(args.ablations), runs=args.runs)
+    evaluation = evaluate(loaded, ablations, runs=args.runs)
     report = build_report(evaluation)
-    outcomes = evaluate_gates(report, _thresholds(args), baselines)
+    outcomes = evaluate_gates(report, thresholds, baselines)
     report = report.model_copy(update={"gates": outcomes})
     print(f"evalkit: fixture {report.fixture_id} {report.fixture_version}, {report.runs} run(s), deterministic")
     print(format_summary(report))

@@ -58,6 +58,15 @@ class EmbeddingProvider(Protocol):
         ...
 
 
+@runtime_checkable
+class ConceptProvider(Protocol):
+    """A provider that can also name the language-independent concepts a text mentions (used by the reranker)."""
+
+    def concepts(self, text: str) -> frozenset[str]:
+        """IDs of the concepts the text mentions."""
+        ...
+
+
 def fingerprint(provider: EmbeddingProvider) -> str:
     """Stable identity of a provider: SHA-256 of its canonical definition."""
     return sha256_of(dict(provider.definition))
@@ -121,14 +130,15 @@ class AliasProvider:
     """Alias-group dimensions shared across languages, plus a down-weighted token-hash residual.
 
     A Han term matches as a substring of the normalized text; any other term matches as a contiguous run of
-    analyzed tokens. Each group's count enters with sublinear weight (1 + ln count) times ``alias_weight``.
+    analyzed tokens. Each group's count enters with sublinear weight (1 + ln count); the residual is scaled by
+    ``residual_weight`` before the whole row is L2-normalized.
     """
 
     VERSION = "1"
 
     def __init__(self, aliases: AliasTable, hash_dimensions: int = 512, residual_weight: float = 0.35) -> None:
-        if residual_weight < 0:
-            raise ValueError(f"residual_weight must be >= 0, got {residual_weight}")
+        if not (math.isfinite(residual_weight) and residual_weight >= 0):
+            raise ValueError(f"residual_weight must be >= 0 and finite, got {residual_weight}")
         self._groups = tuple(sorted(aliases.groups, key=lambda g: g.group_id))
         self._residual = TokenHashProvider(hash_dimensions)
         self._residual_weight = residual_weight
@@ -161,6 +171,11 @@ class AliasProvider:
             count += sum(_count_runs(tokens, term) for term in token_terms)
             counts[index] = 1.0 + math.log(count) if count else 0.0
         return counts
+
+    def concepts(self, text: str) -> frozenset[str]:
+        """IDs of the alias groups the text mentions."""
+        counts = self._group_counts(text)
+        return frozenset(g.group_id for g, count in zip(self._groups, counts, strict=True) if count > 0)
 
     def embed(self, texts: Sequence[str]) -> Matrix:
         """Concatenate alias-group weights and the weighted token-hash residual, then L2-normalize."""

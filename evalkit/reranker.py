@@ -1,28 +1,35 @@
 """A local heuristic reranker: no model, no network, deterministic.
 
-For a candidate chunk in the query's language the score is a weighted sum of three features in [0, 1]:
+The score of a candidate chunk is a weighted sum of features in [0, 1]:
 
-- coverage: the IDF mass of the query's content terms found in the chunk over the IDF mass of all of them,
-  with IDF = ln(1 + (N - df + 0.5) / (df + 0.5)) as in BM25; a query term that no chunk contains keeps its
-  full weight in the denominator, so questions about things the corpus never mentions score low;
+- coverage: the IDF mass of the query's units found in the chunk over the IDF mass of all of them. Units are the
+  query's content terms plus, when the provider names concepts (the alias provider does), the concepts it
+  mentions, so an English query can cover a Chinese chunk through shared concepts. IDF is BM25's
+  ln(1 + (N - df + 0.5) / (df + 0.5)); a unit that no chunk contains keeps its full weight in the denominator,
+  so questions about things the corpus never mentions score low;
 - semantic: the cosine similarity of query and chunk embeddings, clipped at 0;
-- proximity: the fraction of adjacent query-term pairs that also stand next to each other in the chunk.
+- proximity: the fraction of adjacent query-term pairs that also stand next to each other in the chunk. Word
+  order means nothing across languages, so for a chunk in another language this feature is left out and the
+  other two weights are rescaled to sum as before.
 
-Lexical features mean nothing across languages, so a chunk in another language is scored on the semantic
-feature alone. Candidates under ``min_score`` are dropped: that is how a query without a good match returns
-nothing. Ties are broken by chunk ID.
+Candidates under ``min_score`` are dropped: that is how a query without a good match returns nothing. Ties are
+broken by chunk ID.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from itertools import pairwise
 
 from pydantic import Field
 
 from evalkit.database import Hit, order_hits
 from evalkit.schema import StrictModel, UnitFloat
+
+CONCEPT_PREFIX = "§"
+"""Marks a concept unit (tokens are word characters only, so they can never collide)."""
 
 
 class RerankerSettings(StrictModel):
@@ -31,6 +38,9 @@ class RerankerSettings(StrictModel):
     coverage_weight: UnitFloat = Field(default=0.55, description="weight of IDF-weighted query-term coverage")
     semantic_weight: UnitFloat = Field(default=0.3, description="weight of embedding cosine similarity")
     proximity_weight: UnitFloat = Field(default=0.15, description="weight of adjacent query-term pairs")
+    missing_key_factor: UnitFloat = Field(
+        default=1.0, description="score multiplier when the chunk lacks the query's most specific unit"
+    )
     min_score: UnitFloat = Field(default=0.35, description="candidates scoring below this are dropped")
 
 
@@ -39,12 +49,12 @@ def idf(document_frequency: int, chunk_count: int) -> float:
     return math.log(1.0 + (chunk_count - document_frequency + 0.5) / (document_frequency + 0.5))
 
 
-def coverage(terms: Sequence[str], chunk_tokens: frozenset[str], weights: Mapping[str, float]) -> float:
-    """IDF-weighted fraction of the query's terms present in the chunk (0 when the query has no terms)."""
-    total = sum(weights[t] for t in terms)
+def coverage(units: Sequence[str], chunk_units: frozenset[str], weights: Mapping[str, float]) -> float:
+    """IDF-weighted fraction of the query's units present in the chunk (0 when the query has no units)."""
+    total = sum(weights[u] for u in units)
     if total <= 0:
         return 0.0
-    return sum(weights[t] for t in terms if t in chunk_tokens) / total
+    return sum(weights[u] for u in units if u in chunk_units) / total
 
 
 def proximity(terms: Sequence[str], chunk_tokens: Sequence[str]) -> float:
@@ -56,6 +66,16 @@ def proximity(terms: Sequence[str], chunk_tokens: Sequence[str]) -> float:
     return sum(1 for pair in pairs if pair in adjacent) / len(pairs)
 
 
+@dataclass(frozen=True)
+class Candidate:
+    """What the reranker knows of one candidate chunk."""
+
+    same_language: bool
+    tokens: Sequence[str]
+    units: frozenset[str]
+    similarity: float
+
+
 class HeuristicReranker:
     """Scores candidates from term statistics and similarities the service hands it."""
 
@@ -64,26 +84,36 @@ class HeuristicReranker:
 
     def rerank(
         self,
+        units: Sequence[str],
         terms: Sequence[str],
-        same_language: Mapping[str, bool],
-        tokens: Mapping[str, Sequence[str]],
-        similarity: Mapping[str, float],
-        term_weights: Mapping[str, float],
+        candidates: Mapping[str, Candidate],
+        document_frequencies: Mapping[str, int],
+        chunk_count: int,
     ) -> list[Hit]:
-        """Score every candidate in ``same_language`` and keep those at or above the threshold."""
+        """Score every candidate and keep those at or above the threshold, best first."""
         s = self.settings
+        weights = {u: idf(document_frequencies[u], chunk_count) for u in units}
+        seen = sorted((document_frequencies[u], u) for u in units if document_frequencies[u] > 0)
+        key_any = seen[0][1] if seen else None
+        key_concept = next((u for _, u in seen if u.startswith(CONCEPT_PREFIX)), None)
         scored: list[Hit] = []
-        for chunk_id, same in same_language.items():
-            semantic = max(similarity.get(chunk_id, 0.0), 0.0)
-            if same:
-                chunk_tokens = tokens[chunk_id]
+        for chunk_id, candidate in candidates.items():
+            cover = coverage(units, candidate.units, weights)
+            semantic = max(candidate.similarity, 0.0)
+            if candidate.same_language:
+                key = key_any
                 score = (
-                    s.coverage_weight * coverage(terms, frozenset(chunk_tokens), term_weights)
+                    s.coverage_weight * cover
                     + s.semantic_weight * semantic
-                    + s.proximity_weight * proximity(terms, chunk_tokens)
+                    + s.proximity_weight * proximity(terms, candidate.tokens)
                 )
             else:
-                score = semantic
+                key = key_concept
+                total = s.coverage_weight + s.semantic_weight + s.proximity_weight
+                kept = s.coverage_weight + s.semantic_weight
+                score = (s.coverage_weight * cover + s.semantic_weight * semantic) * (total / kept if kept else 0.0)
+            if key is not None and key not in candidate.units:
+                score *= s.missing_key_factor
             if score >= s.min_score:
                 scored.append(Hit(chunk_id=chunk_id, score=score))
         return order_hits(scored)

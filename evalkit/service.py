@@ -6,17 +6,17 @@ good match returns nothing, and every ranking is ordered by score descending, th
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Literal
 
 from pydantic import Field, field_validator
 
 from evalkit.database import Hit, KnowledgeDatabase
-from evalkit.embeddings import EmbeddingProvider, fingerprint
+from evalkit.embeddings import ConceptProvider, EmbeddingProvider, fingerprint
 from evalkit.fusion import FUSION_METHODS, Contribution, fusion_method
-from evalkit.reranker import HeuristicReranker, RerankerSettings, idf
+from evalkit.reranker import CONCEPT_PREFIX, Candidate, HeuristicReranker, RerankerSettings
 from evalkit.schema import Language, NonNegativeFloat, PositiveInt, StrictModel
-from evalkit.text import is_han, query_terms
+from evalkit.text import STOPWORDS, is_han, query_terms
 
 Mode = Literal["lexical", "vector", "hybrid", "hybrid-rerank"]
 
@@ -65,15 +65,22 @@ class KnowledgeService:
         self._provider_key = fingerprint(provider) if provider is not None else None
         self._reranker = HeuristicReranker(settings.reranker)
         self._languages = {c.chunk_id: c.language for c in database.chunks()}
+        self._concepts: dict[str, frozenset[str]] | None = None
+        self._indexed = False
 
     def index_embeddings(self) -> None:
-        """Embed every chunk with the provider and store the rows (once per provider fingerprint)."""
+        """Embed every chunk with the provider and store the rows (once per provider fingerprint).
+
+        Concept units of the chunks (for the reranker) are derived here too, so no query pays for indexing.
+        Vector modes call this on first use, so a forgotten call costs time on the first query, not results.
+        """
         provider, key = self._require_provider()
-        if self.database.has_embeddings(key):
-            return
-        chunks = self.database.chunks()
-        matrix = provider.embed([c.text for c in chunks])
-        self.database.store_embeddings(key, [c.chunk_id for c in chunks], matrix)
+        self._chunk_concepts()
+        if not self.database.has_embeddings(key):
+            chunks = self.database.chunks()
+            matrix = provider.embed([c.text for c in chunks])
+            self.database.store_embeddings(key, [c.chunk_id for c in chunks], matrix)
+        self._indexed = True
 
     def search(self, text: str, mode: Mode, language: Language | None = None) -> list[Hit]:
         """The top ``top_k`` hits for a query in a mode; the query language is detected when not given."""
@@ -88,6 +95,12 @@ class KnowledgeService:
             raise ValueError("this mode needs an embedding provider; the service was created without one")
         return self.provider, self._provider_key
 
+    def _require_index(self) -> tuple[EmbeddingProvider, str]:
+        """The provider and its key, after making sure the corpus is embedded under that key."""
+        if not self._indexed:
+            self.index_embeddings()
+        return self._require_provider()
+
     def _lexical(self, text: str, language: Language) -> list[Hit]:
         del language
         hits = self.database.lexical_search(query_terms(text), self.settings.candidate_k)
@@ -95,7 +108,7 @@ class KnowledgeService:
 
     def _vector(self, text: str, language: Language) -> list[Hit]:
         del language
-        provider, key = self._require_provider()
+        provider, key = self._require_index()
         query = provider.embed([text])[0]
         hits = self.database.vector_search(key, query, self.settings.candidate_k)
         return [h for h in hits if h.score >= self.settings.vector_min_similarity]
@@ -115,21 +128,54 @@ class KnowledgeService:
         ]
         return fusion_method(self.settings.fusion)(contributions, self.settings.rrf_k)
 
+    def _chunk_concepts(self) -> dict[str, frozenset[str]]:
+        """Concept units of every chunk (empty without a concept-naming provider), computed once."""
+        if self._concepts is None:
+            provider = self.provider
+            if isinstance(provider, ConceptProvider):
+                self._concepts = {
+                    c.chunk_id: frozenset(CONCEPT_PREFIX + g for g in provider.concepts(c.text))
+                    for c in self.database.chunks()
+                }
+            else:
+                self._concepts = {chunk_id: frozenset() for chunk_id in self._languages}
+        return self._concepts
+
+    def _unit_frequencies(self, terms: Sequence[str], concepts: frozenset[str]) -> dict[str, int]:
+        frequencies = self.database.document_frequencies(terms)
+        for concept in concepts:
+            frequencies[concept] = sum(1 for units in self._chunk_concepts().values() if concept in units)
+        return frequencies
+
     def _hybrid_rerank(self, text: str, language: Language) -> list[Hit]:
-        provider, key = self._require_provider()
+        provider, key = self._require_index()
         candidates = [h.chunk_id for h in self._hybrid(text, language)[: self.settings.candidate_k]]
         if not candidates:
             return []
         terms = query_terms(text)
-        chunk_count = self.database.chunk_count()
-        weights = {t: idf(df, chunk_count) for t, df in self.database.document_frequencies(terms).items()}
+        concepts = (
+            frozenset(CONCEPT_PREFIX + g for g in provider.concepts(text))
+            if isinstance(provider, ConceptProvider)
+            else frozenset()
+        )
+        units = (*terms, *sorted(concepts))
         similarity = self.database.vectors(key, candidates) @ provider.embed([text])[0]
+        tokens = self.database.chunk_tokens(candidates)
+        chunk_concepts = self._chunk_concepts()
         return self._reranker.rerank(
+            units=units,
             terms=terms,
-            same_language={c: self._languages[c] == language for c in candidates},
-            tokens=self.database.chunk_tokens(candidates),
-            similarity={c: float(s) for c, s in zip(candidates, similarity, strict=True)},
-            term_weights=weights,
+            candidates={
+                c: Candidate(
+                    same_language=self._languages[c] == language,
+                    tokens=tuple(t for t in tokens[c] if t not in STOPWORDS),
+                    units=frozenset(tokens[c]) | chunk_concepts[c],
+                    similarity=float(sim),
+                )
+                for c, sim in zip(candidates, similarity, strict=True)
+            },
+            document_frequencies=self._unit_frequencies(terms, concepts),
+            chunk_count=self.database.chunk_count(),
         )
 
 

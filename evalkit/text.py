@@ -2,8 +2,10 @@
 
 One analyzer serves the FTS5 index, the vector providers, the reranker and the BM25 baseline, so that every path
 sees the same tokens. Text is NFKC-normalized and case-folded, split into runs of Han characters and runs of other
-word characters; Han runs are segmented into words by rjieba, other runs are split on non-word characters and
-stemmed with the Snowball English stemmer (PyStemmer). Nothing is loaded at import time.
+word characters. Han runs are segmented by rjieba in search mode without the HMM: dictionary words plus their
+dictionary sub-words (笔记本 also yields 笔记), and unknown character pairs are not glued into pseudo-words.
+Other runs are split on non-word characters and stemmed with the Snowball English stemmer (PyStemmer).
+Nothing is loaded at import time.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ CHINESE_STOPWORDS = frozenset(
 )
 STOPWORDS = ENGLISH_STOPWORDS | CHINESE_STOPWORDS
 
-ANALYZER_VERSION = "1"
+ANALYZER_VERSION = "2"
 """Bump when tokenization changes; it is part of every provider and retrieval definition hash."""
 
 
@@ -69,7 +71,8 @@ def tokenize(text: str, *, drop_stopwords: bool = False) -> tuple[str, ...]:
     tokens: list[str] = []
     for run in _RUNS.findall(normalize(text)):
         if is_han(run):
-            tokens.extend(word for word in _jieba().cut(run) if _WORD.search(word) and word not in stop)
+            words = _jieba().cut_for_search(run, False)
+            tokens.extend(word for word in words if _WORD.search(word) and word not in stop)
         else:
             words = [word for word in run.replace("_", " ").split() if word not in stop]
             tokens.extend(_stemmer().stemWords(words))

@@ -1,0 +1,327 @@
+"""Tests for evalkit.service: every mode on the tiny fixture, thresholds, cross-language weighting and settings."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any, get_args
+
+import pytest
+from pydantic import ValidationError
+
+from evalkit.database import Hit, KnowledgeDatabase, order_hits
+from evalkit.embeddings import AliasProvider, Matrix, TokenHashProvider, fingerprint
+from evalkit.fixture import LoadedFixture
+from evalkit.reranker import RerankerSettings
+from evalkit.service import MODES, KnowledgeService, Mode, RetrievalSettings, detect_language
+from evalkit.text import query_terms
+
+VECTOR_MODES: tuple[Mode, ...] = ("vector", "hybrid", "hybrid-rerank")
+ALL_MODES: tuple[Mode, ...] = ("lexical", *VECTOR_MODES)
+
+
+def _load(tiny: LoadedFixture) -> KnowledgeDatabase:
+    database = KnowledgeDatabase(":memory:")
+    database.add_documents(tiny.fixture.documents)
+    database.add_chunks(tiny.fixture.chunks)
+    return database
+
+
+@pytest.fixture(scope="module")
+def tiny_db(tiny: LoadedFixture) -> Iterator[KnowledgeDatabase]:
+    database = _load(tiny)
+    yield database
+    database.close()
+
+
+@pytest.fixture
+def fresh_db(tiny: LoadedFixture) -> Iterator[KnowledgeDatabase]:
+    database = _load(tiny)
+    yield database
+    database.close()
+
+
+def _service(database: KnowledgeDatabase, tiny: LoadedFixture, **settings: Any) -> KnowledgeService:
+    service = KnowledgeService(database, RetrievalSettings(**settings), AliasProvider(tiny.aliases))
+    service.index_embeddings()
+    return service
+
+
+def _ids(hits: Sequence[Hit]) -> list[str]:
+    return [hit.chunk_id for hit in hits]
+
+
+class CountingProvider:
+    """A token-hash provider that counts how many texts it embedded."""
+
+    def __init__(self) -> None:
+        self._inner = TokenHashProvider(64)
+        self.embedded = 0
+
+    @property
+    def definition(self) -> dict[str, Any]:
+        return dict(self._inner.definition)
+
+    @property
+    def dimensions(self) -> int:
+        return self._inner.dimensions
+
+    def embed(self, texts: Sequence[str]) -> Matrix:
+        self.embedded += len(texts)
+        return self._inner.embed(texts)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Every mode on the tiny fixture
+# ---------------------------------------------------------------------------------------------------------
+
+
+def test_modes_match_the_mode_literal() -> None:
+    assert sorted(MODES) == sorted(get_args(Mode)) == sorted(ALL_MODES)
+
+
+@pytest.mark.parametrize("mode", ALL_MODES)
+@pytest.mark.parametrize("top_k", [1, 2, 10])
+def test_every_mode_returns_at_most_top_k_ordered_hits(
+    tiny_db: KnowledgeDatabase, tiny: LoadedFixture, mode: Mode, top_k: int
+) -> None:
+    service = _service(tiny_db, tiny, top_k=top_k)
+    chunk_ids = {c.chunk_id for c in tiny.fixture.chunks}
+    returned = 0
+    for query in tiny.fixture.queries:
+        hits = service.search(query.text, mode)
+        assert len(hits) <= top_k
+        assert hits == order_hits(hits)
+        assert len(set(_ids(hits))) == len(hits)
+        assert set(_ids(hits)) <= chunk_ids
+        returned += len(hits)
+    assert returned > 0
+
+
+@pytest.mark.parametrize("mode", ALL_MODES)
+def test_top_k_truncates_the_full_ranking(tiny_db: KnowledgeDatabase, tiny: LoadedFixture, mode: Mode) -> None:
+    text = "How long do deleted notes stay in the trash?"
+    full = _service(tiny_db, tiny).search(text, mode)
+    assert len(full) >= 2
+    assert _service(tiny_db, tiny, top_k=1).search(text, mode) == full[:1]
+
+
+def test_lexical_mode_is_bm25_over_query_terms(tiny_db: KnowledgeDatabase, tiny: LoadedFixture) -> None:
+    service = _service(tiny_db, tiny)
+    for query in tiny.fixture.queries:
+        assert service.search(query.text, "lexical") == tiny_db.lexical_search(query_terms(query.text), 30)
+    assert _ids(service.search("How long do deleted notes stay in the trash?", "lexical")) == [
+        "en-trash-01",
+        "en-trash-02",
+        "en-sync-02",
+    ]
+
+
+def test_vector_mode_finds_the_other_language(tiny_db: KnowledgeDatabase, tiny: LoadedFixture) -> None:
+    service = _service(tiny_db, tiny)
+    assert service.search("Can I get a refund for an annual subscription?", "lexical") == []
+    assert _ids(service.search("Can I get a refund for an annual subscription?", "vector"))[0] == "zh-billing-01"
+    assert _ids(service.search("同步多久运行一次？", "vector")) == ["en-sync-01"]
+
+
+def test_hybrid_is_rrf_of_both_lists(tiny_db: KnowledgeDatabase, tiny: LoadedFixture) -> None:
+    service = _service(tiny_db, tiny)
+    # No lexical hit: the vector ranks alone decide, 1/(60+1) and 1/(60+2).
+    assert service.search("Can I get a refund for an annual subscription?", "hybrid") == [
+        Hit("zh-billing-01", 1 / 61),
+        Hit("zh-billing-02", 1 / 62),
+    ]
+    # 同步多久运行一次: the lexical top (zh, '一次') and the vector top (en) tie at 1/61; the ID breaks the tie.
+    assert service.search("同步多久运行一次？", "hybrid") == [Hit("en-sync-01", 1 / 61), Hit("zh-export-02", 1 / 61)]
+
+
+def test_hybrid_rerank_keeps_good_matches_and_answers_no_answer_queries_with_nothing(
+    tiny_db: KnowledgeDatabase, tiny: LoadedFixture
+) -> None:
+    service = _service(tiny_db, tiny)
+    for query in tiny.fixture.queries:
+        reranked = service.search(query.text, "hybrid-rerank")
+        assert set(_ids(reranked)) <= set(_ids(service.search(query.text, "hybrid")))
+        if query.answerable:
+            best = max(query.judgments, key=lambda j: j.grade).chunk_id
+            assert _ids(reranked)[:1] == [best], query.query_id
+        else:
+            assert reranked == [], query.query_id
+
+
+def test_hybrid_rerank_without_a_concept_provider(tiny_db: KnowledgeDatabase) -> None:
+    service = KnowledgeService(tiny_db, RetrievalSettings(), TokenHashProvider())
+    service.index_embeddings()
+    hits = service.search("批量导出最多可以包含多少篇笔记？", "hybrid-rerank")
+    assert _ids(hits)[:1] == ["zh-export-02"]
+    assert hits == order_hits(hits)
+
+
+def test_search_is_deterministic(tiny: LoadedFixture) -> None:
+    runs = []
+    for _ in range(2):
+        database = _load(tiny)
+        service = _service(database, tiny)
+        runs.append([service.search(q.text, mode) for q in tiny.fixture.queries for mode in ALL_MODES])
+        database.close()
+    assert runs[0] == runs[1]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Errors
+# ---------------------------------------------------------------------------------------------------------
+
+
+def test_unknown_mode_lists_modes(tiny_db: KnowledgeDatabase, tiny: LoadedFixture) -> None:
+    with pytest.raises(ValueError, match=r"unknown mode 'dense'; valid: hybrid, hybrid-rerank, lexical, vector"):
+        _service(tiny_db, tiny).search("trash", "dense")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("mode", VECTOR_MODES)
+def test_vector_modes_need_a_provider(tiny_db: KnowledgeDatabase, mode: Mode) -> None:
+    service = KnowledgeService(tiny_db, RetrievalSettings())
+    with pytest.raises(ValueError, match="needs an embedding provider"):
+        service.search("trash", mode)
+    assert _ids(service.search("trash", "lexical")) == ["en-trash-02", "en-trash-01"]  # shorter chunk first
+
+
+def test_index_embeddings_needs_a_provider(tiny_db: KnowledgeDatabase) -> None:
+    with pytest.raises(ValueError, match="needs an embedding provider"):
+        KnowledgeService(tiny_db, RetrievalSettings()).index_embeddings()
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Indexing
+# ---------------------------------------------------------------------------------------------------------
+
+
+def test_index_embeddings_is_idempotent(fresh_db: KnowledgeDatabase, tiny: LoadedFixture) -> None:
+    provider = CountingProvider()
+    key = fingerprint(provider)
+    service = KnowledgeService(fresh_db, RetrievalSettings(), provider)
+    assert not fresh_db.has_embeddings(key)
+    service.index_embeddings()
+    chunk_ids = [c.chunk_id for c in fresh_db.chunks()]
+    stored = fresh_db.vectors(key, chunk_ids).tobytes()
+    assert provider.embedded == len(chunk_ids) == 8
+    service.index_embeddings()
+    KnowledgeService(fresh_db, RetrievalSettings(), provider).index_embeddings()  # same fingerprint, same database
+    assert provider.embedded == 8
+    assert fresh_db.vectors(key, chunk_ids).tobytes() == stored
+    assert stored == TokenHashProvider(64).embed([c.text for c in fresh_db.chunks()]).tobytes()
+
+
+@pytest.mark.parametrize("mode", VECTOR_MODES)
+def test_vector_modes_index_on_first_use(fresh_db: KnowledgeDatabase, tiny: LoadedFixture, mode: Mode) -> None:
+    # Forgetting index_embeddings must not silently return nothing (or fail in the reranker).
+    text = "How long do deleted notes stay in the trash?"
+    lazy = KnowledgeService(fresh_db, RetrievalSettings(), AliasProvider(tiny.aliases))
+    hits = lazy.search(text, mode)
+    assert hits
+    assert hits == _service(fresh_db, tiny).search(text, mode)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Thresholds
+# ---------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("mode", "settings"),
+    [
+        ("lexical", {"lexical_min_score": 1e6}),
+        ("vector", {"vector_min_similarity": 1.0}),
+        ("hybrid", {"lexical_min_score": 1e6, "vector_min_similarity": 1.0}),
+        ("hybrid-rerank", {"reranker": RerankerSettings(min_score=1.0)}),
+    ],
+)
+def test_high_thresholds_return_nothing(
+    tiny_db: KnowledgeDatabase, tiny: LoadedFixture, mode: Mode, settings: dict[str, Any]
+) -> None:
+    strict = _service(tiny_db, tiny, **settings)
+    default = _service(tiny_db, tiny)
+    for query in tiny.fixture.queries:
+        assert strict.search(query.text, mode) == [], query.query_id
+    assert any(default.search(q.text, mode) for q in tiny.fixture.queries)
+
+
+def test_lexical_threshold_is_inclusive(tiny_db: KnowledgeDatabase, tiny: LoadedFixture) -> None:
+    text = "How long do deleted notes stay in the trash?"
+    hits = _service(tiny_db, tiny).search(text, "lexical")
+    assert _service(tiny_db, tiny, lexical_min_score=hits[1].score).search(text, "lexical") == hits[:2]
+
+
+def test_vector_threshold_is_inclusive(tiny_db: KnowledgeDatabase, tiny: LoadedFixture) -> None:
+    text = "How long do deleted notes stay in the trash?"
+    hits = _service(tiny_db, tiny, vector_min_similarity=-1.0).search(text, "vector")
+    assert len(hits) == 8  # every chunk, down to cosine 0
+    assert _service(tiny_db, tiny, vector_min_similarity=hits[0].score).search(text, "vector") == hits[:1]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Cross-language lexical weight
+# ---------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("weight", "expected"),
+    [
+        # '500' matches only the Chinese export chunk; 'notes' two English chunks. Vector hits are switched off.
+        (0.0, [Hit("en-trash-01", 1 / 62), Hit("en-sync-02", 1 / 63)]),
+        (0.5, [Hit("en-trash-01", 1 / 62), Hit("en-sync-02", 1 / 63), Hit("zh-export-02", 0.5 / 61)]),
+        (1.0, [Hit("zh-export-02", 1 / 61), Hit("en-trash-01", 1 / 62), Hit("en-sync-02", 1 / 63)]),
+    ],
+)
+def test_cross_language_lexical_weight(
+    tiny_db: KnowledgeDatabase, tiny: LoadedFixture, weight: float, expected: list[Hit]
+) -> None:
+    service = _service(tiny_db, tiny, cross_language_lexical_weight=weight, vector_min_similarity=1.0)
+    assert _ids(service.search("500 notes", "lexical")) == ["zh-export-02", "en-trash-01", "en-sync-02"]
+    assert service.search("500 notes", "vector") == []
+    assert service.search("500 notes", "hybrid") == expected
+
+
+def test_explicit_language_overrides_detection(tiny_db: KnowledgeDatabase, tiny: LoadedFixture) -> None:
+    service = _service(tiny_db, tiny, vector_min_similarity=1.0)
+    assert service.search("500 notes", "hybrid", language="zh") == [Hit("zh-export-02", 1 / 61)]
+
+
+def test_detect_language() -> None:
+    assert detect_language("导出笔记") == "zh"
+    assert detect_language("PDF 导出") == "zh"
+    assert detect_language("Export notes") == "en"
+    assert detect_language("１２３！") == "en"
+    assert detect_language("") == "en"
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Settings
+# ---------------------------------------------------------------------------------------------------------
+
+
+def test_settings_reject_unknown_fusion() -> None:
+    with pytest.raises(ValidationError, match=r"unknown fusion method 'combsum'; valid: max-normalized, rrf"):
+        RetrievalSettings(fusion="combsum")
+    assert RetrievalSettings(fusion="max-normalized").fusion == "max-normalized"
+
+
+def test_settings_reject_unknown_fields_and_bad_values() -> None:
+    with pytest.raises(ValidationError, match="Extra inputs are not permitted"):
+        RetrievalSettings(topk=5)  # type: ignore[call-arg]
+    for bad in ({"top_k": 0}, {"vector_min_similarity": 1.5}, {"cross_language_lexical_weight": -1.0}):
+        with pytest.raises(ValidationError):
+            RetrievalSettings(**bad)
+
+
+def test_settings_are_frozen() -> None:
+    settings = RetrievalSettings()
+    with pytest.raises(ValidationError):
+        settings.top_k = 3  # type: ignore[misc]
+
+
+def test_max_normalized_fusion_in_the_service(tiny_db: KnowledgeDatabase, tiny: LoadedFixture) -> None:
+    service = _service(tiny_db, tiny, fusion="max-normalized")
+    hits = service.search("Can I get a refund for an annual subscription?", "hybrid")
+    vector = service.search("Can I get a refund for an annual subscription?", "vector")
+    assert _ids(hits) == _ids(vector)
+    assert hits[0].score == 1.0
+    assert hits[1].score == pytest.approx(vector[1].score / vector[0].score, rel=1e-12)
