@@ -71,6 +71,8 @@ def _run(args: argparse.Namespace) -> int:
     ablations = parse_ablations(args.ablations)
     baselines = load_baselines(fixture_dir) if fixture_dir.is_dir() else None
     thresholds = _thresholds(args)
+    if args.runs < 1:
+        raise ValueError(f"--runs must be at least 1, got {args.runs}")
     # Only now, with every input checked, may the output path's missing folders be created.
     target = (
         resolve_output_path(args.output, workspace)

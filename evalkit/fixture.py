@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import Field, ValidationError, model_validator
+from pydantic_core import ErrorDetails
 
 from evalkit.schema import (
     LANGUAGES,
@@ -24,15 +25,17 @@ from evalkit.schema import (
     MAX_QUERIES,
     MAX_SPAN_LENGTH,
     MAX_SPANS_PER_JUDGMENT,
+    AliasTerm,
+    AttributionText,
     ChunkText,
     Grade,
     Identifier,
     Language,
     Offset,
     QueryText,
-    SafeText,
     StrictModel,
     Title,
+    is_identifier,
 )
 
 FIXTURE_FILE = "fixture.json"
@@ -106,7 +109,7 @@ class Fixture(StrictModel):
     license: Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9.+-]+$")] = Field(
         description="SPDX licence identifier of the fixture content"
     )
-    attribution: Annotated[SafeText, Field(max_length=2_000)] = Field(description="source and attribution")
+    attribution: AttributionText = Field(description="source and attribution")
     documents: tuple[Document, ...] = Field(min_length=1, max_length=MAX_DOCUMENTS)
     chunks: tuple[Chunk, ...] = Field(min_length=1, max_length=MAX_CHUNKS)
     queries: tuple[Query, ...] = Field(min_length=1, max_length=MAX_QUERIES)
@@ -115,7 +118,7 @@ class Fixture(StrictModel):
     def _consistent(self) -> Fixture:
         problems = list(_cross_record_problems(self))
         if problems:
-            raise ValueError("; ".join(problems))
+            raise _Problems(problems)
         return self
 
     def chunk_language(self, chunk_id: str) -> Language:
@@ -126,6 +129,14 @@ class Fixture(StrictModel):
     def _languages(self) -> dict[str, Language]:
         doc_language = {d.doc_id: d.language for d in self.documents}
         return {c.chunk_id: doc_language[c.doc_id] for c in self.chunks}
+
+
+class _Problems(ValueError):
+    """Several cross-record problems found by one validator; kept apart so each is reported on its own."""
+
+    def __init__(self, problems: list[str]) -> None:
+        self.problems = problems
+        super().__init__("; ".join(problems))
 
 
 def _duplicates(kind: str, field: str, ids: Iterable[str]) -> Iterable[str]:
@@ -145,12 +156,13 @@ def _cross_record_problems(fixture: Fixture) -> Iterable[str]:
             yield f"chunk {chunk.chunk_id!r}: field 'doc_id' refers to unknown document {chunk.doc_id!r}"
     for query in fixture.queries:
         yield from _judgment_problems(query, chunks)
+    where = f"fixture {fixture.fixture_id!r}: field 'queries'"
     for language in LANGUAGES:
         in_language = [q for q in fixture.queries if q.language == language]
         if not any(q.answerable for q in in_language):
-            yield f"queries: language {language!r} has no answerable query (degenerate label set)"
+            yield f"{where}: language {language!r} has no answerable query (degenerate label set)"
         if not any(not q.answerable for q in in_language):
-            yield f"queries: language {language!r} has no no-answer query (degenerate label set)"
+            yield f"{where}: language {language!r} has no no-answer query (degenerate label set)"
 
 
 def _judgment_problems(query: Query, chunks: dict[str, Chunk]) -> Iterable[str]:
@@ -175,7 +187,7 @@ class AliasGroup(StrictModel):
     """Terms (in any language) that name one concept and share one alias-embedding dimension."""
 
     group_id: Identifier = Field(description="stable concept ID")
-    terms: tuple[Annotated[SafeText, Field(max_length=100)], ...] = Field(min_length=1, max_length=64)
+    terms: tuple[AliasTerm, ...] = Field(min_length=1, max_length=64, description="the concept's names")
 
 
 class AliasTable(StrictModel):
@@ -196,7 +208,7 @@ class AliasTable(StrictModel):
                     )
                 owner.setdefault(key, group.group_id)
         if problems:
-            raise ValueError("; ".join(problems))
+            raise _Problems(problems)
         return self
 
 
@@ -218,53 +230,89 @@ class LoadedFixture:
     aliases: AliasTable
 
 
-_RECORD_KEYS = (
-    ("query_id", "query"),
-    ("chunk_id", "chunk"),
-    ("doc_id", "document"),
-    ("group_id", "alias group"),
-)
+_COLLECTIONS: dict[str, tuple[str, str]] = {
+    "documents": ("document", "doc_id"),
+    "chunks": ("chunk", "chunk_id"),
+    "queries": ("query", "query_id"),
+    "groups": ("alias group", "group_id"),
+}
+"""Top-level list field -> (record kind, ID field) for naming the record an error is in."""
 
 
-def _record_name(node: Any) -> str | None:
-    if isinstance(node, dict):
-        for key, kind in _RECORD_KEYS:
-            if isinstance(node.get(key), str):
-                return f"{kind} {node[key]!r}"
+def _child(node: Any, key: int | str) -> Any:
+    if isinstance(node, dict) and isinstance(key, str):
+        return node.get(key)
+    if isinstance(node, list) and isinstance(key, int) and 0 <= key < len(node):
+        return node[key]
     return None
 
 
-def _locate(raw: Any, loc: tuple[int | str, ...]) -> str:
-    """Describe a pydantic error location as "<kind> '<ID>': field '<path>'" (the outermost record named)."""
-    record: str | None = None
-    field = ""
-    node: Any = raw
-    for part in loc:
-        indexable = isinstance(node, dict) or (isinstance(node, list) and isinstance(part, int))
-        try:
-            node = node[part] if indexable else None
-        except (KeyError, IndexError):
-            node = None
-        name = _record_name(node) if isinstance(part, int) and record is None else None
-        if name is not None:
-            record, field = name, ""
-        elif isinstance(part, int):
-            field += f"[{part}]"
+def _record_id(node: Any, key: str) -> str | None:
+    """The record's ID when it is a valid ID (an invalid one may be long or not text, so it is not echoed)."""
+    value = node.get(key) if isinstance(node, dict) else None
+    return value if isinstance(value, str) and is_identifier(value) else None
+
+
+def _field_path(parts: tuple[int | str, ...]) -> str:
+    path = ""
+    for part in parts:
+        if isinstance(part, int):
+            path += f"[{part}]"
         else:
-            field += f".{part}" if field else part
-    where = f"field {field or '(record)'!r}"
+            path += f".{part}" if path else part
+    return path
+
+
+def _locate(raw: Any, loc: tuple[int | str, ...]) -> str:
+    """Describe a pydantic error location as "<kind> '<ID>': field '<path>'".
+
+    A record of a top-level list (document, chunk, query, alias group) is named by its ID, or by its position when
+    its ID is missing or invalid; a top-level field is named with the fixture's ID when there is a valid one.
+    """
+    record: str | None = None
+    rest = loc
+    if len(loc) >= 2 and isinstance(loc[0], str) and loc[0] in _COLLECTIONS and isinstance(loc[1], int):
+        kind, key = _COLLECTIONS[loc[0]]
+        ident = _record_id(_child(_child(raw, loc[0]), loc[1]), key)
+        record = f"{kind} {ident!r}" if ident else f"{kind} at {loc[0]}[{loc[1]}]"
+        rest = loc[2:]
+    else:
+        ident = _record_id(raw, "fixture_id")
+        record = f"fixture {ident!r}" if ident else None
+    where = f"field {_field_path(rest) or '(record)'!r}"
     return f"{record}: {where}" if record else where
+
+
+def _is_count_artifact(item: ErrorDetails, raw: Any) -> bool:
+    """A "too short" error on a list that has enough items: pydantic counts only the valid ones, and the invalid
+    items have errors of their own."""
+    if item["type"] != "too_short":
+        return False
+    node = raw
+    for part in item["loc"]:
+        node = _child(node, part)
+    min_length = item.get("ctx", {}).get("min_length")
+    return isinstance(node, list) and isinstance(min_length, int) and len(node) >= min_length
 
 
 def _problems_from(error: ValidationError, raw: Any) -> list[str]:
     problems: list[str] = []
     for item in error.errors(include_url=False):
-        message = item["msg"].removeprefix("Value error, ")
-        if item["type"] == "value_error" and not item["loc"]:
-            problems.extend(message.split("; "))
-        else:
+        cause = item.get("ctx", {}).get("error")
+        if isinstance(cause, _Problems):
+            problems.extend(cause.problems)
+        elif not _is_count_artifact(item, raw):
+            message = item["msg"].removeprefix("Value error, ")
             problems.append(f"{_locate(raw, tuple(item['loc']))}: {message}")
     return problems
+
+
+def _decode(text: str) -> Any:
+    """``json.loads`` with every failure (syntax, nesting too deep, oversized integers) raised as ValueError."""
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise ValueError("JSON nested too deeply") from None
 
 
 def _read_json(path: Path) -> tuple[str, Any]:
@@ -275,8 +323,8 @@ def _read_json(path: Path) -> tuple[str, Any]:
     except (OSError, UnicodeDecodeError) as exc:
         raise FixtureError(str(path), [f"file {path.name!r} cannot be read: {exc}"]) from None
     try:
-        return text, json.loads(text)
-    except json.JSONDecodeError as exc:
+        return text, _decode(text)
+    except ValueError as exc:
         raise FixtureError(str(path), [f"file {path.name!r} is not JSON: {exc}"]) from None
 
 
@@ -286,8 +334,8 @@ def parse_fixture(text: str, source: str = "<memory>") -> Fixture:
         return Fixture.model_validate_json(text)
     except ValidationError as exc:
         try:
-            raw = json.loads(text)
-        except json.JSONDecodeError:
+            raw = _decode(text)
+        except ValueError:
             raw = None
         raise FixtureError(source, _problems_from(exc, raw)) from None
 

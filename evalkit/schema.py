@@ -20,6 +20,8 @@ MAX_ID_LENGTH = 128
 MAX_TITLE_LENGTH = 500
 MAX_CHUNK_LENGTH = 20_000
 MAX_QUERY_LENGTH = 2_000
+MAX_ATTRIBUTION_LENGTH = 2_000
+MAX_ALIAS_TERM_LENGTH = 100
 MAX_SPAN_LENGTH = 20_000
 MAX_DOCUMENTS = 100_000
 MAX_CHUNKS = 100_000
@@ -28,21 +30,40 @@ MAX_JUDGMENTS_PER_QUERY = 100
 MAX_SPANS_PER_JUDGMENT = 20
 
 _ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]*$"
+_ID = re.compile(_ID_PATTERN)
 
-_URL = re.compile(r"[a-z][a-z0-9+.-]*://|\bwww\.[a-z0-9-]+\.|\b[a-z0-9.-]+\.[a-z]{2,}:\d{2,5}\b", re.IGNORECASE)
-_EMAIL = re.compile(r"\b[\w.+-]+@[\w-]+\.[\w.-]+\b")
-_HOST_PORT = re.compile(r"\b(?:localhost|\d{1,3}(?:\.\d{1,3}){3})(?::\d{1,5})?\b", re.IGNORECASE)
-_POSIX_PATH = re.compile(r"(?:^|[\s\"'(=])(?:~|\.{1,2})?/[\w.-]+(?:/[\w.-]*)*")
-_WINDOWS_PATH = re.compile(r"\b[A-Za-z]:\\|\\\\[\w.-]+\\")
+# Boundaries are ASCII-only on purpose: Python's Unicode ``\b`` sees no boundary between a Chinese character and a
+# Latin letter or digit, so ``地址192.168.1.1`` or ``密钥sk-live-...`` would slip past a ``\b``-anchored rule.
+_B = r"(?<![A-Za-z0-9_])"  # not preceded by an ASCII word character
+_E = r"(?![A-Za-z0-9_])"  # not followed by an ASCII word character
+_NON_ASCII = r"[^\x00-\x7f]"
+
+# Each rule only needs to find *a* match, so it matches the shortest telling fragment (``x://``, ``x@host.t``,
+# ``/a``) instead of the whole value: rules that scan a whole run from every start position take quadratic time on
+# long runs such as ``a.a.a.…`` (seconds for one 20,000-character chunk).
+_URL = re.compile(
+    r"[a-z0-9+.-]://"  # scheme://
+    rf"|{_B}www\.[a-z0-9-]+\."  # www.host.
+    r"|[a-z0-9.-]\.[a-z]{2,}:[0-9]{2,5}(?![0-9])",  # host.tld:port
+    re.IGNORECASE,
+)
+_EMAIL = re.compile(r"[\w.+-]@[\w-]+\.[.-]*\w")
+_HOST_PORT = re.compile(rf"{_B}(?:localhost|[0-9]{{1,3}}(?:\.[0-9]{{1,3}}){{3}})(?::[0-9]{{1,5}})?{_E}", re.IGNORECASE)
+_POSIX_PATH = re.compile(
+    r"(?:^|[\s\"'(=`])(?:~|\.{1,2})?/[\w.-]"  # /etc, ~/x, ./a, ../a: at the start or after a space, quote, ( = or `
+    rf"|{_NON_ASCII}(?:~|\.{{1,2}})/[\w.-]"  # 见~/x: Chinese text has no space before a path
+    rf"|{_NON_ASCII}/[A-Za-z0-9_.-]+/[\w.-]"  # 文件在/etc/passwd (two segments, so 和/或 and 中文/English pass)
+)
+_WINDOWS_PATH = re.compile(rf"{_B}[A-Za-z]:\\|\\\\[\w.-]+\\")
 _SECRETS = re.compile(
     r"-----BEGIN [A-Z ]*PRIVATE KEY-----"
-    r"|\bbearer\s+[A-Za-z0-9._~+/-]{8,}"
-    r"|\b(?:sk|pk|rk)[-_](?:live[-_]|test[-_])?[A-Za-z0-9]{16,}"
-    r"|\bAKIA[0-9A-Z]{16}\b"
-    r"|\bgh[pousr]_[A-Za-z0-9]{20,}"
-    r"|\bxox[abpr]-[A-Za-z0-9-]{10,}"
-    r"|\beyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}"
-    r"|\b(?:api[_-]?key|secret|token|password|passwd)\s*[:=]\s*\S{6,}",
+    rf"|{_B}bearer\s+[A-Za-z0-9._~+/-]{{8,}}"
+    rf"|{_B}(?:sk|pk|rk)[-_](?:live[-_]|test[-_])?[A-Za-z0-9]{{16,}}"
+    rf"|{_B}AKIA[0-9A-Z]{{16}}{_E}"
+    rf"|{_B}gh[pousr]_[A-Za-z0-9]{{20,}}"
+    rf"|{_B}xox[abpr]-[A-Za-z0-9-]{{10,}}"
+    rf"|{_B}eyJ[A-Za-z0-9_-]{{10,}}\.[A-Za-z0-9_-]{{10,}}"
+    rf"|{_B}(?:api[_-]?key|secret|token|password|passwd)\s*[:=：]\s*\S{{6,}}",
     re.IGNORECASE,
 )
 
@@ -56,8 +77,30 @@ _PRIVACY_RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
 )
 
 
+def is_identifier(value: str) -> bool:
+    """True when `value` is a valid record ID (see :data:`Identifier`)."""
+    return len(value) <= MAX_ID_LENGTH and _ID.fullmatch(value) is not None
+
+
 def privacy_problem(value: str) -> str | None:
-    """Name what `value` looks like when it resembles a path, URL, endpoint or secret; None when it is clean."""
+    """Name what `value` looks like when it resembles a path, URL, endpoint or secret; None when it is clean.
+
+    The rules avoid quadratic scans of long runs and also fire inside Chinese text (``文件在/etc/passwd``,
+    ``地址10.0.0.1``).
+
+    They err on the side of refusing. Known harmless texts that are refused:
+
+    - a slash word after a space, quote or bracket (``type /help``, ``$5 /month``): read as a POSIX path;
+    - Chinese text directly followed by two ASCII slash segments (``格式/PDF/HTML``): read as a POSIX path;
+    - four dotted numbers (``version 1.2.3.4``): read as an IP address;
+    - ``name.ext:NN`` (``README.md:12``): read as host:port;
+    - ``password:``, ``token:``, ``secret:`` or ``api key=`` followed by six or more non-space characters
+      (``Password: minimum 8 characters``), and ``bearer`` followed by a word of eight or more characters
+      (``payable to the bearer whenever``): read as a credential.
+
+    Fractions, ratios and alternatives pass (``3/4``, ``24/7``, ``and/or``, ``TCP/IP``, ``和/或``, ``中文/English``),
+    as do versions with up to three parts (``2.3.1``), times (``10:30``) and ``@mentions``.
+    """
     for label, pattern in _PRIVACY_RULES:
         if pattern.search(value):
             return label
@@ -80,15 +123,24 @@ def _not_blank(value: str) -> str:
 Identifier = Annotated[
     str,
     Field(min_length=1, max_length=MAX_ID_LENGTH, pattern=_ID_PATTERN),
+    AfterValidator(_no_private_values),
 ]
-"""A stable record ID: ASCII letters, digits and ``. _ : -``, starting with a letter or digit."""
+"""A stable record ID: ASCII letters, digits and ``. _ : -``, starting with a letter or digit.
 
-SafeText = Annotated[str, AfterValidator(_not_blank), AfterValidator(_no_private_values)]
+IDs are the only fixture values a report carries, so they get the same privacy checks as free text."""
+
+_SAFE = (AfterValidator(_not_blank), AfterValidator(_no_private_values))
+
+SafeText = Annotated[str, *_SAFE]
 """Free text that is neither blank nor looks like a path, endpoint or secret."""
 
-Title = Annotated[SafeText, Field(max_length=MAX_TITLE_LENGTH)]
-ChunkText = Annotated[SafeText, Field(max_length=MAX_CHUNK_LENGTH)]
-QueryText = Annotated[SafeText, Field(max_length=MAX_QUERY_LENGTH)]
+# The length bound comes before the checks, so an over-long value is refused as a string ("at most N characters")
+# before the privacy rules scan it.
+Title = Annotated[str, Field(max_length=MAX_TITLE_LENGTH), *_SAFE]
+ChunkText = Annotated[str, Field(max_length=MAX_CHUNK_LENGTH), *_SAFE]
+QueryText = Annotated[str, Field(max_length=MAX_QUERY_LENGTH), *_SAFE]
+AttributionText = Annotated[str, Field(max_length=MAX_ATTRIBUTION_LENGTH), *_SAFE]
+AliasTerm = Annotated[str, Field(max_length=MAX_ALIAS_TERM_LENGTH), *_SAFE]
 Grade = Annotated[int, Field(ge=1, le=3)]
 """Graded relevance: 3 directly answers, 2 substantially answers, 1 useful supporting evidence."""
 Offset = Annotated[int, Field(ge=0, le=MAX_CHUNK_LENGTH)]
