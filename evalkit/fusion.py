@@ -41,20 +41,22 @@ def reciprocal_rank_fusion(contributions: Sequence[Contribution], k: int) -> lis
 
 
 def max_normalized_fusion(contributions: Sequence[Contribution], k: int) -> list[Hit]:
-    """Weighted CombSUM of max-normalized scores: score(d) = sum_i w_i(d) * s_i(d) / max_j s_i(j).
+    """Convex combination of max-normalized scores: score(d) = sum_i w_i(d) * s_i(d) / max_j s_i(j).
 
-    Scores are divided by the list's best score (lists with a non-positive best score contribute nothing), so a
-    strong retriever's confidence survives fusion instead of being flattened to ranks. ``k`` is unused.
+    With weights summing to 1 this is the convex combination that Bruch, Gai and Ingber ("An Analysis of Fusion
+    Functions for Hybrid Retrieval", TOIS 2023) found more effective than RRF: a retriever's confidence survives
+    fusion instead of being flattened to ranks. Each list is divided by its best score among the hits that carry
+    weight (hits with zero weight, e.g. gated cross-language lexical hits, neither count nor set the scale);
+    negative scores count as 0 and lists whose best score is not positive contribute nothing. ``k`` is unused.
     """
     del k
     scores: dict[str, float] = defaultdict(float)
     for contribution in contributions:
-        if not contribution.hits:
-            continue
-        best = max(hit.score for hit in contribution.hits)
+        weighted = [(h, w) for h, w in zip(contribution.hits, contribution.weights, strict=True) if w > 0]
+        best = max((hit.score for hit, _ in weighted), default=0.0)
         if best <= 0:
             continue
-        for hit, weight in zip(contribution.hits, contribution.weights, strict=True):
+        for hit, weight in weighted:
             scores[hit.chunk_id] += weight * max(hit.score, 0.0) / best
     return order_hits(Hit(chunk_id, score) for chunk_id, score in scores.items() if score > 0)
 

@@ -2,18 +2,22 @@
 
 The score of a candidate chunk is a weighted sum of features in [0, 1]:
 
-- coverage: the IDF mass of the query's units found in the chunk over the IDF mass of all of them. Units are the
-  query's content terms plus, when the provider names concepts (the alias provider does), the concepts it
-  mentions, so an English query can cover a Chinese chunk through shared concepts. IDF is BM25's
-  ln(1 + (N - df + 0.5) / (df + 0.5)); a unit that no chunk contains keeps its full weight in the denominator,
-  so questions about things the corpus never mentions score low;
+- coverage: the IDF mass of the query's units found in the chunk over the IDF mass of the query's units that
+  occur anywhere in the corpus. Units are the query's content terms plus, when the provider names concepts (the
+  alias provider does), the concepts it mentions, so an English query can cover a Chinese chunk through shared
+  concepts. IDF is BM25's ln(1 + (N - df + 0.5) / (df + 0.5)). A unit no chunk contains cannot tell chunks
+  apart, so it is left out of the ratio rather than lowering every candidate alike;
 - semantic: the cosine similarity of query and chunk embeddings, clipped at 0;
 - proximity: the fraction of adjacent query-term pairs that also stand next to each other in the chunk. Word
   order means nothing across languages, so for a chunk in another language this feature is left out and the
   other two weights are rescaled to sum as before.
 
-Candidates under ``min_score`` are dropped: that is how a query without a good match returns nothing. Ties are
-broken by chunk ID.
+The score is multiplied by ``missing_key_factor`` when the chunk lacks the query's most specific unit (the one
+with the lowest non-zero document frequency; across languages, the most specific concept): a chunk about the
+right topic that misses the one detail asked about is a near miss.
+
+Candidates whose embedding similarity is under ``min_similarity``, or whose score is under ``min_score``, are
+dropped: that is how a query without a good match returns nothing. Ties are broken by chunk ID.
 """
 
 from __future__ import annotations
@@ -35,13 +39,16 @@ CONCEPT_PREFIX = "§"
 class RerankerSettings(StrictModel):
     """Weights and threshold of the heuristic reranker."""
 
-    coverage_weight: UnitFloat = Field(default=0.55, description="weight of IDF-weighted query-term coverage")
-    semantic_weight: UnitFloat = Field(default=0.3, description="weight of embedding cosine similarity")
-    proximity_weight: UnitFloat = Field(default=0.15, description="weight of adjacent query-term pairs")
+    coverage_weight: UnitFloat = Field(default=0.4, description="weight of IDF-weighted query-unit coverage")
+    semantic_weight: UnitFloat = Field(default=0.4, description="weight of embedding cosine similarity")
+    proximity_weight: UnitFloat = Field(default=0.2, description="weight of adjacent query-term pairs")
     missing_key_factor: UnitFloat = Field(
-        default=1.0, description="score multiplier when the chunk lacks the query's most specific unit"
+        default=0.8, description="score multiplier when the chunk lacks the query's most specific unit"
     )
-    min_score: UnitFloat = Field(default=0.35, description="candidates scoring below this are dropped")
+    min_similarity: float = Field(
+        default=0.35, ge=-1.0, le=1.0, description="candidates with a lower embedding cosine are dropped"
+    )
+    min_score: UnitFloat = Field(default=0.3, description="candidates scoring below this are dropped")
 
 
 def idf(document_frequency: int, chunk_count: int) -> float:
@@ -97,8 +104,11 @@ class HeuristicReranker:
         key_any = seen[0][1] if seen else None
         key_concept = next((u for _, u in seen if u.startswith(CONCEPT_PREFIX)), None)
         scored: list[Hit] = []
+        matchable = [u for u in units if document_frequencies[u] > 0]
         for chunk_id, candidate in candidates.items():
-            cover = coverage(units, candidate.units, weights)
+            if candidate.similarity < s.min_similarity:
+                continue
+            cover = coverage(matchable, candidate.units, weights)
             semantic = max(candidate.similarity, 0.0)
             if candidate.same_language:
                 key = key_any

@@ -270,8 +270,7 @@ def test_unsafe_environment_variable_exits_2(
         ["--ablations", "nope"],
         ["--fixture", str(TINY_DIR / "missing")],
         ["--max-no-answer-fpr=nan"],
-        
-            ["--runs", "0"],
+        ["--runs", "0"],
     ],
     ids=["ablation", "fixture", "threshold", "runs"],
 )

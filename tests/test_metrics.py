@@ -264,9 +264,7 @@ def test_rank_by_score_is_a_total_order(scores: dict[str, float]) -> None:
         ([(2, 3), (2, 3)], ((2, 3),)),
     ],
 )
-def test_merge_intervals_literal(
-    intervals: list[tuple[int, int]], expected: tuple[tuple[int, int], ...]
-) -> None:
+def test_merge_intervals_literal(intervals: list[tuple[int, int]], expected: tuple[tuple[int, int], ...]) -> None:
     assert merge_intervals(intervals) == expected
 
 
@@ -434,12 +432,8 @@ def test_latency_summary_is_frozen_and_strict() -> None:
 # Measure identity
 # ---------------------------------------------------------------------------------------------------------
 
-_cutoff_measures = st.builds(
-    Measure, name=st.sampled_from(["recall", "mrr", "ndcg"]), cutoff=st.integers(1, 10**9)
-)
-_plain_measures = st.builds(
-    Measure, name=st.sampled_from(["context_precision", "context_recall", "no_answer_fpr"])
-)
+_cutoff_measures = st.builds(Measure, name=st.sampled_from(["recall", "mrr", "ndcg"]), cutoff=st.integers(1, 10**9))
+_plain_measures = st.builds(Measure, name=st.sampled_from(["context_precision", "context_recall", "no_answer_fpr"]))
 
 
 @given(_cutoff_measures | _plain_measures)
@@ -549,9 +543,7 @@ def test_measure_sort_key_gives_canonical_order() -> None:
 # ---------------------------------------------------------------------------------------------------------
 
 
-def _random_queries(
-    n_queries: int, seed: int
-) -> tuple[dict[str, dict[str, int]], dict[str, tuple[str, ...]]]:
+def _random_queries(n_queries: int, seed: int) -> tuple[dict[str, dict[str, int]], dict[str, tuple[str, ...]]]:
     rng = np.random.default_rng(seed)
     corpus = [f"d{i:02d}" for i in range(40)]
     qrels: dict[str, dict[str, int]] = {}
@@ -561,9 +553,7 @@ def _random_queries(
         grades = {str(c): int(g) for c, g in zip(judged, rng.integers(0, 4, size=len(judged)), strict=True)}
         grades[str(judged[0])] = int(rng.integers(1, 4))  # at least one relevant: answerable
         qrels[f"q{q}"] = grades
-        rankings[f"q{q}"] = tuple(
-            str(c) for c in rng.choice(corpus, size=int(rng.integers(1, 31)), replace=False)
-        )
+        rankings[f"q{q}"] = tuple(str(c) for c in rng.choice(corpus, size=int(rng.integers(1, 31)), replace=False))
     return qrels, rankings
 
 

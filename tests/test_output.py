@@ -324,9 +324,7 @@ def test_write_atomic_failed_replace_leaves_no_temp_and_no_target(
     assert list(workspace.iterdir()) == []
 
 
-def test_write_atomic_failed_fsync_keeps_existing_target(
-    workspace: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_write_atomic_failed_fsync_keeps_existing_target(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     target = workspace / "report.json"
     target.write_bytes(b"old")
 
