@@ -23,6 +23,7 @@ BASELINE_ABLATIONS: tuple[str, ...] = ("lexical", "token-hash-vector", "alias-ve
 BASELINE_MEASURES: tuple[str, ...] = ("context_precision", "context_recall")
 BASELINE_SLICES: tuple[Literal["all", "en", "zh"], ...] = ("all", *LANGUAGES)
 RERANKED = "hybrid-rerank"
+FLOAT_SLACK = 1e-12
 HYBRID = "hybrid"
 
 
@@ -87,7 +88,8 @@ def _gate(name: str, value: float | None, threshold: float, comparison: Literal[
             passed=False,
             detail="not evaluated",
         )
-    passed = value >= threshold if comparison == ">=" else value <= threshold
+    # Bounds are inclusive; FLOAT_SLACK absorbs rounding (0.80 - 0.75 is 0.05000000000000004 in binary).
+    passed = value >= threshold - FLOAT_SLACK if comparison == ">=" else value <= threshold + FLOAT_SLACK
     return GateOutcome(gate=name, value=value, threshold=threshold, comparison=comparison, passed=passed)
 
 

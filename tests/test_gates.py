@@ -1,0 +1,172 @@
+"""Quality gates: seed thresholds, committed baselines and the gate exception."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from evalkit.evaluation import Evaluation
+from evalkit.gates import (
+    Baselines,
+    GateFailure,
+    GateThresholds,
+    baselines_from_report,
+    baselines_json,
+    check_gates,
+    evaluate_gates,
+    format_gates,
+    load_baselines,
+)
+from evalkit.metrics import LatencySummary
+from evalkit.report import AblationReport, GateOutcome, QueryCounts, Report, build_report
+
+from .conftest import SYNTHETIC_DIR
+
+LATENCY = LatencySummary(count=1, min_ms=1.0, median_ms=1.0, p95_ms=1.0, max_ms=1.0, mean_ms=1.0)
+COUNTS = QueryCounts(answerable=1, no_answer=1)
+
+
+def _ablation(mode: str, **metrics: float) -> AblationReport:
+    row = {key.replace("_at_", "@"): value for key, value in metrics.items()}
+    table = {name: dict(row) for name in ("all", "en", "zh")}
+    return AblationReport(
+        mode=mode,
+        metrics=table,  # type: ignore[arg-type]
+        query_counts={"all": COUNTS, "en": COUNTS, "zh": COUNTS},
+        latency_ms=LATENCY,
+        failures=(),
+    )
+
+
+def _report(hybrid_ndcg: float, rerank_mrr: float, rerank_ndcg: float, fpr: float) -> Report:
+    return Report(
+        fixture_id="fx",
+        fixture_version="1.0.0",
+        corpus_sha256="0" * 64,
+        evaluation_definition_hash="1" * 64,
+        provider_definitions_hash="2" * 64,
+        deterministic_projection_sha256="3" * 64,
+        runs=2,
+        ablations={
+            "hybrid": _ablation("hybrid", ndcg_at_10=hybrid_ndcg, context_precision=0.5, context_recall=0.5),
+            "hybrid-rerank": _ablation(
+                "hybrid-rerank", mrr_at_10=rerank_mrr, ndcg_at_10=rerank_ndcg, no_answer_fpr=fpr
+            ),
+        },
+    )
+
+
+def _by_name(outcomes: tuple[GateOutcome, ...]) -> dict[str, GateOutcome]:
+    return {g.gate: g for g in outcomes}
+
+
+def test_seed_gates_pass_at_their_bounds() -> None:
+    # Bounds are inclusive: exactly at the threshold passes.
+    outcomes = evaluate_gates(_report(0.80, 0.78, 0.75, 0.34), GateThresholds())
+    assert [g.passed for g in outcomes] == [True, True, True, True]
+    assert _by_name(outcomes)["rerank ndcg@10 drop vs hybrid"].value == pytest.approx(0.05, abs=1e-12)
+
+
+def test_each_seed_gate_fails_on_its_own() -> None:
+    cases = {
+        "hybrid-rerank mrr@10": _report(0.76, 0.77, 0.76, 0.0),
+        "hybrid-rerank ndcg@10": _report(0.74, 0.9, 0.74, 0.0),
+        "hybrid-rerank no_answer_fpr": _report(0.8, 0.9, 0.8, 0.35),
+        "rerank ndcg@10 drop vs hybrid": _report(0.9, 0.9, 0.8, 0.0),
+    }
+    for gate, report in cases.items():
+        failed = [g.gate for g in evaluate_gates(report, GateThresholds()) if not g.passed]
+        assert failed == [gate]
+
+
+def test_gate_failure_lists_every_failed_gate_with_value_and_threshold() -> None:
+    outcomes = evaluate_gates(_report(0.9, 0.5, 0.6, 0.5), GateThresholds())
+    with pytest.raises(GateFailure) as info:
+        check_gates(outcomes)
+    message = str(info.value)
+    assert message.startswith("4 quality gate(s) failed:")
+    assert "hybrid-rerank mrr@10 = 0.5000, required >= 0.7800" in message
+    assert "hybrid-rerank ndcg@10 = 0.6000, required >= 0.7500" in message
+    assert "hybrid-rerank no_answer_fpr = 0.5000, required <= 0.3400" in message
+    assert "rerank ndcg@10 drop vs hybrid = 0.3000, required <= 0.0500" in message
+    assert len(info.value.failed) == 4
+
+
+def test_check_gates_is_quiet_when_all_pass() -> None:
+    outcomes = evaluate_gates(_report(0.8, 0.9, 0.8, 0.0), GateThresholds())
+    assert check_gates(outcomes) is None
+    assert format_gates(outcomes).count("PASS") == 4
+
+
+def test_missing_ablation_fails_as_not_evaluated() -> None:
+    report = _report(0.8, 0.9, 0.8, 0.0)
+    partial = report.model_copy(update={"ablations": {"hybrid": report.ablations["hybrid"]}})
+    outcomes = _by_name(evaluate_gates(partial, GateThresholds()))
+    assert outcomes["hybrid-rerank mrr@10"].passed is False
+    assert outcomes["hybrid-rerank mrr@10"].detail == "not evaluated"
+    with pytest.raises(GateFailure, match="missing"):
+        check_gates(tuple(outcomes.values()))
+
+
+def test_impossible_threshold_is_a_failed_gate_not_an_error() -> None:
+    outcomes = evaluate_gates(_report(0.8, 1.0, 0.8, 0.0), GateThresholds(min_reranked_mrr_at_10=1.01))
+    assert not _by_name(outcomes)["hybrid-rerank mrr@10"].passed
+
+
+def test_thresholds_must_be_finite() -> None:
+    with pytest.raises(ValueError):
+        GateThresholds(max_no_answer_fpr=float("nan"))
+
+
+def test_baseline_gates_use_floor_minus_tolerance() -> None:
+    report = _report(0.8, 0.9, 0.8, 0.0)
+    baselines = Baselines(
+        fixture_id="fx",
+        fixture_version="1.0.0",
+        tolerance=0.01,
+        ablations={"hybrid": {"en": {"context_precision": 0.505, "context_recall": 0.52}}},
+    )
+    outcomes = _by_name(evaluate_gates(report, GateThresholds(), baselines))
+    precision = outcomes["hybrid context_precision [en] baseline"]
+    recall = outcomes["hybrid context_recall [en] baseline"]
+    assert (precision.passed, precision.threshold) == (True, pytest.approx(0.495))
+    assert (recall.passed, recall.threshold) == (False, pytest.approx(0.51))
+
+
+def test_baselines_of_another_fixture_version_are_refused() -> None:
+    baselines = Baselines(fixture_id="fx", fixture_version="0.9.0", ablations={})
+    with pytest.raises(ValueError, match="regenerate them with `evalkit baseline --write`"):
+        evaluate_gates(_report(0.8, 0.9, 0.8, 0.0), GateThresholds(), baselines)
+
+
+def test_baselines_round_trip(tiny_evaluation: Evaluation) -> None:
+    report = build_report(tiny_evaluation)
+    baselines = baselines_from_report(report)
+    assert set(baselines.ablations) == {"lexical", "token-hash-vector", "alias-vector", "hybrid"}
+    expected = round(tiny_evaluation.ablations["hybrid"].aggregates["zh"]["context_recall"], 6)
+    assert baselines.ablations["hybrid"]["zh"]["context_recall"] == expected
+    assert Baselines.model_validate_json(baselines_json(baselines)) == baselines
+    assert all(g.passed for g in evaluate_gates(report, GateThresholds(), baselines)[4:])
+
+
+def test_baselines_need_every_baseline_ablation(tiny_evaluation: Evaluation) -> None:
+    report = build_report(tiny_evaluation)
+    partial = report.model_copy(update={"ablations": {"lexical": report.ablations["lexical"]}})
+    with pytest.raises(ValueError, match="token-hash-vector"):
+        baselines_from_report(partial)
+
+
+def test_committed_fixture_passes_every_gate(synthetic_evaluation: Evaluation) -> None:
+    baselines = load_baselines(SYNTHETIC_DIR)
+    assert baselines is not None
+    outcomes = evaluate_gates(build_report(synthetic_evaluation), GateThresholds(), baselines)
+    assert len(outcomes) == 4 + 4 * 3 * 2
+    check_gates(outcomes)
+
+
+def test_committed_baselines_cover_every_ablation_and_language() -> None:
+    data = json.loads((SYNTHETIC_DIR / "baselines.json").read_text(encoding="utf-8"))
+    for ablation in ("lexical", "token-hash-vector", "alias-vector", "hybrid"):
+        for slice_name in ("all", "en", "zh"):
+            assert set(data["ablations"][ablation][slice_name]) == {"context_precision", "context_recall"}
