@@ -418,11 +418,19 @@ def test_language_without_no_answer_query_is_degenerate() -> None:
     ]
 
 
-def test_language_without_any_query_has_both_problems() -> None:
+def test_language_without_any_query_is_allowed() -> None:
+    # A monolingual (or cross-lingual) fixture asks in one language only; the label-set rule applies to the
+    # languages that have queries.
     data = tiny()
     data["queries"] = [q for q in data["queries"] if q["language"] == "en"]
+    fixture = parse_fixture(json.dumps(data))
+    assert {q.language for q in fixture.queries} == {"en"}
+
+
+def test_language_with_queries_of_one_kind_only_is_degenerate() -> None:
+    data = tiny()
+    data["queries"] = [q for q in data["queries"] if q["language"] == "en" or q["judgments"]]
     assert problems_of(data) == [
-        f"{TINY}: field 'queries': language 'zh' has no answerable query (degenerate label set)",
         f"{TINY}: field 'queries': language 'zh' has no no-answer query (degenerate label set)",
     ]
 
