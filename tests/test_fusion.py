@@ -139,3 +139,9 @@ def test_rrf_of_one_unit_weight_list_keeps_its_order(ids: list[str], k: int) -> 
     fused = reciprocal_rank_fusion([Contribution(hits, [1.0] * len(hits))], k)
     assert [hit.chunk_id for hit in fused] == ids
     assert [hit.score for hit in fused] == [1 / (k + rank) for rank in range(1, len(ids) + 1)]
+
+
+def test_max_normalized_scale_ignores_zero_weight_hits() -> None:
+    # a (3.0) carries no weight, so b (2.0) is the list's best: 1.0 * 2.0 / 2.0 = 1.0, not 2.0 / 3.0.
+    lexical = Contribution([Hit("a", 3.0), Hit("b", 2.0)], [0.0, 1.0])
+    assert max_normalized_fusion([lexical], 60) == [Hit("b", 1.0)]

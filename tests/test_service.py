@@ -1,4 +1,5 @@
-"""Tests for evalkit.service: every mode on the tiny fixture, thresholds, cross-language weighting and settings."""
+"""Tests for evalkit.service: every mode on the tiny fixture, what the service hands the reranker, thresholds,
+cross-language weighting, fusion and settings."""
 
 from __future__ import annotations
 
@@ -11,12 +12,16 @@ from pydantic import ValidationError
 from evalkit.database import Hit, KnowledgeDatabase, order_hits
 from evalkit.embeddings import AliasProvider, Matrix, TokenHashProvider, fingerprint
 from evalkit.fixture import LoadedFixture
-from evalkit.reranker import RerankerSettings
+from evalkit.reranker import RerankerSettings, idf
 from evalkit.service import MODES, KnowledgeService, Mode, RetrievalSettings, detect_language
 from evalkit.text import query_terms
 
 VECTOR_MODES: tuple[Mode, ...] = ("vector", "hybrid", "hybrid-rerank")
 ALL_MODES: tuple[Mode, ...] = ("lexical", *VECTOR_MODES)
+# Fusion pinned explicitly where a test computes fused scores, so the arithmetic does not hang on the defaults
+# (which test_default_settings pins on its own).
+RRF: dict[str, Any] = {"fusion": "rrf", "lexical_weight": 1.0, "vector_weight": 1.0}
+MAX_NORMALIZED: dict[str, Any] = {"fusion": "max-normalized", "lexical_weight": 0.3, "vector_weight": 0.7}
 
 
 def _load(tiny: LoadedFixture) -> KnowledgeDatabase:
@@ -124,7 +129,7 @@ def test_vector_mode_finds_the_other_language(tiny_db: KnowledgeDatabase, tiny: 
 
 
 def test_hybrid_is_rrf_of_both_lists(tiny_db: KnowledgeDatabase, tiny: LoadedFixture) -> None:
-    service = _service(tiny_db, tiny)
+    service = _service(tiny_db, tiny, **RRF)
     # No lexical hit: the vector ranks alone decide, 1/(60+1) and 1/(60+2).
     assert service.search("Can I get a refund for an annual subscription?", "hybrid") == [
         Hit("zh-billing-01", 1 / 61),
@@ -164,6 +169,53 @@ def test_search_is_deterministic(tiny: LoadedFixture) -> None:
         runs.append([service.search(q.text, mode) for q in tiny.fixture.queries for mode in ALL_MODES])
         database.close()
     assert runs[0] == runs[1]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# What the service hands the reranker
+# ---------------------------------------------------------------------------------------------------------
+
+TRASH_QUERY = "How long do deleted notes stay in the trash?"  # terms long, delet, note, stay, trash; concept trash
+
+
+def _rerank_only(tiny_db: KnowledgeDatabase, tiny: LoadedFixture, **weights: float) -> list[Hit]:
+    """hybrid-rerank of TRASH_QUERY with both reranker floors open (every hybrid candidate is scored)."""
+    reranker = RerankerSettings(**weights, min_similarity=-1.0, min_score=0.0)
+    return _service(tiny_db, tiny, reranker=reranker).search(TRASH_QUERY, "hybrid-rerank")
+
+
+def test_rerank_proximity_ignores_stopwords_in_the_chunk(tiny_db: KnowledgeDatabase, tiny: LoadedFixture) -> None:
+    # Proximity only. Query pairs (long, delet), (delet, note), (note, stay), (stay, trash). en-trash-01 reads
+    # "deleted notes stay in the trash": without 'in', 'the' three pairs are adjacent, 3/4 (with them, 2/4).
+    # The other candidates (en-trash-02, en-sync-02; all English) have no adjacent pair: 0, ordered by ID.
+    hits = _rerank_only(tiny_db, tiny, coverage_weight=0.0, semantic_weight=0.0, proximity_weight=1.0)
+    assert hits == [Hit("en-trash-01", 0.75), Hit("en-sync-02", 0.0), Hit("en-trash-02", 0.0)]
+
+
+def test_rerank_coverage_leaves_out_query_terms_the_corpus_lacks(
+    tiny_db: KnowledgeDatabase, tiny: LoadedFixture
+) -> None:
+    # Coverage only; N = 8 chunks. 'long' occurs in no chunk (df 0) and is left out of the ratio, so en-trash-01,
+    # which holds every other unit (delet, note, stay, trash, §trash), covers exactly 1 (with 'long' it would be
+    # less). The key unit is the rarest seen, 'delet' (df 1); the others lack it and are scaled by 0.8.
+    # Denominator: idf(1) for delet and stay, idf(2) for note, trash and §trash.
+    assert tiny_db.document_frequencies(query_terms(TRASH_QUERY)) == {
+        "long": 0,
+        "delet": 1,
+        "note": 2,
+        "stay": 1,
+        "trash": 2,
+    }
+    hits = _rerank_only(
+        tiny_db, tiny, coverage_weight=1.0, semantic_weight=0.0, proximity_weight=0.0, missing_key_factor=0.8
+    )
+    total = 2 * idf(1, 8) + 3 * idf(2, 8)
+    assert _ids(hits) == ["en-trash-01", "en-trash-02", "en-sync-02"]
+    assert hits[0].score == 1.0
+    # en-trash-02 holds trash and §trash; en-sync-02 holds note.
+    assert [h.score for h in hits[1:]] == pytest.approx(
+        [0.8 * 2 * idf(2, 8) / total, 0.8 * idf(2, 8) / total], rel=1e-12
+    )
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -232,6 +284,7 @@ def test_vector_modes_index_on_first_use(fresh_db: KnowledgeDatabase, tiny: Load
         ("vector", {"vector_min_similarity": 1.0}),
         ("hybrid", {"lexical_min_score": 1e6, "vector_min_similarity": 1.0}),
         ("hybrid-rerank", {"reranker": RerankerSettings(min_score=1.0)}),
+        ("hybrid-rerank", {"reranker": RerankerSettings(min_score=0.0, min_similarity=1.0)}),
     ],
 )
 def test_high_thresholds_return_nothing(
@@ -274,15 +327,19 @@ def test_vector_threshold_is_inclusive(tiny_db: KnowledgeDatabase, tiny: LoadedF
 def test_cross_language_lexical_weight(
     tiny_db: KnowledgeDatabase, tiny: LoadedFixture, weight: float, expected: list[Hit]
 ) -> None:
-    service = _service(tiny_db, tiny, cross_language_lexical_weight=weight, vector_min_similarity=1.0)
+    # RRF with unit weights, so a hit's fused score is its (multiplied) weight over 60 + rank.
+    service = _service(tiny_db, tiny, **RRF, cross_language_lexical_weight=weight, vector_min_similarity=1.0)
     assert _ids(service.search("500 notes", "lexical")) == ["zh-export-02", "en-trash-01", "en-sync-02"]
     assert service.search("500 notes", "vector") == []
     assert service.search("500 notes", "hybrid") == expected
 
 
 def test_explicit_language_overrides_detection(tiny_db: KnowledgeDatabase, tiny: LoadedFixture) -> None:
-    service = _service(tiny_db, tiny, vector_min_similarity=1.0)
+    service = _service(tiny_db, tiny, **RRF, vector_min_similarity=1.0)
+    # Read as Chinese, the English 'notes' hits are the cross-language ones (weight 1 * 0) and drop out;
+    # zh-export-02 keeps weight 1 at lexical rank 1: 1/(60+1). Detected as English, it is the one dropped.
     assert service.search("500 notes", "hybrid", language="zh") == [Hit("zh-export-02", 1 / 61)]
+    assert _ids(service.search("500 notes", "hybrid")) == ["en-trash-01", "en-sync-02"]
 
 
 def test_detect_language() -> None:
@@ -319,9 +376,59 @@ def test_settings_are_frozen() -> None:
 
 
 def test_max_normalized_fusion_in_the_service(tiny_db: KnowledgeDatabase, tiny: LoadedFixture) -> None:
-    service = _service(tiny_db, tiny, fusion="max-normalized")
-    hits = service.search("Can I get a refund for an annual subscription?", "hybrid")
-    vector = service.search("Can I get a refund for an annual subscription?", "vector")
-    assert _ids(hits) == _ids(vector)
-    assert hits[0].score == 1.0
-    assert hits[1].score == pytest.approx(vector[1].score / vector[0].score, rel=1e-12)
+    service = _service(tiny_db, tiny, **MAX_NORMALIZED)
+    text = "Can I get a refund for an annual subscription?"
+    assert service.search(text, "lexical") == []
+    vector = service.search(text, "vector")
+    assert _ids(vector) == ["zh-billing-01", "zh-billing-02"]
+    # No lexical hit: the vector list alone, scaled by its best score and weighted 0.7: 0.7 * s / s_best.
+    best = vector[0].score
+    hits = service.search(text, "hybrid")
+    assert hits == [Hit(h.chunk_id, 0.7 * h.score / best) for h in vector]
+    assert hits[0].score == pytest.approx(0.7, rel=1e-15)
+
+
+def test_max_normalized_fusion_scales_by_the_best_weighted_hit(tiny_db: KnowledgeDatabase, tiny: LoadedFixture) -> None:
+    # '500 notes' is English: zh-export-02 is a cross-language lexical hit with weight 0.3 * 0 = 0, and it has the
+    # best BM25 score of the list. It neither counts nor sets the scale: the English hits are divided by
+    # en-trash-01's score, not by zh-export-02's (which would shrink them to 0.3 * s / s_zh, about 0.18).
+    service = _service(tiny_db, tiny, **MAX_NORMALIZED, vector_min_similarity=1.0)
+    lexical = service.search("500 notes", "lexical")
+    assert _ids(lexical) == ["zh-export-02", "en-trash-01", "en-sync-02"]
+    gated, trash, sync = (h.score for h in lexical)
+    assert gated > trash * 1.5
+    assert service.search("500 notes", "hybrid") == [
+        Hit("en-trash-01", 0.3 * trash / trash),
+        Hit("en-sync-02", 0.3 * sync / trash),
+    ]
+    # With the cross-language hit weighted (1.0), it is the best weighted hit and sets the scale for all three.
+    weighted = _service(tiny_db, tiny, **MAX_NORMALIZED, cross_language_lexical_weight=1.0, vector_min_similarity=1.0)
+    assert weighted.search("500 notes", "hybrid") == [
+        Hit("zh-export-02", 0.3 * gated / gated),
+        Hit("en-trash-01", 0.3 * trash / gated),
+        Hit("en-sync-02", 0.3 * sync / gated),
+    ]
+
+
+def test_default_settings() -> None:
+    # The calibrated defaults (RetrievalSettings, RerankerSettings and commit 11e9b50); every field is pinned, so a
+    # silent change fails.
+    assert RetrievalSettings().model_dump() == {
+        "top_k": 10,
+        "candidate_k": 30,
+        "lexical_min_score": 0.0,
+        "vector_min_similarity": 0.2,
+        "fusion": "max-normalized",
+        "rrf_k": 60,
+        "lexical_weight": 0.3,
+        "vector_weight": 0.7,
+        "cross_language_lexical_weight": 0.0,
+        "reranker": {
+            "coverage_weight": 0.4,
+            "semantic_weight": 0.4,
+            "proximity_weight": 0.2,
+            "missing_key_factor": 0.8,
+            "min_similarity": 0.35,
+            "min_score": 0.3,
+        },
+    }
