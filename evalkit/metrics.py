@@ -57,8 +57,10 @@ __all__ = [
     "returned_any",
 ]
 
-METRICS_VERSION: Final = "1"
-"""Version of the metric definitions; bump when any formula or edge-case policy changes."""
+METRICS_VERSION: Final = "2"
+"""Version of the metric definitions; bump when any formula, edge-case policy or the standard set changes.
+
+2: recall@1 joined the standard measures (the real-data benchmark reports it)."""
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -125,6 +127,7 @@ def measure_sort_key(measure: Measure) -> tuple[int, int]:
 
 
 STANDARD_MEASURES: Final[tuple[Measure, ...]] = (
+    Measure(name="recall", cutoff=1),
     Measure(name="recall", cutoff=5),
     Measure(name="recall", cutoff=10),
     Measure(name="mrr", cutoff=10),

@@ -16,7 +16,7 @@ from typing import Any, Self
 
 from pydantic import Field, ValidationError, field_validator
 
-from evalkit.ablations import ABLATION_IDS, Ablation, select_ablations
+from evalkit.ablations import ALL_ABLATION_IDS, Ablation, select_ablations
 from evalkit.gates import GateThresholds
 from evalkit.output import resolve_output_path
 from evalkit.schema import Identifier, StrictModel
@@ -82,7 +82,7 @@ class EvaluationParameters(NotebookParameters):
     """Parameters of ``notebooks/retrieval_evaluation.ipynb``."""
 
     fixture: str = Field(description="fixture directory, relative to the project root")
-    ablations: list[str] = Field(description="ablation IDs to run: " + ", ".join(ABLATION_IDS))
+    ablations: list[str] = Field(description="ablation IDs to run: " + ", ".join(ALL_ABLATION_IDS))
     runs: int = Field(ge=1, le=10, description="runs compared for determinism")
     report_output: str | None = Field(description="workspace-relative JSON report path; None writes nothing")
     figures_dir: str | None = Field(description="workspace-relative folder for PNG and SVG figures; None: none")

@@ -10,7 +10,9 @@ The score of a candidate chunk is a weighted sum of features in [0, 1]:
 - semantic: the cosine similarity of query and chunk embeddings, clipped at 0;
 - proximity: the fraction of adjacent query-term pairs that also stand next to each other in the chunk. Word
   order means nothing across languages, so for a chunk in another language this feature is left out and the
-  other two weights are rescaled to sum as before.
+  other two weights are rescaled to sum as before. When the provider names no concepts (a real embedding model),
+  coverage is left out across languages too (only shared numbers or names could match, and they are not
+  evidence: on XQuAD they pulled cross-lingual hits down), and the cosine alone scores the chunk.
 
 The score is multiplied by ``missing_key_factor`` when the chunk lacks the query's most specific unit (the one
 with the lowest non-zero document frequency; across languages, the most specific concept): a chunk about the
@@ -105,23 +107,33 @@ class HeuristicReranker:
         key_concept = next((u for _, u in seen if u.startswith(CONCEPT_PREFIX)), None)
         scored: list[Hit] = []
         matchable = [u for u in units if document_frequencies[u] > 0]
+        concepts = [u for u in matchable if u.startswith(CONCEPT_PREFIX)]
+        total = s.coverage_weight + s.semantic_weight + s.proximity_weight
         for chunk_id, candidate in candidates.items():
             if candidate.similarity < s.min_similarity:
                 continue
-            cover = coverage(matchable, candidate.units, weights)
             semantic = max(candidate.similarity, 0.0)
             if candidate.same_language:
                 key = key_any
                 score = (
-                    s.coverage_weight * cover
+                    s.coverage_weight * coverage(matchable, candidate.units, weights)
                     + s.semantic_weight * semantic
                     + s.proximity_weight * proximity(terms, candidate.tokens)
                 )
-            else:
+            elif concepts:
+                # Concepts can match across languages; the query's terms stay in the ratio (they rarely match in
+                # another language), which keeps a cross-language chunk from looking complete on a concept alone.
                 key = key_concept
-                total = s.coverage_weight + s.semantic_weight + s.proximity_weight
                 kept = s.coverage_weight + s.semantic_weight
-                score = (s.coverage_weight * cover + s.semantic_weight * semantic) * (total / kept if kept else 0.0)
+                weighted = (
+                    s.coverage_weight * coverage(matchable, candidate.units, weights) + s.semantic_weight * semantic
+                )
+                score = weighted * (total / kept if kept else 0.0)
+            else:
+                # A provider that names no concepts: only shared numbers or Latin names could match across languages,
+                # and they are not evidence, so the cosine alone scores the chunk.
+                key = None
+                score = semantic * total if s.semantic_weight else 0.0
             if key is not None and key not in candidate.units:
                 score *= s.missing_key_factor
             if score >= s.min_score:

@@ -50,7 +50,7 @@ _URL = re.compile(
 _EMAIL = re.compile(r"[\w.+-]@[\w-]+\.[.-]*\w")
 _HOST_PORT = re.compile(rf"{_B}(?:localhost|[0-9]{{1,3}}(?:\.[0-9]{{1,3}}){{3}})(?::[0-9]{{1,5}})?{_E}", re.IGNORECASE)
 _POSIX_PATH = re.compile(
-    r"(?:^|[\s\"'(=`])(?:~|\.{1,2})?/[\w.-]"  # /etc, ~/x, ./a, ../a: at the start or after a space, quote, ( = or `
+    r"(?:^|[\s\"'(=`])(?:(?:~|\.{1,2})/[\w.-]|/[\w.-]+/[\w.-])"  # /etc/x, ~/x, ./a, ../a after a space, quote, ( = `
     rf"|{_NON_ASCII}(?:~|\.{{1,2}})/[\w.-]"  # 见~/x: Chinese text has no space before a path
     rf"|{_NON_ASCII}/[A-Za-z0-9_.-]+/[\w.-]"  # 文件在/etc/passwd (two segments, so 和/或 and 中文/English pass)
 )
@@ -90,7 +90,6 @@ def privacy_problem(value: str) -> str | None:
 
     They err on the side of refusing. Known harmless texts that are refused:
 
-    - a slash word after a space, quote or bracket (``type /help``, ``$5 /month``): read as a POSIX path;
     - Chinese text directly followed by two ASCII slash segments (``格式/PDF/HTML``): read as a POSIX path;
     - four dotted numbers (``version 1.2.3.4``): read as an IP address;
     - ``name.ext:NN`` (``README.md:12``): read as host:port;
@@ -98,6 +97,8 @@ def privacy_problem(value: str) -> str | None:
       (``Password: minimum 8 characters``), and ``bearer`` followed by a word of eight or more characters
       (``payable to the bearer whenever``): read as a credential.
 
+    A single slash word after a space is a unit or a command, not a path (``$5 /month``, ``8,646平方英里 /年``,
+    ``type /help``: XQuAD's Chinese text has such units), so an absolute path needs two segments (``/etc/passwd``).
     Fractions, ratios and alternatives pass (``3/4``, ``24/7``, ``and/or``, ``TCP/IP``, ``和/或``, ``中文/English``),
     as do versions with up to three parts (``2.3.1``), times (``10:30``) and ``@mentions``.
     """

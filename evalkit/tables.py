@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from evalkit.ablations import ABLATION_IDS
+from evalkit.ablations import ALL_ABLATION_IDS
 from evalkit.evaluation import CONTEXT_K, Evaluation
 from evalkit.metrics import STANDARD_MEASURES
 from evalkit.report import Report
@@ -22,7 +22,7 @@ METRIC_COLUMNS = [*(str(m) for m in STANDARD_MEASURES), "no_answer_fpr"]
 def metrics_frame(report: Report) -> pd.DataFrame:
     """One row per ablation and slice (all, en, zh); one column per measure, plus latency for 'all'."""
     rows = []
-    for ablation_id, result in sorted(report.ablations.items(), key=lambda item: ABLATION_IDS.index(item[0])):
+    for ablation_id, result in sorted(report.ablations.items(), key=lambda item: ALL_ABLATION_IDS.index(item[0])):
         for slice_name in SLICES:
             values = result.metrics.get(slice_name, {})  # type: ignore[call-overload]
             row: dict[str, object] = {"ablation": ablation_id, "slice": slice_name}

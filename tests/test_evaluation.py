@@ -53,6 +53,7 @@ def test_score_query_hand_computed() -> None:
     idcg = 7 / math.log2(2) + 1 / math.log2(3)
     assert values["ndcg@10"] == pytest.approx(dcg / idcg, rel=1e-12)
     assert values["mrr@10"] == 0.5
+    assert values["recall@1"] == 0.0
     assert values["recall@5"] == 1.0
     assert values["recall@10"] == 1.0
     # Context = first five results x, a, y, b, z: 65 characters, of which 4 + 2 are gold spans.
@@ -90,7 +91,14 @@ def test_aggregate_macro_averages_per_language() -> None:
     q_zh = _query("z1", "zh", (_judgment("a", 3, 0, "a"),))
     n_en = _query("e3", "en", ())
     n_zh = _query("z2", "zh", ())
-    base = {"recall@5": 0.0, "recall@10": 0.0, "mrr@10": 0.0, "context_precision": 0.0, "context_recall": 0.0}
+    base = {
+        "recall@1": 0.0,
+        "recall@5": 0.0,
+        "recall@10": 0.0,
+        "mrr@10": 0.0,
+        "context_precision": 0.0,
+        "context_recall": 0.0,
+    }
     per_query = {
         "e1": {**base, "ndcg@10": 1.0},
         "e2": {**base, "ndcg@10": 0.5},

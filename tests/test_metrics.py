@@ -47,7 +47,7 @@ RANKING_FNS: list[RankingFn] = [recall_at_k, reciprocal_rank_at_k, ndcg_at_k]
 
 
 def test_metrics_version_is_a_string() -> None:
-    assert METRICS_VERSION == "1"
+    assert METRICS_VERSION == "2"
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -460,6 +460,7 @@ def test_measure_text_forms() -> None:
     assert str(Measure(name="context_precision")) == "context_precision"
     assert str(NO_ANSWER_FPR) == "no_answer_fpr"
     assert [str(m) for m in STANDARD_MEASURES] == [
+        "recall@1",
         "recall@5",
         "recall@10",
         "mrr@10",
@@ -529,6 +530,7 @@ def test_measure_sort_key_gives_canonical_order() -> None:
     shuffled = [
         NO_ANSWER_FPR,
         Measure(name="recall", cutoff=10),
+        Measure(name="recall", cutoff=1),
         Measure(name="context_recall"),
         Measure(name="ndcg", cutoff=10),
         Measure(name="recall", cutoff=5),

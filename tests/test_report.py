@@ -85,6 +85,7 @@ def test_report_carries_required_fields(tiny_evaluation: Evaluation) -> None:
     hybrid = data["ablations"]["hybrid-rerank"]
     assert set(hybrid["metrics"]) == {"all", "en", "zh"}
     assert set(hybrid["metrics"]["en"]) == {
+        "recall@1",
         "recall@5",
         "recall@10",
         "mrr@10",

@@ -286,3 +286,16 @@ def test_default_settings() -> None:
         "min_similarity": 0.35,
         "min_score": 0.3,
     }
+
+
+def test_cross_language_without_concepts_is_scored_by_the_cosine_alone() -> None:
+    # A provider that names no concepts: the query has only term units. A chunk in another language that shares
+    # the rare term 'alpha' (a number or a name, say) gets no coverage credit: its score is its cosine, 0.5, and
+    # it ranks below a chunk with cosine 0.6 that shares nothing. No key unit applies across languages here.
+    reranker = HeuristicReranker(RerankerSettings(min_score=0.0, min_similarity=-1.0))
+    candidates = {
+        "shares-a-name": _candidate(("alpha", "beta"), 0.5, same_language=False),
+        "closer": _candidate(("gamma",), 0.6, same_language=False),
+    }
+    hits = reranker.rerank(TERMS, TERMS, candidates, {"alpha": 1, "beta": 4}, N)
+    _assert_hits(hits, [Hit("closer", 0.6), Hit("shares-a-name", 0.5)])

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import pytest
@@ -124,12 +123,14 @@ INNOCENT_TEXTS = [
     "界面语言：中文/English",
     "每 3/4 小时同步一次",
     "打开设置/导出",
+    "Type /help in the chat box",
+    "$5 /month",
+    "每年损失约 8,646平方英里 /年",
+    "110英里 /小时",
 ]
 
 # Harmless texts the rules refuse on purpose; privacy_problem's docstring documents each kind.
 DOCUMENTED_OVER_REJECTIONS = [
-    ("Type /help in the chat box", PATH),
-    ("$5 /month", PATH),
     ("格式/PDF/HTML", PATH),
     ("version 1.2.3.4", HOST),
     ("see README.md:12", URL),
@@ -155,19 +156,26 @@ def test_documented_over_rejection(value: str, label: str) -> None:
 
 def test_docstring_documents_each_over_rejection_kind() -> None:
     doc = privacy_problem.__doc__ or ""
-    for example in ("/help", "1.2.3.4", "README.md:12", "Password: minimum 8 characters", "bearer", "格式/PDF/HTML"):
+    for example in ("1.2.3.4", "README.md:12", "Password: minimum 8 characters", "bearer", "格式/PDF/HTML"):
         assert example in doc
 
 
 @pytest.mark.parametrize(
-    "value",
-    ["a." * 10_000, "a.-" * 6_666, "a" * 20_000, "1." * 10_000, "x@" * 10_000, "中" * 20_000, "\\\\a" * 6_000],
+    ("value", "label"),
+    [
+        ("a." * 10_000, None),
+        ("a.-" * 6_666, None),
+        ("a" * 20_000, None),
+        ("1." * 10_000, HOST),
+        ("x@" * 10_000, None),
+        ("中" * 20_000, None),
+        ("\\\\a" * 6_000, PATH),
+    ],
 )
-def test_long_runs_are_scanned_quickly(value: str) -> None:
-    # The rules used to take up to 5 s on one 20,000-character run (quadratic); linear scans take milliseconds.
-    started = time.perf_counter()
-    privacy_problem(value)
-    assert time.perf_counter() - started < 0.5
+def test_long_runs_are_classified(value: str, label: str | None) -> None:
+    # These runs once took up to 5 s each (quadratic scans; now linear). Speed is not asserted here (no timed
+    # tests); the labels are, so a rewrite for speed cannot change what is refused.
+    assert privacy_problem(value) == label
 
 
 @given(st.text(max_size=200))
