@@ -34,8 +34,8 @@ Mapping (all indexes are 0-based positions in the file; ``lang`` is the corpus l
 - **Privacy**: text the schema refuses (a URL, path, e-mail address or secret look-alike) surfaces as
   :class:`evalkit.fixture.FixtureError` naming the record. With ``private_paragraphs="hold_out"``, a paragraph whose
   text or any of whose chunks trips :func:`evalkit.schema.privacy_problem` is instead removed like a held-out one
-  (its questions become no-answer queries tagged ``held_out``); :func:`find_private_paragraphs` lists them. Two XQuAD
-  Chinese paragraphs trip the path rule (``平方英里 /年``, ``英里 /小时``): ``zh-a016-p02`` and ``zh-a032-p04``.
+  (its questions become no-answer queries tagged ``held_out``); :func:`find_private_paragraphs` lists them. No XQuAD
+  paragraph trips the rules (units such as ``平方英里 /年`` once did, before the path rule required two segments).
 """
 
 from __future__ import annotations
