@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup eval test lint benchmark baseline clean
+.PHONY: setup eval test lint benchmark suite-benchmark baseline clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -25,7 +25,13 @@ lint: setup
 test: lint
 	$(BIN)/python -m pytest
 
+# The real-data benchmark (XQuAD, ../shared/data/xquad): every setting and ablation, all 48 articles,
+# into reports/<run-id>/ with summary.json.
 benchmark: setup
+	$(BIN)/evalkit notebook --notebook notebooks/xquad_benchmark.ipynb -p max_articles null
+
+# Wall time of the standard suite (five ablations, determinism double run) on the synthetic fixture.
+suite-benchmark: setup
 	$(BIN)/python benchmarks/suite_wall_time.py
 
 # Regenerate the committed context baselines for review (see README: only after a reviewed change).

@@ -130,6 +130,10 @@ def _notebook(args: argparse.Namespace) -> int:
         print(format_summary(report))
         print()
         print(format_gates(report.gates))
+    if run.summary is not None:
+        from evalkit.benchmark import format_benchmark, load_summary
+
+        print(format_benchmark(load_summary(run.summary)))
     print(f"\nfiles in {run.run_dir.relative_to(root.resolve())}:")
     for path in sorted(p for p in run.run_dir.rglob("*") if p.is_file()):
         print(f"  {path.relative_to(root.resolve())}")

@@ -10,7 +10,7 @@ from __future__ import annotations
 import io
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import matplotlib
 import numpy as np
@@ -20,6 +20,9 @@ from matplotlib.patches import Patch
 from evalkit.evaluation import Evaluation
 from evalkit.output import write_atomic
 from evalkit.report import Report
+
+if TYPE_CHECKING:
+    from evalkit.benchmark import BenchmarkSummary
 from evalkit.tables import language_metrics_frame, latency_frame, rerank_delta_frame
 
 CHART_MEASURES = ("recall@10", "mrr@10", "ndcg@10", "context_precision", "context_recall")
@@ -107,3 +110,25 @@ def save_all(figures: Mapping[str, Figure], folder: Path | None) -> list[Path]:
     if folder is None:
         return []
     return [path for name, figure in figures.items() for path in save_figure(figure, folder, name)]
+
+
+def plot_benchmark(summary: BenchmarkSummary, measure: str = "ndcg@10") -> Figure:
+    """Grouped bars of one measure: one group per setting, one bar per ablation."""
+    settings = [s.setting_id for s in summary.settings]
+    ablations = list(dict.fromkeys(a for s in summary.settings for a in s.metrics))
+    width = 0.8 / max(len(ablations), 1)
+    with matplotlib.rc_context(_RC):
+        figure = Figure(figsize=(max(8.0, 1.4 * len(settings)), 4.8), layout="constrained")
+        axis = figure.subplots()
+        positions = np.arange(len(settings))
+        for index, ablation in enumerate(ablations):
+            values = [s.metrics.get(ablation, {}).get(measure, np.nan) for s in summary.settings]
+            axis.bar(positions + (index - (len(ablations) - 1) / 2) * width, values, width=width, label=ablation)
+        axis.set_xticks(positions, settings, rotation=30, ha="right")
+        axis.set_ylim(0, 1.05)
+        axis.set_ylabel(f"{measure} (0 to 1, mean over answerable queries)")
+        axis.set_xlabel("setting (questions->corpus / chunking)")
+        axis.set_title(f"XQuAD benchmark: {measure} per setting and ablation")
+        axis.grid(axis="y", alpha=0.3)
+        figure.legend(title="ablation", loc="outside right center")
+    return figure

@@ -12,7 +12,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 
 from pydantic import Field, ValidationError, field_validator
 
@@ -20,6 +20,9 @@ from evalkit.ablations import ALL_ABLATION_IDS, Ablation, select_ablations
 from evalkit.gates import GateThresholds
 from evalkit.output import resolve_output_path
 from evalkit.schema import Identifier, StrictModel
+
+if TYPE_CHECKING:
+    from evalkit.benchmark import BenchmarkConfig
 
 PAPERMILL_MARKER = "# Parameters"
 """The first line of the cell papermill injects."""
@@ -149,3 +152,63 @@ class FailureAnalysisParameters(NotebookParameters):
     def selected_ablations(self) -> tuple[Ablation, ...]:
         """The selected ablations in canonical order."""
         return select_ablations(self.ablations)
+
+
+class BenchmarkParameters(NotebookParameters):
+    """Parameters of ``notebooks/xquad_benchmark.ipynb``."""
+
+    data_dir: str = Field(description="folder with xquad.en.json and xquad.zh.json, relative to the project root")
+    settings: list[str] = Field(description="setting IDs such as en/paragraph or zh->en/sentence")
+    ablations: list[str] = Field(description="ablation IDs to run")
+    held_out_fraction: float = Field(ge=0.0, lt=1.0, description="gold paragraphs removed (no-answer queries)")
+    seed: int = Field(description="seed of the held-out choice")
+    max_articles: int | None = Field(ge=1, description="first N articles; None: all 48")
+    runs: int = Field(ge=1, le=10, description="runs compared for determinism")
+    cache_dir: str = Field(description="workspace-relative folder of the embedding cache")
+    summary_output: str | None = Field(description="workspace-relative path of the JSON summary; None: none")
+    figures_dir: str | None = Field(description="workspace-relative folder for PNG and SVG figures; None: none")
+
+    _check_ablations = field_validator("ablations")(_ablation_list)
+
+    @field_validator("settings")
+    @classmethod
+    def _known_settings(cls, value: list[str]) -> list[str]:
+        from evalkit.benchmark import parse_setting
+
+        for setting_id in value:
+            parse_setting(setting_id)
+        return value
+
+    @property
+    def root(self) -> Path:
+        """The project root (the workspace of every relative path)."""
+        return project_root()
+
+    @property
+    def config(self) -> BenchmarkConfig:
+        """The benchmark configuration."""
+        from evalkit.benchmark import BenchmarkConfig
+
+        return BenchmarkConfig(
+            data_dir=self.data_dir,
+            settings=self.settings,
+            ablations=self.ablations,
+            held_out_fraction=self.held_out_fraction,
+            seed=self.seed,
+            max_articles=self.max_articles,
+            runs=self.runs,
+        )
+
+    def cache_path(self) -> Path:
+        """The embedding cache folder (created inside the workspace)."""
+        return resolve_output_path(self.cache_dir.rstrip("/") + "/.cache-marker", self.root).parent
+
+    def summary_path(self) -> Path | None:
+        """Where the JSON summary goes, or None."""
+        return None if self.summary_output is None else resolve_output_path(self.summary_output, self.root)
+
+    def figures_path(self) -> Path | None:
+        """The folder for figures (created inside the workspace), or None."""
+        if self.figures_dir is None:
+            return None
+        return resolve_output_path(self.figures_dir.rstrip("/") + "/.figures", self.root).parent

@@ -18,6 +18,8 @@ from evalkit.output import resolve_output_path, write_atomic
 
 DEFAULT_NOTEBOOK = Path("notebooks") / "retrieval_evaluation.ipynb"
 REPORTS_DIR = "reports"
+OUTPUT_PARAMETERS = {"report_output": "report.json", "summary_output": "summary.json", "figures_dir": "figures"}
+"""Output parameters a notebook may declare, and where a headless run puts them inside reports/<run-id>/."""
 
 
 class NotebookParameterError(ValueError):
@@ -32,6 +34,7 @@ class NotebookRun:
     notebook: Path
     html: Path
     report: Path | None
+    summary: Path | None
     figures: tuple[Path, ...]
     error_name: str | None
     error_message: str | None
@@ -100,12 +103,11 @@ def run_notebook(
     run_dir = executed.parent
     declared = declared_parameters(source)
     values = dict(parameters)
-    report: Path | None = None
-    if "report_output" in declared:
-        values.setdefault("report_output", f"{relative_dir}/report.json")
-        report = root / values["report_output"] if values["report_output"] else None
-    if "figures_dir" in declared:
-        values.setdefault("figures_dir", f"{relative_dir}/figures")
+    for name, default in OUTPUT_PARAMETERS.items():
+        if name in declared:
+            values.setdefault(name, f"{relative_dir}/{default}")
+    report = root / values["report_output"] if values.get("report_output") else None
+    summary = root / values["summary_output"] if values.get("summary_output") else None
     error_name = error_message = None
     try:
         papermill.execute_notebook(
@@ -122,6 +124,7 @@ def run_notebook(
         notebook=executed,
         html=html,
         report=report if report is not None and report.exists() else None,
+        summary=summary if summary is not None and summary.exists() else None,
         figures=figures,
         error_name=error_name,
         error_message=error_message,

