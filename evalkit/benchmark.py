@@ -105,6 +105,7 @@ class BenchmarkSummary(StrictModel):
     metrics_version: str = METRICS_VERSION
     data_sha256: dict[str, Sha256]
     config: BenchmarkConfig
+    retrieval: RetrievalSettings = Field(description="retrieval settings used (weights, floors)")
     settings: list[SettingSummary]
     wall_seconds: float
 
@@ -205,6 +206,7 @@ def run_benchmark(
     summary = BenchmarkSummary(
         data_sha256=data_hashes(root / config.data_dir),
         config=config,
+        retrieval=retrieval,
         settings=summaries,
         wall_seconds=round(time.perf_counter() - started, 3),
     )

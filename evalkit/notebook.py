@@ -23,6 +23,7 @@ from evalkit.schema import Identifier, StrictModel
 
 if TYPE_CHECKING:
     from evalkit.benchmark import BenchmarkConfig
+    from evalkit.service import RetrievalSettings
 
 PAPERMILL_MARKER = "# Parameters"
 """The first line of the cell papermill injects."""
@@ -164,6 +165,7 @@ class BenchmarkParameters(NotebookParameters):
     seed: int = Field(description="seed of the held-out choice")
     max_articles: int | None = Field(ge=1, description="first N articles; None: all 48")
     runs: int = Field(ge=1, le=10, description="runs compared for determinism")
+    rerank_min_score: float = Field(ge=0.0, le=1.0, description="reranker score floor (abstention); 0 keeps all")
     cache_dir: str = Field(description="workspace-relative folder of the embedding cache")
     summary_output: str | None = Field(description="workspace-relative path of the JSON summary; None: none")
     figures_dir: str | None = Field(description="workspace-relative folder for PNG and SVG figures; None: none")
@@ -198,6 +200,14 @@ class BenchmarkParameters(NotebookParameters):
             max_articles=self.max_articles,
             runs=self.runs,
         )
+
+    @property
+    def retrieval(self) -> RetrievalSettings:
+        """The benchmark's retrieval settings with this reranker floor."""
+        from evalkit.benchmark import BENCHMARK_RETRIEVAL
+
+        reranker = BENCHMARK_RETRIEVAL.reranker.model_copy(update={"min_score": self.rerank_min_score})
+        return BENCHMARK_RETRIEVAL.model_copy(update={"reranker": reranker})
 
     def cache_path(self) -> Path:
         """The embedding cache folder (created inside the workspace)."""

@@ -9,6 +9,7 @@ import pytest
 
 from evalkit.benchmark import (
     ALL_SETTINGS,
+    BENCHMARK_RETRIEVAL,
     BenchmarkConfig,
     BenchmarkSummary,
     SettingSummary,
@@ -67,7 +68,9 @@ def _summary(*settings: SettingSummary) -> BenchmarkSummary:
     config = BenchmarkConfig(
         data_dir="d", settings=[], ablations=[], held_out_fraction=0.1, seed=0, max_articles=None, runs=1
     )
-    return BenchmarkSummary(data_sha256={}, config=config, settings=list(settings), wall_seconds=0.0)
+    return BenchmarkSummary(
+        data_sha256={}, config=config, retrieval=BENCHMARK_RETRIEVAL, settings=list(settings), wall_seconds=0.0
+    )
 
 
 def test_targets_are_computed_exactly() -> None:
