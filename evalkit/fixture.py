@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import Field, ValidationError, model_validator
-from pydantic_core import ErrorDetails
 
 from evalkit.schema import (
     LANGUAGES,
@@ -33,9 +32,12 @@ from evalkit.schema import (
     Language,
     Offset,
     QueryText,
+    RecordProblems,
     StrictModel,
     Title,
+    child,
     is_identifier,
+    validation_problems,
 )
 
 FIXTURE_FILE = "fixture.json"
@@ -118,7 +120,7 @@ class Fixture(StrictModel):
     def _consistent(self) -> Fixture:
         problems = list(_cross_record_problems(self))
         if problems:
-            raise _Problems(problems)
+            raise RecordProblems(problems)
         return self
 
     def chunk_language(self, chunk_id: str) -> Language:
@@ -129,14 +131,6 @@ class Fixture(StrictModel):
     def _languages(self) -> dict[str, Language]:
         doc_language = {d.doc_id: d.language for d in self.documents}
         return {c.chunk_id: doc_language[c.doc_id] for c in self.chunks}
-
-
-class _Problems(ValueError):
-    """Several cross-record problems found by one validator; kept apart so each is reported on its own."""
-
-    def __init__(self, problems: list[str]) -> None:
-        self.problems = problems
-        super().__init__("; ".join(problems))
 
 
 def _duplicates(kind: str, field: str, ids: Iterable[str]) -> Iterable[str]:
@@ -210,7 +204,7 @@ class AliasTable(StrictModel):
                     )
                 owner.setdefault(key, group.group_id)
         if problems:
-            raise _Problems(problems)
+            raise RecordProblems(problems)
         return self
 
 
@@ -241,14 +235,6 @@ _COLLECTIONS: dict[str, tuple[str, str]] = {
 """Top-level list field -> (record kind, ID field) for naming the record an error is in."""
 
 
-def _child(node: Any, key: int | str) -> Any:
-    if isinstance(node, dict) and isinstance(key, str):
-        return node.get(key)
-    if isinstance(node, list) and isinstance(key, int) and 0 <= key < len(node):
-        return node[key]
-    return None
-
-
 def _record_id(node: Any, key: str) -> str | None:
     """The record's ID when it is a valid ID (an invalid one may be long or not text, so it is not echoed)."""
     value = node.get(key) if isinstance(node, dict) else None
@@ -275,7 +261,7 @@ def _locate(raw: Any, loc: tuple[int | str, ...]) -> str:
     rest = loc
     if len(loc) >= 2 and isinstance(loc[0], str) and loc[0] in _COLLECTIONS and isinstance(loc[1], int):
         kind, key = _COLLECTIONS[loc[0]]
-        ident = _record_id(_child(_child(raw, loc[0]), loc[1]), key)
+        ident = _record_id(child(child(raw, loc[0]), loc[1]), key)
         record = f"{kind} {ident!r}" if ident else f"{kind} at {loc[0]}[{loc[1]}]"
         rest = loc[2:]
     else:
@@ -285,28 +271,8 @@ def _locate(raw: Any, loc: tuple[int | str, ...]) -> str:
     return f"{record}: {where}" if record else where
 
 
-def _is_count_artifact(item: ErrorDetails, raw: Any) -> bool:
-    """A "too short" error on a list that has enough items: pydantic counts only the valid ones, and the invalid
-    items have errors of their own."""
-    if item["type"] != "too_short":
-        return False
-    node = raw
-    for part in item["loc"]:
-        node = _child(node, part)
-    min_length = item.get("ctx", {}).get("min_length")
-    return isinstance(node, list) and isinstance(min_length, int) and len(node) >= min_length
-
-
 def _problems_from(error: ValidationError, raw: Any) -> list[str]:
-    problems: list[str] = []
-    for item in error.errors(include_url=False):
-        cause = item.get("ctx", {}).get("error")
-        if isinstance(cause, _Problems):
-            problems.extend(cause.problems)
-        elif not _is_count_artifact(item, raw):
-            message = item["msg"].removeprefix("Value error, ")
-            problems.append(f"{_locate(raw, tuple(item['loc']))}: {message}")
-    return problems
+    return validation_problems(error, raw, _locate)
 
 
 def _decode(text: str) -> Any:

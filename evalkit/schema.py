@@ -7,9 +7,11 @@ the report and the parameters of the notebooks agree on what an ID, a language o
 from __future__ import annotations
 
 import re
-from typing import Annotated, Literal
+from collections.abc import Callable
+from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
+from pydantic_core import ErrorDetails
 
 Language = Literal["en", "zh"]
 """Languages evalkit evaluates: English and Simplified Chinese."""
@@ -155,3 +157,48 @@ class StrictModel(BaseModel):
     """Base of every evalkit schema: unknown fields rejected, no type coercion, immutable."""
 
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+class RecordProblems(ValueError):
+    """Several cross-record problems found by one container validator; each is reported on its own."""
+
+    def __init__(self, problems: list[str]) -> None:
+        self.problems = problems
+        super().__init__("; ".join(problems))
+
+
+def child(node: Any, key: int | str) -> Any:
+    """``node[key]`` for raw JSON data, or None when it is not there."""
+    if isinstance(node, dict) and isinstance(key, str):
+        return node.get(key)
+    if isinstance(node, list) and isinstance(key, int) and 0 <= key < len(node):
+        return node[key]
+    return None
+
+
+def _is_count_artifact(item: ErrorDetails, raw: Any) -> bool:
+    """A "too short" error on a list that has enough items: pydantic counts only the valid ones, and the invalid
+    items have errors of their own."""
+    if item["type"] != "too_short":
+        return False
+    node = raw
+    for part in item["loc"]:
+        node = child(node, part)
+    min_length = item.get("ctx", {}).get("min_length")
+    return isinstance(node, list) and isinstance(min_length, int) and len(node) >= min_length
+
+
+def validation_problems(
+    error: ValidationError, raw: Any, locate: Callable[[Any, tuple[int | str, ...]], str]
+) -> list[str]:
+    """One line per problem of a pydantic error: ``locate`` names the record and field in the raw data, and the
+    problems a container validator raised as :class:`RecordProblems` are listed one by one."""
+    problems: list[str] = []
+    for item in error.errors(include_url=False):
+        cause = item.get("ctx", {}).get("error")
+        if isinstance(cause, RecordProblems):
+            problems.extend(cause.problems)
+        elif not _is_count_artifact(item, raw):
+            message = item["msg"].removeprefix("Value error, ")
+            problems.append(f"{locate(raw, tuple(item['loc']))}: {message}")
+    return problems

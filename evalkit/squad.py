@@ -59,8 +59,11 @@ from evalkit.schema import (
     Identifier,
     Language,
     PositiveInt,
+    RecordProblems,
     StrictModel,
+    child,
     privacy_problem,
+    validation_problems,
 )
 
 __all__ = [
@@ -138,14 +141,6 @@ class SquadArticle(StrictModel):
     paragraphs: tuple[SquadParagraph, ...] = Field(description="the article's paragraphs in order")
 
 
-class _Problems(ValueError):
-    """Problems found by the container validator, kept apart so each is reported on its own."""
-
-    def __init__(self, problems: list[str]) -> None:
-        self.problems = problems
-        super().__init__("; ".join(problems))
-
-
 class SquadDataset(StrictModel):
     """A SQuAD v1.1 or v2.0 file; answer offsets and question-ID uniqueness are checked across records."""
 
@@ -156,7 +151,7 @@ class SquadDataset(StrictModel):
     def _consistent(self) -> SquadDataset:
         problems = list(_dataset_problems(self))
         if problems:
-            raise _Problems(problems)
+            raise RecordProblems(problems)
         return self
 
 
@@ -204,14 +199,6 @@ def _dataset_problems(dataset: SquadDataset) -> Iterable[str]:
 _LEVELS = (("data", "article", "title"), ("paragraphs", "paragraph", None), ("qas", "question", "id"))
 
 
-def _child(node: Any, key: int | str) -> Any:
-    if isinstance(node, dict) and isinstance(key, str):
-        return node.get(key)
-    if isinstance(node, list) and isinstance(key, int) and 0 <= key < len(node):
-        return node[key]
-    return None
-
-
 def _locate(raw: Any, loc: tuple[int | str, ...]) -> str:
     """Describe a pydantic error location as "article i ('Title'), paragraph j, question 'id': field 'path'"."""
     names: list[str] = []
@@ -219,8 +206,8 @@ def _locate(raw: Any, loc: tuple[int | str, ...]) -> str:
     for key, kind, name_field in _LEVELS:
         if len(rest) < 2 or rest[0] != key or not isinstance(rest[1], int):
             break
-        node = _child(_child(node, key), rest[1])
-        name = _child(node, name_field) if name_field else None
+        node = child(child(node, key), rest[1])
+        name = child(node, name_field) if name_field else None
         if kind == "question":
             names.append(f"question {_short(name)}" if isinstance(name, str) else f"question at qas[{rest[1]}]")
         else:
@@ -232,14 +219,7 @@ def _locate(raw: Any, loc: tuple[int | str, ...]) -> str:
 
 
 def _problems_from(error: ValidationError, raw: Any) -> list[str]:
-    problems: list[str] = []
-    for item in error.errors(include_url=False):
-        cause = item.get("ctx", {}).get("error")
-        if isinstance(cause, _Problems):
-            problems.extend(cause.problems)
-        else:
-            problems.append(f"{_locate(raw, tuple(item['loc']))}: {item['msg'].removeprefix('Value error, ')}")
-    return problems
+    return validation_problems(error, raw, _locate)
 
 
 def read_squad(path: Path) -> SquadDataset:
