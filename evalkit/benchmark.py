@@ -71,16 +71,21 @@ ALL_SETTINGS: tuple[Setting, ...] = tuple(
 )
 
 
-class BenchmarkConfig(StrictModel):
-    """What to run."""
+class BenchmarkOptions(StrictModel):
+    """What to run, apart from where the data is (the part a summary records)."""
 
-    data_dir: str = Field(description="folder holding xquad.en.json and xquad.zh.json")
     settings: list[str] = Field(description="setting IDs, e.g. en/paragraph, zh->en/sentence")
     ablations: list[str] = Field(description="ablation IDs")
     held_out_fraction: UnitFloat = Field(description="fraction of gold paragraphs removed (their questions: no-answer)")
     seed: int = Field(description="seed of the held-out choice")
     max_articles: PositiveInt | None = Field(description="first N articles only; None: all 48")
     runs: PositiveInt = Field(description="runs compared for determinism")
+
+
+class BenchmarkConfig(BenchmarkOptions):
+    """What to run and where the data is (a path: private, never in the summary; data_sha256 identifies it)."""
+
+    data_dir: str = Field(description="folder holding xquad.en.json and xquad.zh.json")
 
 
 class SettingSummary(StrictModel):
@@ -104,7 +109,7 @@ class BenchmarkSummary(StrictModel):
     schema_version: Literal[1] = SUMMARY_SCHEMA_VERSION
     metrics_version: str = METRICS_VERSION
     data_sha256: dict[str, Sha256]
-    config: BenchmarkConfig
+    config: BenchmarkOptions
     retrieval: RetrievalSettings = Field(description="retrieval settings used (weights, floors)")
     settings: list[SettingSummary]
     wall_seconds: float
@@ -205,7 +210,7 @@ def run_benchmark(
         summaries.append(summarize(setting, evaluation, time.perf_counter() - setting_started))
     summary = BenchmarkSummary(
         data_sha256=data_hashes(root / config.data_dir),
-        config=config,
+        config=BenchmarkOptions.model_validate(config.model_dump(exclude={"data_dir"})),
         retrieval=retrieval,
         settings=summaries,
         wall_seconds=round(time.perf_counter() - started, 3),

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from evalkit.database import Hit, order_hits
+from evalkit.embeddings import import_backend
 from evalkit.text import query_terms, tokenize
 
 
@@ -19,10 +20,7 @@ class Bm25sBaseline:
     """Lucene BM25 over the fixture's chunks, via bm25s."""
 
     def __init__(self, chunks: Sequence[tuple[str, str]], top_k: int = 10, k1: float = 1.5, b: float = 0.75) -> None:
-        try:
-            import bm25s
-        except ImportError:  # pragma: no cover - exercised only without the extra
-            raise RuntimeError("the bm25s baseline needs bm25s: pip install 'evalkit[bm25]'") from None
+        bm25s = import_backend("bm25s", "bm25")
         if top_k < 1:
             raise ValueError(f"top_k must be >= 1, got {top_k}")
         ordered = sorted(chunks)

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from evalkit.ablations import ABLATION_IDS, ALL_ABLATION_IDS, parse_ablations
+from evalkit.embeddings import ProviderUnavailableError
 from evalkit.evaluation import DeterminismError, evaluate
 from evalkit.fixture import FixtureError, load_fixture
 from evalkit.gates import (
@@ -32,7 +33,8 @@ from evalkit.runner import DEFAULT_NOTEBOOK, parse_value, run_notebook
 
 DEFAULT_FIXTURE = Path("fixtures") / "synthetic-bilingual-v1"
 EXIT_OK, EXIT_GATE, EXIT_INPUT = 0, 1, 2
-INPUT_ERRORS = frozenset({"UnknownParameterError", "ValueError", "FixtureError", "OutputPathError"})
+CHECK_FAILURES = frozenset({"GateFailure", "DeterminismError"})
+"""Errors of a notebook run that mean a check failed (exit 1); any other error is bad input (exit 2)."""
 SUMMARY_COLUMNS = ("recall@5", "recall@10", "mrr@10", "ndcg@10", "context_precision", "context_recall")
 SUMMARY_HEADERS = ("R@5", "R@10", "MRR@10", "nDCG@10", "ctxP", "ctxR", "noansFPR", "p50 ms", "p95 ms")
 
@@ -55,22 +57,13 @@ def _cell(value: float | None) -> str:
     return f"{'-':>8}" if value is None else f"{value:8.3f}"
 
 
-def _thresholds(args: argparse.Namespace) -> GateThresholds:
-    return GateThresholds(
-        min_reranked_mrr_at_10=args.min_reranked_mrr_at_10,
-        min_reranked_ndcg_at_10=args.min_reranked_ndcg_at_10,
-        max_no_answer_fpr=args.max_no_answer_fpr,
-        max_rerank_ndcg_drop=args.max_rerank_ndcg_drop,
-    )
-
-
 def _run(args: argparse.Namespace) -> int:
     workspace = Path.cwd()
     fixture_dir = Path(args.fixture)
     loaded = load_fixture(fixture_dir)
     ablations = parse_ablations(args.ablations)
     baselines = load_baselines(fixture_dir) if fixture_dir.is_dir() else None
-    thresholds = _thresholds(args)
+    thresholds = GateThresholds.from_values(args)
     if args.runs < 1:
         raise ValueError(f"--runs must be at least 1, got {args.runs}")
     # Only now, with every input checked, may the output path's missing folders be created.
@@ -140,7 +133,7 @@ def _notebook(args: argparse.Namespace) -> int:
     if run.error_name is None:
         return EXIT_OK
     print(f"evalkit: notebook failed with {run.error_name}: {run.error_message}", file=sys.stderr)
-    return EXIT_INPUT if run.error_name in INPUT_ERRORS else EXIT_GATE
+    return EXIT_GATE if run.error_name in CHECK_FAILURES else EXIT_INPUT
 
 
 def _import_squad(args: argparse.Namespace) -> int:
@@ -267,7 +260,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except DeterminismError as exc:
         print(f"evalkit: determinism check failed: {exc}", file=sys.stderr)
         return EXIT_GATE
-    except (FixtureError, OutputPathError, ValueError, OSError) as exc:
+    except (FixtureError, OutputPathError, ProviderUnavailableError, ValueError, OSError) as exc:
         print(f"evalkit: {exc}", file=sys.stderr)
         return EXIT_INPUT
     return code

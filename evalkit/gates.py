@@ -43,6 +43,11 @@ class GateThresholds(StrictModel):
         default=0.05, allow_inf_nan=False, description="hybrid ndcg@10 minus hybrid-rerank ndcg@10 at most this"
     )
 
+    @classmethod
+    def from_values(cls, source: object) -> GateThresholds:
+        """Thresholds read from any object with attributes of the same names (CLI arguments, notebook parameters)."""
+        return cls.model_validate({name: getattr(source, name) for name in cls.model_fields})
+
 
 class Baselines(StrictModel):
     """Committed context precision/recall floors per ablation and slice for one fixture version."""

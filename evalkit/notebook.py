@@ -58,7 +58,10 @@ def injected_names(history: Iterable[str]) -> list[str]:
 
 
 class NotebookParameters(StrictModel):
-    """Base of a notebook's parameter model: built from the kernel namespace after papermill's injection."""
+    """Base of a notebook's parameter model: built from the kernel namespace after papermill's injection.
+
+    Every relative path is resolved from the project root (the workspace), never the kernel's working directory.
+    """
 
     @classmethod
     def from_namespace(cls, namespace: Mapping[str, Any]) -> Self:
@@ -76,31 +79,37 @@ class NotebookParameters(StrictModel):
         except ValidationError as exc:
             raise ValueError(f"invalid notebook parameters: {exc}") from None
 
-
-def _ablation_list(value: list[str]) -> list[str]:
-    select_ablations(value)
-    return value
-
-
-class EvaluationParameters(NotebookParameters):
-    """Parameters of ``notebooks/retrieval_evaluation.ipynb``."""
-
-    fixture: str = Field(description="fixture directory, relative to the project root")
-    ablations: list[str] = Field(description="ablation IDs to run: " + ", ".join(ALL_ABLATION_IDS))
-    runs: int = Field(ge=1, le=10, description="runs compared for determinism")
-    report_output: str | None = Field(description="workspace-relative JSON report path; None writes nothing")
-    figures_dir: str | None = Field(description="workspace-relative folder for PNG and SVG figures; None: none")
-    min_reranked_mrr_at_10: float = Field(allow_inf_nan=False)
-    min_reranked_ndcg_at_10: float = Field(allow_inf_nan=False)
-    max_no_answer_fpr: float = Field(allow_inf_nan=False)
-    max_rerank_ndcg_drop: float = Field(allow_inf_nan=False)
-
-    _check_ablations = field_validator("ablations")(_ablation_list)
-
     @property
     def root(self) -> Path:
         """The project root (the workspace of every relative path)."""
         return project_root()
+
+    def relative(self, path: Path | None) -> str | None:
+        """A written path as shown to people: relative to the project root (absolute paths are private)."""
+        return None if path is None else path.relative_to(self.root.resolve()).as_posix()
+
+    def output_file(self, relative: str | None) -> Path | None:
+        """A workspace-relative output file, checked like the CLI's --output; None stays None."""
+        return None if relative is None else resolve_output_path(relative, self.root)
+
+    def output_folder(self, relative: str | None) -> Path | None:
+        """A workspace-relative output folder (created inside the workspace); None stays None."""
+        if relative is None:
+            return None
+        return resolve_output_path(relative.rstrip("/") + "/.folder", self.root).parent
+
+
+class AblationParameters(NotebookParameters):
+    """Parameters shared by notebooks that run ablations over a fixture."""
+
+    fixture: str = Field(description="fixture directory, relative to the project root")
+    ablations: list[str] = Field(description="ablation IDs to run: " + ", ".join(ALL_ABLATION_IDS))
+
+    @field_validator("ablations")
+    @classmethod
+    def _known_ablations(cls, value: list[str]) -> list[str]:
+        select_ablations(value)
+        return value
 
     @property
     def fixture_path(self) -> Path:
@@ -112,47 +121,37 @@ class EvaluationParameters(NotebookParameters):
         """The selected ablations in canonical order."""
         return select_ablations(self.ablations)
 
+
+class EvaluationParameters(AblationParameters):
+    """Parameters of ``notebooks/retrieval_evaluation.ipynb``."""
+
+    runs: int = Field(ge=1, le=10, description="runs compared for determinism")
+    report_output: str | None = Field(description="workspace-relative JSON report path; None writes nothing")
+    figures_dir: str | None = Field(description="workspace-relative folder for PNG and SVG figures; None: none")
+    min_reranked_mrr_at_10: float = Field(allow_inf_nan=False)
+    min_reranked_ndcg_at_10: float = Field(allow_inf_nan=False)
+    max_no_answer_fpr: float = Field(allow_inf_nan=False)
+    max_rerank_ndcg_drop: float = Field(allow_inf_nan=False)
+
     @property
     def thresholds(self) -> GateThresholds:
         """The gate thresholds."""
-        return GateThresholds(
-            min_reranked_mrr_at_10=self.min_reranked_mrr_at_10,
-            min_reranked_ndcg_at_10=self.min_reranked_ndcg_at_10,
-            max_no_answer_fpr=self.max_no_answer_fpr,
-            max_rerank_ndcg_drop=self.max_rerank_ndcg_drop,
-        )
+        return GateThresholds.from_values(self)
 
     def report_path(self) -> Path | None:
-        """Where the report goes (checked like the CLI's --output), or None."""
-        return None if self.report_output is None else resolve_output_path(self.report_output, self.root)
+        """Where the report goes, or None."""
+        return self.output_file(self.report_output)
 
     def figures_path(self) -> Path | None:
-        """The folder for figures (created inside the workspace), or None."""
-        if self.figures_dir is None:
-            return None
-        marker = resolve_output_path(self.figures_dir.rstrip("/") + "/.figures", self.root)
-        return marker.parent
+        """The folder for figures, or None."""
+        return self.output_folder(self.figures_dir)
 
 
-class FailureAnalysisParameters(NotebookParameters):
+class FailureAnalysisParameters(AblationParameters):
     """Parameters of ``notebooks/failure_analysis.ipynb``."""
 
-    fixture: str = Field(description="fixture directory, relative to the project root")
-    ablations: list[str] = Field(description="ablation IDs to compare")
     query_ids: list[Identifier] = Field(description="queries to drill into; empty: every query with a failure")
     show_text: bool = Field(description="show query and span text (off: IDs only, as private as the report)")
-
-    _check_ablations = field_validator("ablations")(_ablation_list)
-
-    @property
-    def fixture_path(self) -> Path:
-        """The fixture directory, resolved from the project root."""
-        return project_root() / self.fixture
-
-    @property
-    def selected_ablations(self) -> tuple[Ablation, ...]:
-        """The selected ablations in canonical order."""
-        return select_ablations(self.ablations)
 
 
 class BenchmarkParameters(NotebookParameters):
@@ -170,7 +169,11 @@ class BenchmarkParameters(NotebookParameters):
     summary_output: str | None = Field(description="workspace-relative path of the JSON summary; None: none")
     figures_dir: str | None = Field(description="workspace-relative folder for PNG and SVG figures; None: none")
 
-    _check_ablations = field_validator("ablations")(_ablation_list)
+    @field_validator("ablations")
+    @classmethod
+    def _known_ablations(cls, value: list[str]) -> list[str]:
+        select_ablations(value)
+        return value
 
     @field_validator("settings")
     @classmethod
@@ -180,11 +183,6 @@ class BenchmarkParameters(NotebookParameters):
         for setting_id in value:
             parse_setting(setting_id)
         return value
-
-    @property
-    def root(self) -> Path:
-        """The project root (the workspace of every relative path)."""
-        return project_root()
 
     @property
     def config(self) -> BenchmarkConfig:
@@ -211,14 +209,15 @@ class BenchmarkParameters(NotebookParameters):
 
     def cache_path(self) -> Path:
         """The embedding cache folder (created inside the workspace)."""
-        return resolve_output_path(self.cache_dir.rstrip("/") + "/.cache-marker", self.root).parent
+        folder = self.output_folder(self.cache_dir)
+        if folder is None:  # pragma: no cover - cache_dir is a required string
+            raise ValueError("cache_dir is required")
+        return folder
 
     def summary_path(self) -> Path | None:
         """Where the JSON summary goes, or None."""
-        return None if self.summary_output is None else resolve_output_path(self.summary_output, self.root)
+        return self.output_file(self.summary_output)
 
     def figures_path(self) -> Path | None:
-        """The folder for figures (created inside the workspace), or None."""
-        if self.figures_dir is None:
-            return None
-        return resolve_output_path(self.figures_dir.rstrip("/") + "/.figures", self.root).parent
+        """The folder for figures, or None."""
+        return self.output_folder(self.figures_dir)

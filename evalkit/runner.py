@@ -85,6 +85,19 @@ def export_html(executed: Path, target: Path) -> None:
     write_atomic(target, body.encode("utf-8"))
 
 
+def _relativize_papermill_paths(executed: Path, root: Path) -> None:
+    """papermill records absolute input and output paths in the notebook's metadata; keep them project-relative."""
+    import nbformat
+
+    notebook = nbformat.read(executed, as_version=4)
+    recorded = notebook.metadata.get("papermill", {})
+    for key in ("input_path", "output_path"):
+        if recorded.get(key):
+            path = Path(recorded[key])
+            recorded[key] = path.resolve().relative_to(root.resolve()).as_posix() if path.is_absolute() else str(path)
+    write_atomic(executed, nbformat.writes(notebook).encode("utf-8"))
+
+
 def run_notebook(
     root: Path,
     parameters: Mapping[str, Any],
@@ -97,6 +110,9 @@ def run_notebook(
 
     source = root / notebook
     check_parameters(source, parameters)
+    for name in OUTPUT_PARAMETERS:
+        if name in parameters and not (parameters[name] is None or isinstance(parameters[name], str)):
+            raise NotebookParameterError(f"parameter {name} must be a workspace-relative path or null")
     run_id = run_id or default_run_id()
     relative_dir = f"{REPORTS_DIR}/{run_id}"
     executed = resolve_output_path(f"{relative_dir}/{source.name}", root)
@@ -115,6 +131,7 @@ def run_notebook(
         )
     except PapermillExecutionError as exc:
         error_name, error_message = exc.ename, exc.evalue
+    _relativize_papermill_paths(executed, root)
     html = executed.with_suffix(".html")
     export_html(executed, html)
     figures_dir = root / values["figures_dir"] if values.get("figures_dir") else None

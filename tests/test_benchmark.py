@@ -11,6 +11,7 @@ from evalkit.benchmark import (
     ALL_SETTINGS,
     BENCHMARK_RETRIEVAL,
     BenchmarkConfig,
+    BenchmarkOptions,
     BenchmarkSummary,
     SettingSummary,
     benchmark_targets,
@@ -22,6 +23,7 @@ from evalkit.benchmark import (
 )
 from evalkit.embeddings import Usem3Provider
 from evalkit.metrics import LatencySummary
+from evalkit.schema import privacy_problem
 
 from .conftest import ROOT
 
@@ -65,9 +67,7 @@ def _setting(setting_id: str, ndcg: dict[str, float]) -> SettingSummary:
 
 
 def _summary(*settings: SettingSummary) -> BenchmarkSummary:
-    config = BenchmarkConfig(
-        data_dir="d", settings=[], ablations=[], held_out_fraction=0.1, seed=0, max_articles=None, runs=1
-    )
+    config = BenchmarkOptions(settings=[], ablations=[], held_out_fraction=0.1, seed=0, max_articles=None, runs=1)
     return BenchmarkSummary(
         data_sha256={}, config=config, retrieval=BENCHMARK_RETRIEVAL, settings=list(settings), wall_seconds=0.0
     )
@@ -135,6 +135,8 @@ def test_small_benchmark_is_private_deterministic_and_cached(tmp_path: Path, mon
 
     serialized = summary_json(first).decode("utf-8")
     assert serialized.isascii()
+    assert str(XQUAD) not in serialized
+    assert privacy_problem(serialized) is None
     fixture = evaluations["en/paragraph"].fixture
     for text in [c.text for c in fixture.chunks[:5]] + [q.text for q in fixture.queries[:5]]:
         assert text not in serialized

@@ -114,7 +114,17 @@ def test_default_run_passes_and_writes_every_file(run_id: str) -> None:
     assert names == {"retrieval_evaluation.ipynb", "retrieval_evaluation.html", "report.json", *figures}
     report = parse_report((run.run_dir / "report.json").read_bytes())
     assert report.gates and all(g.passed for g in report.gates)
-    assert "<html" in (run.run_dir / "retrieval_evaluation.html").read_text(encoding="utf-8")[:2000].lower()
+    html = (run.run_dir / "retrieval_evaluation.html").read_text(encoding="utf-8")
+    assert "<html" in html[:2000].lower()
+    assert html.count("data:image/png;base64") >= 3, (
+        "the three charts are shown in the export (the template has a PNG too)"
+    )
+    executed = nbformat.read(run.notebook, as_version=4)
+    images = [c for c in executed.cells if any("image/png" in o.get("data", {}) for o in c.get("outputs", []))]
+    assert len(images) == 3
+    private = str(ROOT.resolve())
+    assert private not in run.notebook.read_text(encoding="utf-8"), "no absolute workspace path in the notebook"
+    assert private not in html
 
 
 def test_impossible_gate_fails_in_the_final_cell(run_id: str) -> None:
