@@ -30,6 +30,7 @@ from evalkit.gates import (
 from evalkit.output import ENV_VAR, OutputPathError, output_path_from_env, resolve_output_path, write_atomic
 from evalkit.report import Report, build_report, parse_report, report_json
 from evalkit.runner import DEFAULT_NOTEBOOK, parse_value, run_notebook
+from evalkit.schema import SLICES
 
 DEFAULT_FIXTURE = Path("fixtures") / "synthetic-bilingual-v1"
 EXIT_OK, EXIT_GATE, EXIT_INPUT = 0, 1, 2
@@ -44,7 +45,7 @@ def format_summary(report: Report) -> str:
     header = f"{'ablation':<18} {'slice':<5} " + " ".join(f"{h:>8}" for h in SUMMARY_HEADERS)
     lines = [header, "-" * len(header)]
     for ablation_id, result in sorted(report.ablations.items(), key=lambda item: ALL_ABLATION_IDS.index(item[0])):
-        for slice_name in ("all", "en", "zh"):
+        for slice_name in SLICES:
             row = result.metrics.get(slice_name, {})
             cells = [_cell(row.get(m)) for m in (*SUMMARY_COLUMNS, "no_answer_fpr")]
             if slice_name == "all":

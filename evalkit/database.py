@@ -17,8 +17,8 @@ from tempfile import TemporaryDirectory
 
 import numpy as np
 
-from evalkit.embeddings import Matrix
 from evalkit.fixture import Chunk, Document
+from evalkit.schema import Matrix
 from evalkit.text import analyzed
 
 _SCHEMA = """

@@ -20,8 +20,9 @@ from typing import Any
 
 import numpy as np
 
-from evalkit.embeddings import ConceptProvider, EmbeddingProvider, Matrix, fingerprint, sha256_of
+from evalkit.embeddings import ConceptProvider, EmbeddingProvider, fingerprint, sha256_of
 from evalkit.output import write_atomic
+from evalkit.schema import Matrix
 
 __all__ = ["CachedProvider", "EmbeddingCache"]
 

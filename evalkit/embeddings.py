@@ -37,9 +37,8 @@ import numpy as np
 import numpy.typing as npt
 
 from evalkit.fixture import AliasTable
+from evalkit.schema import Matrix
 from evalkit.text import ANALYZER_VERSION, is_han, normalize, tokenize
-
-Matrix = npt.NDArray[np.float32]
 
 
 def canonical_json(value: Any) -> bytes:

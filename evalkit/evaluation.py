@@ -26,6 +26,7 @@ from evalkit.metrics import (
     Measure,
     context_precision,
     context_recall,
+    dedupe_ranking,
     latency_summary,
     mean,
     ndcg_at_k,
@@ -200,7 +201,7 @@ def score_query(query: Query, ranking: Sequence[str], chunk_lengths: Mapping[str
         return {str(NO_ANSWER_FPR): returned_any(ranking)}
     grades = {j.chunk_id: j.grade for j in query.judgments}
     spans = {j.chunk_id: [(s.start, s.end) for s in j.spans] for j in query.judgments}
-    context = ranking[:CONTEXT_K]
+    context = dedupe_ranking(ranking)[:CONTEXT_K]
     values: dict[str, float] = {}
     for measure in STANDARD_MEASURES:
         values[str(measure)] = _measure_value(measure, ranking, grades, context, chunk_lengths, spans)
@@ -232,7 +233,7 @@ def query_failures(query: Query, ranking: Sequence[str]) -> list[Failure]:
         if not ranking:
             return []
         return [Failure(query.query_id, query.language, "no_answer_returned_results", None, None, None, len(ranking))]
-    rank_of = {chunk_id: index for index, chunk_id in reversed(list(enumerate(ranking, 1)))}
+    rank_of = {chunk_id: index for index, chunk_id in enumerate(dedupe_ranking(ranking), 1)}
     failures = []
     for judgment in sorted(query.judgments, key=lambda j: (-j.grade, j.chunk_id)):
         rank = rank_of.get(judgment.chunk_id)

@@ -123,14 +123,14 @@ class Fixture(StrictModel):
             raise RecordProblems(problems)
         return self
 
-    def chunk_language(self, chunk_id: str) -> Language:
-        """The language of a chunk (its document's language)."""
-        return self._languages[chunk_id]
-
-    @property
-    def _languages(self) -> dict[str, Language]:
+    def chunk_languages(self) -> dict[str, Language]:
+        """Every chunk's language (its document's language), by chunk ID."""
         doc_language = {d.doc_id: d.language for d in self.documents}
         return {c.chunk_id: doc_language[c.doc_id] for c in self.chunks}
+
+    def chunk_language(self, chunk_id: str) -> Language:
+        """The language of one chunk; use :meth:`chunk_languages` for many."""
+        return self.chunk_languages()[chunk_id]
 
 
 def _duplicates(kind: str, field: str, ids: Iterable[str]) -> Iterable[str]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 from evalkit.database import Hit, order_hits
 
@@ -60,6 +61,9 @@ def max_normalized_fusion(contributions: Sequence[Contribution], k: int) -> list
             scores[hit.chunk_id] += weight * max(hit.score, 0.0) / best
     return order_hits(Hit(chunk_id, score) for chunk_id, score in scores.items() if score > 0)
 
+
+FusionName = Literal["rrf", "max-normalized"]
+"""The closed vocabulary of fusion methods (the keys of :data:`FUSION_METHODS`)."""
 
 FUSION_METHODS: dict[str, Callable[[Sequence[Contribution], int], list[Hit]]] = {
     "rrf": reciprocal_rank_fusion,

@@ -16,12 +16,12 @@ from typing import Literal
 from pydantic import Field, ValidationError
 
 from evalkit.report import GateOutcome, Report
-from evalkit.schema import LANGUAGES, Identifier, NonNegativeFloat, StrictModel, UnitFloat
+from evalkit.schema import SLICES, Identifier, NonNegativeFloat, Slice, StrictModel, UnitFloat
 
 BASELINES_FILE = "baselines.json"
 BASELINE_ABLATIONS: tuple[str, ...] = ("lexical", "token-hash-vector", "alias-vector", "hybrid")
 BASELINE_MEASURES: tuple[str, ...] = ("context_precision", "context_recall")
-BASELINE_SLICES: tuple[Literal["all", "en", "zh"], ...] = ("all", *LANGUAGES)
+BASELINE_SLICES: tuple[Slice, ...] = SLICES
 RERANKED = "hybrid-rerank"
 FLOAT_SLACK = 1e-12
 HYBRID = "hybrid"

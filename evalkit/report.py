@@ -18,11 +18,10 @@ from evalkit.ablations import AblationId
 from evalkit.evaluation import CONTEXT_K, FAILURE_CUTOFF, Evaluation
 from evalkit.metrics import METRICS_VERSION, LatencySummary
 from evalkit.output import write_atomic
-from evalkit.schema import Identifier, Language, PositiveInt, Sha256, StrictModel
+from evalkit.schema import SLICES, Identifier, Language, PositiveInt, Sha256, Slice, StrictModel
 
 SCHEMA_VERSION: Literal[1] = 1
 
-Slice = Literal["all", "en", "zh"]
 MetricTable = dict[str, Annotated[float, Field(ge=0.0, le=1.0)]]
 
 
@@ -93,7 +92,7 @@ def build_report(evaluation: Evaluation, gates: tuple[GateOutcome, ...] = ()) ->
     """Project an evaluation onto the report schema (IDs and numbers only)."""
     queries = evaluation.fixture.queries
     counts: dict[Slice, QueryCounts] = {}
-    for name in ("all", "en", "zh"):
+    for name in SLICES:
         members = [q for q in queries if name == "all" or q.language == name]
         answerable = sum(1 for q in members if q.answerable)
         counts[name] = QueryCounts(answerable=answerable, no_answer=len(members) - answerable)

@@ -10,13 +10,23 @@ import re
 from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
+import numpy as np
+import numpy.typing as npt
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 from pydantic_core import ErrorDetails
+
+Matrix = npt.NDArray[np.float32]
+"""Embedding rows: one float32 row per text."""
 
 Language = Literal["en", "zh"]
 """Languages evalkit evaluates: English and Simplified Chinese."""
 
 LANGUAGES: tuple[Language, ...] = ("en", "zh")
+
+Slice = Literal["all", "en", "zh"]
+"""What an aggregate is over: every query, or the queries of one language."""
+
+SLICES: tuple[Slice, ...] = ("all", *LANGUAGES)
 
 MAX_ID_LENGTH = 128
 MAX_TITLE_LENGTH = 500
@@ -122,6 +132,9 @@ def _not_blank(value: str) -> str:
         raise ValueError("must not be blank")
     return value
 
+
+NonBlank = Annotated[str, AfterValidator(_not_blank)]
+"""Text with at least one non-whitespace character."""
 
 Identifier = Annotated[
     str,

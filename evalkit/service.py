@@ -9,14 +9,14 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field
 
 from evalkit.database import Hit, KnowledgeDatabase
 from evalkit.embeddings import ConceptProvider, EmbeddingProvider, fingerprint
-from evalkit.fusion import FUSION_METHODS, Contribution, fusion_method
+from evalkit.fusion import Contribution, FusionName, fusion_method
 from evalkit.reranker import CONCEPT_PREFIX, Candidate, HeuristicReranker, RerankerSettings
 from evalkit.schema import Language, NonNegativeFloat, PositiveInt, StrictModel
-from evalkit.text import STOPWORDS, is_han, query_terms
+from evalkit.text import is_han, query_terms, stopword_tokens
 
 Mode = Literal["lexical", "vector", "hybrid", "hybrid-rerank"]
 
@@ -28,7 +28,7 @@ class RetrievalSettings(StrictModel):
     candidate_k: PositiveInt = Field(default=30, description="candidates per retriever before fusion/rerank")
     lexical_min_score: NonNegativeFloat = Field(default=0.0, description="minimum BM25 score (-bm25())")
     vector_min_similarity: float = Field(default=0.2, ge=-1.0, le=1.0, description="minimum cosine")
-    fusion: str = Field(default="max-normalized", description="fusion method: " + ", ".join(sorted(FUSION_METHODS)))
+    fusion: FusionName = Field(default="max-normalized", description="fusion method: rrf or max-normalized")
     rrf_k: PositiveInt = Field(default=60, description="RRF rank constant")
     lexical_weight: NonNegativeFloat = Field(default=0.3, description="fusion weight of lexical hits")
     vector_weight: NonNegativeFloat = Field(default=0.7, description="fusion weight of vector hits")
@@ -37,12 +37,6 @@ class RetrievalSettings(StrictModel):
         description="multiplier on a lexical hit's weight when its language differs from the query's",
     )
     reranker: RerankerSettings = Field(default_factory=RerankerSettings, description="heuristic reranker")
-
-    @field_validator("fusion")
-    @classmethod
-    def _known_fusion(cls, value: str) -> str:
-        fusion_method(value)
-        return value
 
 
 def detect_language(text: str) -> Language:
@@ -162,13 +156,14 @@ class KnowledgeService:
         similarity = self.database.vectors(key, candidates) @ provider.embed([text])[0]
         tokens = self.database.chunk_tokens(candidates)
         chunk_concepts = self._chunk_concepts()
+        stop = stopword_tokens()
         return self._reranker.rerank(
             units=units,
             terms=terms,
             candidates={
                 c: Candidate(
                     same_language=self._languages[c] == language,
-                    tokens=tuple(t for t in tokens[c] if t not in STOPWORDS),
+                    tokens=tuple(t for t in tokens[c] if t not in stop),
                     units=frozenset(tokens[c]) | chunk_concepts[c],
                     similarity=float(sim),
                 )

@@ -49,7 +49,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import numpy as np
-from pydantic import AfterValidator, Field, ValidationError, model_validator
+from pydantic import Field, ValidationError, model_validator
 
 from evalkit.fixture import FIXTURE_FILE, Fixture, parse_fixture
 from evalkit.output import write_atomic
@@ -58,6 +58,7 @@ from evalkit.schema import (
     AttributionText,
     Identifier,
     Language,
+    NonBlank,
     PositiveInt,
     RecordProblems,
     StrictModel,
@@ -99,15 +100,6 @@ class SquadFormatError(ValueError):
         if len(self.problems) > MAX_PROBLEMS:
             shown.append(f"  - ... and {len(self.problems) - MAX_PROBLEMS} more")
         super().__init__(f"invalid SQuAD data {source}: {len(self.problems)} problem(s)\n" + "\n".join(shown))
-
-
-def _not_blank(value: str) -> str:
-    if not value.strip():
-        raise ValueError("must not be blank")
-    return value
-
-
-NonBlank = Annotated[str, AfterValidator(_not_blank)]
 
 
 class SquadAnswer(StrictModel):

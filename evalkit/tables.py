@@ -15,11 +15,11 @@ from evalkit.ablations import ALL_ABLATION_IDS
 from evalkit.evaluation import CONTEXT_K, Evaluation
 from evalkit.metrics import STANDARD_MEASURES
 from evalkit.report import Report
+from evalkit.schema import SLICES
 
 if TYPE_CHECKING:
     from evalkit.benchmark import BenchmarkSummary
 
-SLICES = ("all", "en", "zh")
 METRIC_COLUMNS = [*(str(m) for m in STANDARD_MEASURES), "no_answer_fpr"]
 
 
@@ -28,7 +28,7 @@ def metrics_frame(report: Report) -> pd.DataFrame:
     rows = []
     for ablation_id, result in sorted(report.ablations.items(), key=lambda item: ALL_ABLATION_IDS.index(item[0])):
         for slice_name in SLICES:
-            values = result.metrics.get(slice_name, {})  # type: ignore[call-overload]
+            values = result.metrics.get(slice_name, {})
             row: dict[str, object] = {"ablation": ablation_id, "slice": slice_name}
             row.update({m: values.get(m) for m in METRIC_COLUMNS})
             row["p50_ms"] = result.latency_ms.median_ms if slice_name == "all" else None

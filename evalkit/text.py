@@ -79,6 +79,12 @@ def tokenize(text: str, *, drop_stopwords: bool = False) -> tuple[str, ...]:
     return tuple(tokens)
 
 
+@lru_cache(maxsize=1)
+def stopword_tokens() -> frozenset[str]:
+    """The stop sets as they appear in analyzed text (English stopwords stemmed: does -> doe, any -> ani)."""
+    return frozenset(tokenize(" ".join(sorted(STOPWORDS))))
+
+
 def analyzed(text: str) -> str:
     """Tokens joined by single spaces: the form stored in the FTS5 index."""
     return " ".join(tokenize(text))

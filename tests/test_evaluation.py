@@ -220,3 +220,14 @@ def test_projection_excludes_latency(tiny_evaluation: Evaluation) -> None:
     result = tiny_evaluation.ablations["lexical"]
     slower = replace(result, results=tuple(replace(r, latency_ms=r.latency_ms + 5) for r in result.results))
     assert sha256_of(projection({"lexical": slower})) == sha256_of(projection({"lexical": result}))
+
+
+def test_duplicates_are_removed_before_the_context_cut() -> None:
+    # [a, a, x, y, z, w]: deduplicated, the context is a, x, y, z, w (five distinct chunks), not a, a, x, y, z.
+    query = _query("q3", "en", (_judgment("w", 3, 0, "ww"),))
+    lengths = dict.fromkeys(["a", "x", "y", "z", "w"], 10)
+    values = score_query(query, ["a", "a", "x", "y", "z", "w"], lengths)
+    assert values["context_recall"] == 1.0
+    assert values["context_precision"] == 2 / 50
+    # Ten copies of a then w: w is the second distinct chunk, so it is within the top 10.
+    assert query_failures(_query("q5", "en", (_judgment("w", 3, 0, "w"),)), ["a"] * 10 + ["w"]) == []

@@ -145,3 +145,11 @@ def test_max_normalized_scale_ignores_zero_weight_hits() -> None:
     # a (3.0) carries no weight, so b (2.0) is the list's best: 1.0 * 2.0 / 2.0 = 1.0, not 2.0 / 3.0.
     lexical = Contribution([Hit("a", 3.0), Hit("b", 2.0)], [0.0, 1.0])
     assert max_normalized_fusion([lexical], 60) == [Hit("b", 1.0)]
+
+
+def test_fusion_vocabulary_matches_the_registry() -> None:
+    from typing import get_args
+
+    from evalkit.fusion import FusionName
+
+    assert sorted(get_args(FusionName)) == sorted(FUSION_METHODS)

@@ -10,9 +10,10 @@ import pytest
 from pydantic import ValidationError
 
 from evalkit.database import Hit, KnowledgeDatabase, order_hits
-from evalkit.embeddings import AliasProvider, Matrix, TokenHashProvider, fingerprint
+from evalkit.embeddings import AliasProvider, TokenHashProvider, fingerprint
 from evalkit.fixture import LoadedFixture
 from evalkit.reranker import RerankerSettings, idf
+from evalkit.schema import Matrix
 from evalkit.service import MODES, KnowledgeService, Mode, RetrievalSettings, detect_language
 from evalkit.text import query_terms
 
@@ -356,7 +357,7 @@ def test_detect_language() -> None:
 
 
 def test_settings_reject_unknown_fusion() -> None:
-    with pytest.raises(ValidationError, match=r"unknown fusion method 'combsum'; valid: max-normalized, rrf"):
+    with pytest.raises(ValidationError, match=r"Input should be 'rrf' or 'max-normalized'"):
         RetrievalSettings(fusion="combsum")
     assert RetrievalSettings(fusion="max-normalized").fusion == "max-normalized"
 

@@ -7,7 +7,6 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
@@ -769,9 +768,7 @@ def test_xquad_units_with_a_spaced_slash_are_not_paths(xquad: dict[str, SquadDat
 @pytest.mark.parametrize("language", ["en", "zh"])
 @pytest.mark.parametrize("chunking", ["paragraph", "sentence"])
 def test_xquad_monolingual(xquad: dict[str, SquadDataset], language: Language, chunking: Chunking) -> None:
-    started = time.perf_counter()
     fixture = import_squad(xquad[language], xquad_options(language, chunking))
-    elapsed = time.perf_counter() - started
     removed = set(np.random.default_rng(0).choice(240, size=24, replace=False).tolist())
     paragraph_ids = [
         f"{language}-a{a:03d}-p{p:02d}"
@@ -792,7 +789,6 @@ def test_xquad_monolingual(xquad: dict[str, SquadDataset], language: Language, c
     assert sum("held_out" in q.tags for q in fixture.queries) == removed_questions
     assert all(q.language == language for q in fixture.queries)
     assert_spans_verbatim(fixture)
-    print(f"xquad {language} {chunking}: {len(fixture.chunks)} chunks, {elapsed:.2f} s")
 
 
 @needs_xquad
