@@ -10,7 +10,6 @@ embed again. The summary holds setting and ablation IDs, hashes and numbers only
 from __future__ import annotations
 
 import hashlib
-import json
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -25,7 +24,7 @@ from evalkit.fixture import AliasTable, Fixture, LoadedFixture
 from evalkit.metrics import METRICS_VERSION, LatencySummary
 from evalkit.output import write_atomic
 from evalkit.reranker import RerankerSettings
-from evalkit.schema import Identifier, Language, PositiveInt, Sha256, StrictModel, UnitFloat
+from evalkit.schema import Identifier, Language, PositiveInt, Sha256, StrictModel, UnitFloat, model_json
 from evalkit.service import RetrievalSettings
 
 Chunking = Literal["paragraph", "sentence"]
@@ -220,7 +219,7 @@ def run_benchmark(
 
 def summary_json(summary: BenchmarkSummary) -> bytes:
     """Stable serialization of a summary."""
-    return (json.dumps(summary.model_dump(mode="json"), indent=2, sort_keys=True) + "\n").encode("utf-8")
+    return model_json(summary)
 
 
 DEFAULT_BENCHMARK_ABLATIONS = list(BENCHMARK_ABLATION_IDS)

@@ -20,10 +20,10 @@ from evalkit.gates import (
     BASELINES_FILE,
     GateFailure,
     GateThresholds,
+    assess,
     baselines_from_report,
     baselines_json,
     check_gates,
-    evaluate_gates,
     format_gates,
     load_baselines,
 )
@@ -73,10 +73,7 @@ def _run(args: argparse.Namespace) -> int:
         if args.output is not None
         else output_path_from_env(os.environ, workspace)
     )
-    evaluation = evaluate(loaded, ablations, runs=args.runs)
-    report = build_report(evaluation)
-    outcomes = evaluate_gates(report, thresholds, baselines)
-    report = report.model_copy(update={"gates": outcomes})
+    report = assess(evaluate(loaded, ablations, runs=args.runs), thresholds, baselines)
     print(f"evalkit: fixture {report.fixture_id} {report.fixture_version}, {report.runs} run(s), deterministic")
     print(format_summary(report))
     print()
@@ -87,7 +84,7 @@ def _run(args: argparse.Namespace) -> int:
     if args.no_gates:
         print("gates not enforced (--no-gates)")
         return EXIT_OK
-    check_gates(outcomes)
+    check_gates(report.gates)
     return EXIT_OK
 
 

@@ -8,15 +8,15 @@ is justified).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Literal
 
 from pydantic import Field, ValidationError
 
-from evalkit.report import GateOutcome, Report
-from evalkit.schema import SLICES, Identifier, NonNegativeFloat, Slice, StrictModel, UnitFloat
+from evalkit.evaluation import Evaluation
+from evalkit.report import GateOutcome, Report, build_report
+from evalkit.schema import SLICES, Identifier, NonNegativeFloat, Slice, StrictModel, UnitFloat, model_json
 
 BASELINES_FILE = "baselines.json"
 BASELINE_ABLATIONS: tuple[str, ...] = ("lexical", "token-hash-vector", "alias-vector", "hybrid")
@@ -147,6 +147,12 @@ def evaluate_gates(
     return tuple(outcomes)
 
 
+def assess(evaluation: Evaluation, thresholds: GateThresholds, baselines: Baselines | None = None) -> Report:
+    """The evaluation's report with every gate's outcome in it; nothing is raised here (see :func:`check_gates`)."""
+    report = build_report(evaluation)
+    return report.model_copy(update={"gates": evaluate_gates(report, thresholds, baselines)})
+
+
 def check_gates(outcomes: Sequence[GateOutcome]) -> None:
     """Raise :class:`GateFailure` listing every failed gate; return quietly when all passed."""
     failed = [g for g in outcomes if not g.passed]
@@ -179,7 +185,7 @@ def baselines_from_report(report: Report) -> Baselines:
 
 def baselines_json(baselines: Baselines) -> bytes:
     """Stable serialization of baselines."""
-    return (json.dumps(baselines.model_dump(mode="json"), indent=2, sort_keys=True) + "\n").encode("utf-8")
+    return model_json(baselines)
 
 
 def load_baselines(fixture_dir: Path) -> Baselines | None:

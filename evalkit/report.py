@@ -18,7 +18,7 @@ from evalkit.ablations import AblationId
 from evalkit.evaluation import CONTEXT_K, FAILURE_CUTOFF, Evaluation
 from evalkit.metrics import METRICS_VERSION, LatencySummary
 from evalkit.output import write_atomic
-from evalkit.schema import SLICES, Identifier, Language, PositiveInt, Sha256, Slice, StrictModel
+from evalkit.schema import SLICES, Identifier, Language, PositiveInt, Sha256, Slice, StrictModel, model_json
 
 SCHEMA_VERSION: Literal[1] = 1
 
@@ -133,8 +133,7 @@ def build_report(evaluation: Evaluation, gates: tuple[GateOutcome, ...] = ()) ->
 
 def report_json(report: Report) -> bytes:
     """Serialize with sorted keys and a trailing newline (stable bytes for the deterministic part)."""
-    data = report.model_dump(mode="json")
-    return (json.dumps(data, sort_keys=True, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
+    return model_json(report)
 
 
 def write_report(report: Report, path: Path | None) -> Path | None:

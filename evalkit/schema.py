@@ -6,6 +6,7 @@ the report and the parameters of the notebooks agree on what an ID, a language o
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable
 from typing import Annotated, Any, Literal
@@ -170,6 +171,11 @@ class StrictModel(BaseModel):
     """Base of every evalkit schema: unknown fields rejected, no type coercion, immutable."""
 
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+def model_json(model: BaseModel) -> bytes:
+    """A model as stable JSON bytes: sorted keys, two-space indent, UTF-8, trailing newline."""
+    return (json.dumps(model.model_dump(mode="json"), sort_keys=True, indent=2, ensure_ascii=False) + "\n").encode()
 
 
 class RecordProblems(ValueError):

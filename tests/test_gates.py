@@ -170,3 +170,11 @@ def test_committed_baselines_cover_every_ablation_and_language() -> None:
     for ablation in ("lexical", "token-hash-vector", "alias-vector", "hybrid"):
         for slice_name in ("all", "en", "zh"):
             assert set(data["ablations"][ablation][slice_name]) == {"context_precision", "context_recall"}
+
+
+def test_assess_puts_every_gate_in_the_report(tiny_evaluation: Evaluation) -> None:
+    from evalkit.gates import assess
+
+    report = assess(tiny_evaluation, GateThresholds(min_reranked_mrr_at_10=1.01))
+    assert report.gates == evaluate_gates(build_report(tiny_evaluation), GateThresholds(min_reranked_mrr_at_10=1.01))
+    assert [g.gate for g in report.gates if not g.passed] == ["hybrid-rerank mrr@10"]
