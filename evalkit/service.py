@@ -6,6 +6,7 @@ good match returns nothing, and every ranking is ordered by score descending, th
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Literal
 
@@ -60,6 +61,7 @@ class KnowledgeService:
         self._reranker = HeuristicReranker(settings.reranker)
         self._languages = {c.chunk_id: c.language for c in database.chunks()}
         self._concepts: dict[str, frozenset[str]] | None = None
+        self._concept_frequencies: Counter[str] = Counter()
         self._indexed = False
 
     def index_embeddings(self) -> None:
@@ -133,12 +135,13 @@ class KnowledgeService:
                 }
             else:
                 self._concepts = {chunk_id: frozenset() for chunk_id in self._languages}
+            self._concept_frequencies = Counter(c for units in self._concepts.values() for c in units)
         return self._concepts
 
     def _unit_frequencies(self, terms: Sequence[str], concepts: frozenset[str]) -> dict[str, int]:
+        self._chunk_concepts()
         frequencies = self.database.document_frequencies(terms)
-        for concept in concepts:
-            frequencies[concept] = sum(1 for units in self._chunk_concepts().values() if concept in units)
+        frequencies.update({concept: self._concept_frequencies[concept] for concept in concepts})
         return frequencies
 
     def _hybrid_rerank(self, text: str, language: Language) -> list[Hit]:
