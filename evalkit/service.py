@@ -16,7 +16,7 @@ from evalkit.database import Hit, KnowledgeDatabase
 from evalkit.embeddings import ConceptProvider, EmbeddingProvider, fingerprint
 from evalkit.fusion import Contribution, FusionName, fusion_method
 from evalkit.reranker import CONCEPT_PREFIX, Candidate, HeuristicReranker, RerankerSettings
-from evalkit.schema import Language, NonNegativeFloat, PositiveInt, StrictModel
+from evalkit.schema import Language, Matrix, NonNegativeFloat, PositiveInt, StrictModel
 from evalkit.text import is_han, query_terms, stopword_tokens
 
 Mode = Literal["lexical", "vector", "hybrid", "hybrid-rerank"]
@@ -62,6 +62,7 @@ class KnowledgeService:
         self._languages = {c.chunk_id: c.language for c in database.chunks()}
         self._concepts: dict[str, frozenset[str]] | None = None
         self._concept_frequencies: Counter[str] = Counter()
+        self._last_query: tuple[str, Matrix] | None = None
         self._indexed = False
 
     def index_embeddings(self) -> None:
@@ -104,8 +105,8 @@ class KnowledgeService:
 
     def _vector(self, text: str, language: Language) -> list[Hit]:
         del language
-        provider, key = self._require_index()
-        query = provider.embed([text])[0]
+        _, key = self._require_index()
+        query = self._query_vector(text)
         hits = self.database.vector_search(key, query, self.settings.candidate_k)
         return [h for h in hits if h.score >= self.settings.vector_min_similarity]
 
@@ -123,6 +124,13 @@ class KnowledgeService:
             Contribution(vector, [self.settings.vector_weight] * len(vector)),
         ]
         return fusion_method(self.settings.fusion)(contributions, self.settings.rrf_k)
+
+    def _query_vector(self, text: str) -> Matrix:
+        """The query's embedding, kept for the last query so hybrid-rerank embeds it once, not twice."""
+        if self._last_query is None or self._last_query[0] != text:
+            provider, _ = self._require_provider()
+            self._last_query = (text, provider.embed([text])[0])
+        return self._last_query[1]
 
     def _chunk_concepts(self) -> dict[str, frozenset[str]]:
         """Concept units of every chunk (empty without a concept-naming provider), computed once."""
@@ -156,7 +164,7 @@ class KnowledgeService:
             else frozenset()
         )
         units = (*terms, *sorted(concepts))
-        similarity = self.database.vectors(key, candidates) @ provider.embed([text])[0]
+        similarity = self.database.vectors(key, candidates) @ self._query_vector(text)
         tokens = self.database.chunk_tokens(candidates)
         chunk_concepts = self._chunk_concepts()
         stop = stopword_tokens()

@@ -433,3 +433,22 @@ def test_default_settings() -> None:
             "min_score": 0.3,
         },
     }
+
+
+def test_hybrid_rerank_embeds_the_query_once(fresh_db: KnowledgeDatabase) -> None:
+    calls: list[list[str]] = []
+
+    class Counting(TokenHashProvider):
+        def embed(self, texts: Sequence[str]) -> Matrix:
+            calls.append(list(texts))
+            return super().embed(texts)
+
+    service = KnowledgeService(fresh_db, RetrievalSettings(), Counting())
+    service.index_embeddings()
+    calls.clear()
+    first = service.search("How long do deleted notes stay in the trash?", "hybrid-rerank", "en")
+    assert calls == [["How long do deleted notes stay in the trash?"]]
+    again = service.search("How long do deleted notes stay in the trash?", "hybrid-rerank", "en")
+    assert again == first
+    service.search("同步多久运行一次？", "vector", "zh")
+    assert calls[-1] == ["同步多久运行一次？"] and len(calls) == 2
