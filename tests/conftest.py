@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 from evalkit.ablations import ABLATION_IDS, select_ablations
 from evalkit.evaluation import Evaluation, evaluate
 from evalkit.fixture import LoadedFixture, load_fixture
+
+# No per-example deadline anywhere (a loaded 2-core CI machine must not turn slowness into failures); on CI the
+# examples are derandomized, so a run is reproducible and a failure can be replayed from the same commit.
+settings.register_profile("dev", deadline=None)
+settings.register_profile("ci", deadline=None, derandomize=True, print_blob=True)
+settings.load_profile("ci" if os.environ.get("CI") else "dev")
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY_DIR = ROOT / "tests" / "data" / "tiny"
