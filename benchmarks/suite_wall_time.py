@@ -17,8 +17,8 @@ import time
 from pathlib import Path
 
 from evalkit.ablations import ABLATION_IDS, select_ablations
+from evalkit.data.fixture import load_fixture
 from evalkit.evaluation import evaluate
-from evalkit.fixture import load_fixture
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -5,9 +5,16 @@ The names below are the public surface; everything else may change between versi
 
 from evalkit.ablations import ABLATION_IDS, ABLATIONS, Ablation, parse_ablations, select_ablations
 from evalkit.benchmark import BenchmarkConfig, run_benchmark
-from evalkit.database import Hit, KnowledgeDatabase
-from evalkit.embedding_cache import CachedProvider, EmbeddingCache
-from evalkit.embeddings import (
+from evalkit.data.fixture import Fixture, FixtureError, LoadedFixture, load_fixture
+from evalkit.data.squad import SquadImportOptions, import_cross_lingual, import_squad, read_squad
+from evalkit.evaluation import DeterminismError, Evaluation, evaluate
+from evalkit.measures.metrics import Measure
+from evalkit.output import OutputPathError, resolve_output_path
+from evalkit.reporting.gates import GateFailure, GateThresholds, check_gates, evaluate_gates, load_baselines
+from evalkit.reporting.report import Report, build_report, parse_report, report_json
+from evalkit.retrieval.database import Hit, KnowledgeDatabase
+from evalkit.retrieval.embedding_cache import CachedProvider, EmbeddingCache
+from evalkit.retrieval.embeddings import (
     AliasProvider,
     EmbeddingProvider,
     SentenceTransformerProvider,
@@ -15,14 +22,7 @@ from evalkit.embeddings import (
     Usem3Provider,
     fingerprint,
 )
-from evalkit.evaluation import DeterminismError, Evaluation, evaluate
-from evalkit.fixture import Fixture, FixtureError, LoadedFixture, load_fixture
-from evalkit.gates import GateFailure, GateThresholds, check_gates, evaluate_gates, load_baselines
-from evalkit.metrics import Measure
-from evalkit.output import OutputPathError, resolve_output_path
-from evalkit.report import Report, build_report, parse_report, report_json
-from evalkit.service import KnowledgeService, RetrievalSettings
-from evalkit.squad import SquadImportOptions, import_cross_lingual, import_squad, read_squad
+from evalkit.retrieval.service import KnowledgeService, RetrievalSettings
 
 __all__ = [
     "ABLATIONS",

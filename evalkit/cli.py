@@ -13,10 +13,11 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from evalkit.ablations import ABLATION_IDS, ALL_ABLATION_IDS, parse_ablations
-from evalkit.embeddings import ProviderUnavailableError
+from evalkit.data.fixture import FixtureError, load_fixture
+from evalkit.data.schema import SLICES
 from evalkit.evaluation import DeterminismError, evaluate
-from evalkit.fixture import FixtureError, load_fixture
-from evalkit.gates import (
+from evalkit.output import ENV_VAR, OutputPathError, output_path_from_env, resolve_output_path, write_atomic
+from evalkit.reporting.gates import (
     BASELINES_FILE,
     GateFailure,
     GateThresholds,
@@ -27,10 +28,9 @@ from evalkit.gates import (
     format_gates,
     load_baselines,
 )
-from evalkit.output import ENV_VAR, OutputPathError, output_path_from_env, resolve_output_path, write_atomic
-from evalkit.report import Report, build_report, parse_report, report_json
+from evalkit.reporting.report import Report, build_report, parse_report, report_json
+from evalkit.retrieval.embeddings import ProviderUnavailableError
 from evalkit.runner import DEFAULT_NOTEBOOK, parse_value, run_notebook
-from evalkit.schema import SLICES
 
 DEFAULT_FIXTURE = Path("fixtures") / "synthetic-bilingual-v1"
 EXIT_OK, EXIT_GATE, EXIT_INPUT = 0, 1, 2
@@ -135,7 +135,7 @@ def _notebook(args: argparse.Namespace) -> int:
 
 
 def _import_squad(args: argparse.Namespace) -> int:
-    from evalkit.squad import SquadImportOptions, fixture_json, import_cross_lingual, import_squad, read_squad
+    from evalkit.data.squad import SquadImportOptions, fixture_json, import_cross_lingual, import_squad, read_squad
 
     options = SquadImportOptions(
         fixture_id=args.fixture_id,

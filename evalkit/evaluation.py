@@ -14,11 +14,9 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal, cast
 
 from evalkit.ablations import BASELINE_MODE, PROVIDERS, Ablation
-from evalkit.bm25 import Bm25sBaseline
-from evalkit.database import Hit, KnowledgeDatabase
-from evalkit.embeddings import EmbeddingProvider, sha256_of
-from evalkit.fixture import Fixture, LoadedFixture, Query
-from evalkit.metrics import (
+from evalkit.data.fixture import Fixture, LoadedFixture, Query
+from evalkit.data.schema import LANGUAGES, Language
+from evalkit.measures.metrics import (
     METRICS_VERSION,
     NO_ANSWER_FPR,
     STANDARD_MEASURES,
@@ -34,9 +32,11 @@ from evalkit.metrics import (
     reciprocal_rank_at_k,
     returned_any,
 )
-from evalkit.schema import LANGUAGES, Language
-from evalkit.service import KnowledgeService, Mode, RetrievalSettings
-from evalkit.text import ANALYZER_VERSION
+from evalkit.retrieval.bm25 import Bm25sBaseline
+from evalkit.retrieval.database import Hit, KnowledgeDatabase
+from evalkit.retrieval.embeddings import EmbeddingProvider, sha256_of
+from evalkit.retrieval.service import KnowledgeService, Mode, RetrievalSettings
+from evalkit.retrieval.text import ANALYZER_VERSION
 
 CONTEXT_K = 5
 """The returned context of a query: its first CONTEXT_K results (what a RAG prompt would receive)."""

@@ -17,13 +17,13 @@ from typing import TYPE_CHECKING, Any, Self
 from pydantic import Field, ValidationError, field_validator
 
 from evalkit.ablations import ALL_ABLATION_IDS, Ablation, select_ablations
-from evalkit.gates import GateThresholds
+from evalkit.data.schema import Identifier, StrictModel
 from evalkit.output import resolve_output_path
-from evalkit.schema import Identifier, StrictModel
+from evalkit.reporting.gates import GateThresholds
 
 if TYPE_CHECKING:
     from evalkit.benchmark import BenchmarkConfig
-    from evalkit.service import RetrievalSettings
+    from evalkit.retrieval.service import RetrievalSettings
 
 PAPERMILL_MARKER = "# Parameters"
 """The first line of the cell papermill injects."""

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import settings
 
 from evalkit.ablations import ABLATION_IDS, select_ablations
+from evalkit.data.fixture import LoadedFixture, load_fixture
 from evalkit.evaluation import Evaluation, evaluate
-from evalkit.fixture import LoadedFixture, load_fixture
 
 # No per-example deadline anywhere (a loaded 2-core CI machine must not turn slowness into failures); on CI the
 # examples are derandomized, so a run is reproducible and a failure can be replayed from the same commit.

@@ -21,9 +21,9 @@ from evalkit.benchmark import (
     run_benchmark,
     summary_json,
 )
-from evalkit.embeddings import Usem3Provider
-from evalkit.metrics import LatencySummary
-from evalkit.schema import privacy_problem
+from evalkit.data.schema import privacy_problem
+from evalkit.measures.metrics import LatencySummary
+from evalkit.retrieval.embeddings import Usem3Provider
 
 from .conftest import ROOT
 

@@ -13,9 +13,9 @@ import pytest
 
 from evalkit.ablations import ABLATION_IDS
 from evalkit.cli import main
-from evalkit.fixture import FIXTURE_FILE
+from evalkit.data.fixture import FIXTURE_FILE
 from evalkit.output import ENV_VAR
-from evalkit.report import parse_report
+from evalkit.reporting.report import parse_report
 
 from .conftest import TINY_DIR
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from evalkit.cli import main
-from evalkit.fixture import load_fixture
+from evalkit.data.fixture import load_fixture
 
 from .conftest import ROOT
 

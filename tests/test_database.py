@@ -1,4 +1,4 @@
-"""Tests for evalkit.database: FTS5 lexical search, vocabulary statistics, embedding storage and vector search."""
+"""Tests for retrieval.database: FTS5 lexical search, vocabulary statistics, embedding storage and vector search."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ import bm25s
 import numpy as np
 import pytest
 
-from evalkit.database import Hit, KnowledgeDatabase, StoredChunk, order_hits
-from evalkit.fixture import Chunk, Document, LoadedFixture
-from evalkit.text import query_terms, tokenize
+from evalkit.data.fixture import Chunk, Document, LoadedFixture
+from evalkit.retrieval.database import Hit, KnowledgeDatabase, StoredChunk, order_hits
+from evalkit.retrieval.text import query_terms, tokenize
 
 
 def _database(rows: Sequence[tuple[str, str, str]], path: Path | str = ":memory:") -> KnowledgeDatabase:

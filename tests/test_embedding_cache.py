@@ -1,4 +1,4 @@
-"""Tests for evalkit.embedding_cache: the on-disk cache and the cached provider."""
+"""Tests for evalkit.retrieval.embedding_cache: the on-disk cache and the cached provider."""
 
 from __future__ import annotations
 
@@ -12,8 +12,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from evalkit.embedding_cache import CachedProvider, EmbeddingCache
-from evalkit.embeddings import (
+from evalkit.data.fixture import AliasGroup, AliasTable
+from evalkit.retrieval.embedding_cache import CachedProvider, EmbeddingCache
+from evalkit.retrieval.embeddings import (
     AliasProvider,
     EmbeddingProvider,
     Matrix,
@@ -23,7 +24,6 @@ from evalkit.embeddings import (
     l2_normalize,
     sha256_of,
 )
-from evalkit.fixture import AliasGroup, AliasTable
 
 TEXTS = ["Deleted notes stay in the trash", "删除的笔记会进入回收站", "Sync runs every five minutes", ""]
 DIMENSIONS = 8

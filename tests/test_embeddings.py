@@ -1,4 +1,4 @@
-"""Tests for evalkit.embeddings: token-hash and alias providers, normalization, fingerprints and determinism."""
+"""Tests for retrieval.embeddings: token-hash and alias providers, normalization, fingerprints and determinism."""
 
 from __future__ import annotations
 
@@ -16,7 +16,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from evalkit.embeddings import (
+from evalkit.data.fixture import AliasGroup, AliasTable, LoadedFixture
+from evalkit.retrieval.embeddings import (
     AliasProvider,
     ConceptProvider,
     EmbeddingProvider,
@@ -27,7 +28,6 @@ from evalkit.embeddings import (
     l2_normalize,
     sha256_of,
 )
-from evalkit.fixture import AliasGroup, AliasTable, LoadedFixture
 
 from .conftest import TINY_DIR
 
@@ -298,8 +298,8 @@ def test_embedding_provider_protocol(tiny: LoadedFixture) -> None:
 
 _SUBPROCESS = f"""
 import hashlib
-from evalkit.embeddings import AliasProvider, TokenHashProvider, fingerprint
-from evalkit.fixture import load_fixture
+from evalkit.retrieval.embeddings import AliasProvider, TokenHashProvider, fingerprint
+from evalkit.data.fixture import load_fixture
 aliases = load_fixture({str(TINY_DIR)!r}).aliases
 texts = ["Deleted notes stay in the trash", "年度订阅可以退款吗", "Sync 同步"]
 for provider in (TokenHashProvider(), AliasProvider(aliases)):

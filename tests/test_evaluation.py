@@ -13,7 +13,7 @@ import pytest
 
 from evalkit import evaluation as evaluation_module
 from evalkit.ablations import ABLATION_IDS, select_ablations
-from evalkit.embeddings import sha256_of
+from evalkit.data.fixture import Fixture, Judgment, LoadedFixture, Query, Span
 from evalkit.evaluation import (
     CONTEXT_K,
     DeterminismError,
@@ -28,8 +28,8 @@ from evalkit.evaluation import (
     query_failures,
     score_query,
 )
-from evalkit.fixture import Fixture, Judgment, LoadedFixture, Query, Span
-from evalkit.service import RetrievalSettings
+from evalkit.retrieval.embeddings import sha256_of
+from evalkit.retrieval.service import RetrievalSettings
 
 from .conftest import ROOT, TINY_DIR
 
@@ -159,7 +159,7 @@ _PROBE = """
 import json, sys
 from evalkit.ablations import ABLATION_IDS, select_ablations
 from evalkit.evaluation import evaluate
-from evalkit.fixture import load_fixture
+from evalkit.data.fixture import load_fixture
 e = evaluate(load_fixture(sys.argv[1]), select_ablations(list(ABLATION_IDS)), runs=1)
 print(json.dumps([e.projection_sha256, e.evaluation_definition_hash, e.provider_definitions_hash]))
 """

@@ -1,4 +1,4 @@
-"""Tests for evalkit.fixture: loading, strict schema, cross-record checks, privacy and error reporting."""
+"""Tests for evalkit.data.fixture: loading, strict schema, cross-record checks, privacy and error reporting."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from evalkit.fixture import (
+from evalkit.data.fixture import (
     ALIASES_FILE,
     FIXTURE_FILE,
     AliasTable,
@@ -24,7 +24,7 @@ from evalkit.fixture import (
     load_fixture,
     parse_fixture,
 )
-from evalkit.schema import (
+from evalkit.data.schema import (
     MAX_ATTRIBUTION_LENGTH,
     MAX_CHUNK_LENGTH,
     MAX_ID_LENGTH,

@@ -1,4 +1,4 @@
-"""Tests for evalkit.fusion: exact RRF and max-normalized arithmetic, weights, ties and method lookup."""
+"""Tests for evalkit.retrieval.fusion: exact RRF and max-normalized arithmetic, weights, ties and method lookup."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from evalkit.database import Hit, order_hits
-from evalkit.fusion import (
+from evalkit.retrieval.database import Hit, order_hits
+from evalkit.retrieval.fusion import (
     FUSION_METHODS,
     Contribution,
     fusion_method,
@@ -150,6 +150,6 @@ def test_max_normalized_scale_ignores_zero_weight_hits() -> None:
 def test_fusion_vocabulary_matches_the_registry() -> None:
     from typing import get_args
 
-    from evalkit.fusion import FusionName
+    from evalkit.retrieval.fusion import FusionName
 
     assert sorted(get_args(FusionName)) == sorted(FUSION_METHODS)

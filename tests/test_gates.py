@@ -7,7 +7,8 @@ import json
 import pytest
 
 from evalkit.evaluation import Evaluation
-from evalkit.gates import (
+from evalkit.measures.metrics import LatencySummary
+from evalkit.reporting.gates import (
     Baselines,
     GateFailure,
     GateThresholds,
@@ -18,8 +19,7 @@ from evalkit.gates import (
     format_gates,
     load_baselines,
 )
-from evalkit.metrics import LatencySummary
-from evalkit.report import AblationReport, GateOutcome, QueryCounts, Report, build_report
+from evalkit.reporting.report import AblationReport, GateOutcome, QueryCounts, Report, build_report
 
 from .conftest import SYNTHETIC_DIR
 
@@ -173,7 +173,7 @@ def test_committed_baselines_cover_every_ablation_and_language() -> None:
 
 
 def test_assess_puts_every_gate_in_the_report(tiny_evaluation: Evaluation) -> None:
-    from evalkit.gates import assess
+    from evalkit.reporting.gates import assess
 
     report = assess(tiny_evaluation, GateThresholds(min_reranked_mrr_at_10=1.01))
     assert report.gates == evaluate_gates(build_report(tiny_evaluation), GateThresholds(min_reranked_mrr_at_10=1.01))

@@ -1,4 +1,4 @@
-"""Tests for evalkit.metrics: hand-computed cases, edge-case policies, properties, trec_eval comparison."""
+"""Tests for evalkit.measures.metrics: hand-computed cases, edge-case policies, properties, trec_eval comparison."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from evalkit.metrics import (
+from evalkit.measures.metrics import (
     GAINS,
     METRICS_VERSION,
     NO_ANSWER_FPR,

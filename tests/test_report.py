@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from evalkit.embeddings import canonical_json, fingerprint
+from evalkit.data.fixture import LoadedFixture
 from evalkit.evaluation import Evaluation, make_providers
-from evalkit.fixture import LoadedFixture
-from evalkit.report import Report, ReportVersionError, build_report, parse_report, report_json
+from evalkit.reporting.report import Report, ReportVersionError, build_report, parse_report, report_json
+from evalkit.retrieval.embeddings import canonical_json, fingerprint
 
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 

@@ -1,4 +1,4 @@
-"""Tests for evalkit.reranker: exact feature arithmetic, cross-language scoring, the key-unit rule, units absent from
+"""Tests for retrieval.reranker: exact feature arithmetic, cross-language scoring, the key-unit rule, units absent from
 the corpus, the similarity floor and score threshold, ties and the default settings."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from evalkit.database import Hit
-from evalkit.reranker import (
+from evalkit.retrieval.database import Hit
+from evalkit.retrieval.reranker import (
     CONCEPT_PREFIX,
     Candidate,
     HeuristicReranker,

@@ -1,4 +1,4 @@
-"""Tests for evalkit.schema: the strict base model, constrained types and the privacy rules."""
+"""Tests for evalkit.data.schema: the strict base model, constrained types and the privacy rules."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import TypeAdapter, ValidationError
 
-from evalkit.schema import (
+from evalkit.data.schema import (
     MAX_CHUNK_LENGTH,
     MAX_ID_LENGTH,
     MAX_QUERY_LENGTH,

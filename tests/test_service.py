@@ -1,4 +1,4 @@
-"""Tests for evalkit.service: every mode on the tiny fixture, what the service hands the reranker, thresholds,
+"""Tests for evalkit.retrieval.service: every mode on the tiny fixture, what the service hands the reranker, thresholds,
 cross-language weighting, fusion and settings."""
 
 from __future__ import annotations
@@ -9,13 +9,13 @@ from typing import Any, get_args
 import pytest
 from pydantic import ValidationError
 
-from evalkit.database import Hit, KnowledgeDatabase, order_hits
-from evalkit.embeddings import AliasProvider, TokenHashProvider, fingerprint
-from evalkit.fixture import LoadedFixture
-from evalkit.reranker import RerankerSettings, idf
-from evalkit.schema import Matrix
-from evalkit.service import MODES, KnowledgeService, Mode, RetrievalSettings, detect_language
-from evalkit.text import query_terms
+from evalkit.data.fixture import LoadedFixture
+from evalkit.data.schema import Matrix
+from evalkit.retrieval.database import Hit, KnowledgeDatabase, order_hits
+from evalkit.retrieval.embeddings import AliasProvider, TokenHashProvider, fingerprint
+from evalkit.retrieval.reranker import RerankerSettings, idf
+from evalkit.retrieval.service import MODES, KnowledgeService, Mode, RetrievalSettings, detect_language
+from evalkit.retrieval.text import query_terms
 
 VECTOR_MODES: tuple[Mode, ...] = ("vector", "hybrid", "hybrid-rerank")
 ALL_MODES: tuple[Mode, ...] = ("lexical", *VECTOR_MODES)

@@ -1,4 +1,4 @@
-"""Tests for evalkit.squad: reading SQuAD files, chunking, held-out paragraphs, cross-lingual pairing, writing."""
+"""Tests for evalkit.data.squad: reading SQuAD files, chunking, held-out paragraphs, cross-lingual pairing, writing."""
 
 from __future__ import annotations
 
@@ -16,9 +16,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from evalkit.fixture import Fixture, FixtureError, load_fixture
-from evalkit.schema import Language
-from evalkit.squad import (
+from evalkit.data.fixture import Fixture, FixtureError, load_fixture
+from evalkit.data.schema import Language
+from evalkit.data.squad import (
     SquadDataset,
     SquadFormatError,
     SquadImportOptions,
@@ -596,7 +596,7 @@ def test_write_fixture_round_trips(tmp_path: Path, en: SquadDataset, zh: SquadDa
 _SCRIPT = """
 import sys
 from pathlib import Path
-from evalkit.squad import SquadImportOptions, import_cross_lingual, import_squad, read_squad, write_fixture
+from evalkit.data.squad import SquadImportOptions, import_cross_lingual, import_squad, read_squad, write_fixture
 data = Path(sys.argv[1])
 out = Path(sys.argv[2])
 en, zh = read_squad(data / "tiny.en.json"), read_squad(data / "tiny.zh.json")

@@ -8,15 +8,15 @@ from pathlib import Path
 import pytest
 
 from evalkit.evaluation import Evaluation
-from evalkit.figures import (
+from evalkit.reporting.figures import (
     plot_language_metrics,
     plot_latency,
     plot_rerank_delta,
     save_all,
     save_figure,
 )
-from evalkit.report import build_report
-from evalkit.tables import (
+from evalkit.reporting.report import build_report
+from evalkit.reporting.tables import (
     drilldown_frame,
     failing_query_ids,
     failures_frame,
@@ -130,9 +130,9 @@ import sys
 from pathlib import Path
 from evalkit.ablations import ABLATION_IDS, select_ablations
 from evalkit.evaluation import evaluate
-from evalkit.figures import plot_language_metrics, save_figure
-from evalkit.fixture import load_fixture
-from evalkit.report import build_report
+from evalkit.reporting.figures import plot_language_metrics, save_figure
+from evalkit.data.fixture import load_fixture
+from evalkit.reporting.report import build_report
 evaluation = evaluate(load_fixture(sys.argv[1]), select_ablations(list(ABLATION_IDS)), runs=1)
 save_figure(plot_language_metrics(build_report(evaluation)), Path(sys.argv[2]), "m")
 """

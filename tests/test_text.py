@@ -1,4 +1,4 @@
-"""Tests for evalkit.text: Chinese segmentation, English stemming, normalization, stopwords and determinism."""
+"""Tests for retrieval.text: Chinese segmentation, English stemming, normalization, stopwords and determinism."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from evalkit.text import (
+from evalkit.retrieval.text import (
     CHINESE_STOPWORDS,
     ENGLISH_STOPWORDS,
     STOPWORDS,
@@ -215,12 +215,15 @@ def _run(code: str, hash_seed: str) -> str:
 
 
 def test_tokenize_identical_across_hash_seeds() -> None:
-    code = f"from evalkit.text import tokenize, query_terms; print(tokenize({MIXED!r})); print(query_terms({MIXED!r}))"
+    code = (
+        "from evalkit.retrieval.text import tokenize, query_terms; "
+        f"print(tokenize({MIXED!r})); print(query_terms({MIXED!r}))"
+    )
     outputs = {seed: _run(code, seed) for seed in ("0", "12345")}
     assert outputs["0"] == outputs["12345"]
     assert outputs["0"] == f"{tokenize(MIXED)}\n{query_terms(MIXED)}\n"
 
 
 def test_nothing_loaded_at_import() -> None:
-    code = "import sys, evalkit.text; print('rjieba' in sys.modules, 'Stemmer' in sys.modules)"
+    code = "import sys, evalkit.retrieval.text; print('rjieba' in sys.modules, 'Stemmer' in sys.modules)"
     assert _run(code, "0") == "False False\n"

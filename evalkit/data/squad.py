@@ -32,10 +32,11 @@ Mapping (all indexes are 0-based positions in the file; ``lang`` is the corpus l
   ``is_impossible`` come from the ``corpus`` file's question with the same ID. Every query is tagged
   ``cross_language``.
 - **Privacy**: text the schema refuses (a URL, path, e-mail address or secret look-alike) surfaces as
-  :class:`evalkit.fixture.FixtureError` naming the record. With ``private_paragraphs="hold_out"``, a paragraph whose
-  text or any of whose chunks trips :func:`evalkit.schema.privacy_problem` is instead removed like a held-out one
-  (its questions become no-answer queries tagged ``held_out``); :func:`find_private_paragraphs` lists them. No XQuAD
-  paragraph trips the rules (units such as ``平方英里 /年`` once did, before the path rule required two segments).
+  :class:`~evalkit.data.fixture.FixtureError` naming the record. With ``private_paragraphs="hold_out"``, a paragraph
+  whose text or any of whose chunks trips :func:`evalkit.data.schema.privacy_problem` is instead removed like a
+  held-out one (its questions become no-answer queries tagged ``held_out``); :func:`find_private_paragraphs` lists
+  them. No XQuAD paragraph trips the rules (units such as ``平方英里 /年`` once did, before the path rule required two
+  segments).
 """
 
 from __future__ import annotations
@@ -51,9 +52,8 @@ from typing import Annotated, Any, Literal
 import numpy as np
 from pydantic import Field, ValidationError, model_validator
 
-from evalkit.fixture import FIXTURE_FILE, Fixture, parse_fixture
-from evalkit.output import write_atomic
-from evalkit.schema import (
+from evalkit.data.fixture import FIXTURE_FILE, Fixture, parse_fixture
+from evalkit.data.schema import (
     MAX_ID_LENGTH,
     AttributionText,
     Identifier,
@@ -66,6 +66,7 @@ from evalkit.schema import (
     privacy_problem,
     validation_problems,
 )
+from evalkit.output import write_atomic
 
 __all__ = [
     "SquadAnswer",
@@ -457,7 +458,7 @@ def _private(corpus: _Corpus) -> dict[int, str]:
 
 
 def find_private_paragraphs(dataset: SquadDataset, options: SquadImportOptions) -> dict[str, str]:
-    """Paragraph ID (``{lang}-aNNN-pNN``) -> what :func:`evalkit.schema.privacy_problem` sees in it, in file order.
+    """Paragraph ID (``{lang}-aNNN-pNN``) -> what :func:`evalkit.data.schema.privacy_problem` sees in it, in file order.
 
     These paragraphs make an import fail with FixtureError unless ``options.private_paragraphs == "hold_out"``.
     """

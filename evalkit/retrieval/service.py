@@ -12,12 +12,12 @@ from typing import Literal
 
 from pydantic import Field
 
-from evalkit.database import Hit, KnowledgeDatabase
-from evalkit.embeddings import ConceptProvider, EmbeddingProvider, fingerprint
-from evalkit.fusion import Contribution, FusionName, fusion_method
-from evalkit.reranker import CONCEPT_PREFIX, Candidate, HeuristicReranker, RerankerSettings
-from evalkit.schema import Language, Matrix, NonNegativeFloat, PositiveInt, StrictModel
-from evalkit.text import is_han, query_terms, stopword_tokens
+from evalkit.data.schema import Language, Matrix, NonNegativeFloat, PositiveInt, StrictModel
+from evalkit.retrieval.database import Hit, KnowledgeDatabase
+from evalkit.retrieval.embeddings import ConceptProvider, EmbeddingProvider, fingerprint
+from evalkit.retrieval.fusion import Contribution, FusionName, fusion_method
+from evalkit.retrieval.reranker import CONCEPT_PREFIX, Candidate, HeuristicReranker, RerankerSettings
+from evalkit.retrieval.text import is_han, query_terms, stopword_tokens
 
 Mode = Literal["lexical", "vector", "hybrid", "hybrid-rerank"]
 

@@ -15,10 +15,10 @@ from typing import Annotated, Literal
 from pydantic import Field, ValidationError
 
 from evalkit.ablations import AblationId
+from evalkit.data.schema import SLICES, Identifier, Language, PositiveInt, Sha256, Slice, StrictModel, model_json
 from evalkit.evaluation import CONTEXT_K, FAILURE_CUTOFF, Evaluation
-from evalkit.metrics import METRICS_VERSION, LatencySummary
+from evalkit.measures.metrics import METRICS_VERSION, LatencySummary
 from evalkit.output import write_atomic
-from evalkit.schema import SLICES, Identifier, Language, PositiveInt, Sha256, Slice, StrictModel, model_json
 
 SCHEMA_VERSION: Literal[1] = 1
 

@@ -12,10 +12,10 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from evalkit.ablations import ALL_ABLATION_IDS
+from evalkit.data.schema import SLICES
 from evalkit.evaluation import CONTEXT_K, Evaluation
-from evalkit.metrics import STANDARD_MEASURES
-from evalkit.report import Report
-from evalkit.schema import SLICES
+from evalkit.measures.metrics import STANDARD_MEASURES
+from evalkit.reporting.report import Report
 
 if TYPE_CHECKING:
     from evalkit.benchmark import BenchmarkSummary

@@ -32,7 +32,7 @@ from typing import Final, Literal, get_args
 import numpy as np
 from pydantic import Field, model_validator
 
-from evalkit.schema import StrictModel
+from evalkit.data.schema import StrictModel
 
 __all__ = [
     "GAINS",

@@ -19,11 +19,11 @@ from matplotlib.patches import Patch
 
 from evalkit.evaluation import Evaluation
 from evalkit.output import write_atomic
-from evalkit.report import Report
+from evalkit.reporting.report import Report
 
 if TYPE_CHECKING:
     from evalkit.benchmark import BenchmarkSummary
-from evalkit.tables import language_metrics_frame, latency_frame, rerank_delta_frame
+from evalkit.reporting.tables import language_metrics_frame, latency_frame, rerank_delta_frame
 
 CHART_MEASURES = ("recall@10", "mrr@10", "ndcg@10", "context_precision", "context_recall")
 LANGUAGE_COLORS = {"en": "#1f77b4", "zh": "#d62728"}

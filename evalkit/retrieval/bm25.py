@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from evalkit.database import Hit, order_hits
-from evalkit.embeddings import import_backend
-from evalkit.text import query_terms, tokenize
+from evalkit.retrieval.database import Hit, order_hits
+from evalkit.retrieval.embeddings import import_backend
+from evalkit.retrieval.text import query_terms, tokenize
 
 
 class Bm25sBaseline:

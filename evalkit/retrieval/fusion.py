@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from evalkit.database import Hit, order_hits
+from evalkit.retrieval.database import Hit, order_hits
 
 
 @dataclass(frozen=True)

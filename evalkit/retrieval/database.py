@@ -1,9 +1,10 @@
 """The knowledge database: documents, chunks and embeddings in SQLite, FTS5 lexical search, numpy vector search.
 
-Chunk text is analyzed by :mod:`evalkit.text` (Chinese segmented by rjieba, English case-folded and stemmed) and the
-space-joined tokens are indexed by FTS5, so both languages share one BM25 index. Embeddings are stored as float32
-blobs keyed by chunk and provider fingerprint and searched by exact inner product with numpy (rows are unit length,
-so this is cosine similarity). Every ranking breaks ties by chunk ID, so results never depend on insertion order.
+Chunk text is analyzed by :mod:`~evalkit.retrieval.text` (Chinese segmented by rjieba, English case-folded and
+stemmed) and the space-joined tokens are indexed by FTS5, so both languages share one BM25 index. Embeddings are
+stored as float32 blobs keyed by chunk and provider fingerprint and searched by exact inner product with numpy (rows
+are unit length, so this is cosine similarity). Every ranking breaks ties by chunk ID, so results never depend on
+insertion order.
 """
 
 from __future__ import annotations
@@ -17,9 +18,9 @@ from tempfile import TemporaryDirectory
 
 import numpy as np
 
-from evalkit.fixture import Chunk, Document
-from evalkit.schema import Matrix
-from evalkit.text import analyzed
+from evalkit.data.fixture import Chunk, Document
+from evalkit.data.schema import Matrix
+from evalkit.retrieval.text import analyzed
 
 _SCHEMA = """
 CREATE TABLE documents (

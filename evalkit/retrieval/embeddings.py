@@ -36,9 +36,9 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 import numpy.typing as npt
 
-from evalkit.fixture import AliasTable
-from evalkit.schema import Matrix
-from evalkit.text import ANALYZER_VERSION, is_han, normalize, tokenize
+from evalkit.data.fixture import AliasTable
+from evalkit.data.schema import Matrix
+from evalkit.retrieval.text import ANALYZER_VERSION, is_han, normalize, tokenize
 
 
 def canonical_json(value: Any) -> bytes:

@@ -31,8 +31,8 @@ from itertools import pairwise
 
 from pydantic import Field
 
-from evalkit.database import Hit, order_hits
-from evalkit.schema import StrictModel, UnitFloat
+from evalkit.data.schema import StrictModel, UnitFloat
+from evalkit.retrieval.database import Hit, order_hits
 
 CONCEPT_PREFIX = "§"
 """Marks a concept unit (tokens are word characters only, so they can never collide)."""

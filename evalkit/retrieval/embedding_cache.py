@@ -20,9 +20,9 @@ from typing import Any
 
 import numpy as np
 
-from evalkit.embeddings import ConceptProvider, EmbeddingProvider, fingerprint, sha256_of
+from evalkit.data.schema import Matrix
 from evalkit.output import write_atomic
-from evalkit.schema import Matrix
+from evalkit.retrieval.embeddings import ConceptProvider, EmbeddingProvider, fingerprint, sha256_of
 
 __all__ = ["CachedProvider", "EmbeddingCache"]
 
@@ -114,7 +114,7 @@ class CachedProvider:
     definition hash and database keys) do not change. A text's row is remembered the first time it is seen and
     returned unchanged afterwards, whether it came from disk or from a fresh computation.
 
-    Concept-naming providers (:class:`~evalkit.embeddings.ConceptProvider`) are refused: wrapping would hide
+    Concept-naming providers (:class:`~evalkit.retrieval.embeddings.ConceptProvider`) are refused: wrapping would hide
     their ``concepts`` from the reranker while keeping their fingerprint; they are in-memory and need no cache.
     """
 

@@ -16,7 +16,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, ValidationError, model_validator
 
-from evalkit.schema import (
+from evalkit.data.schema import (
     LANGUAGES,
     MAX_CHUNKS,
     MAX_DOCUMENTS,

@@ -14,9 +14,9 @@ from typing import Literal
 
 from pydantic import Field, ValidationError
 
+from evalkit.data.schema import SLICES, Identifier, NonNegativeFloat, Slice, StrictModel, UnitFloat, model_json
 from evalkit.evaluation import Evaluation
-from evalkit.report import GateOutcome, Report, build_report
-from evalkit.schema import SLICES, Identifier, NonNegativeFloat, Slice, StrictModel, UnitFloat, model_json
+from evalkit.reporting.report import GateOutcome, Report, build_report
 
 BASELINES_FILE = "baselines.json"
 BASELINE_ABLATIONS: tuple[str, ...] = ("lexical", "token-hash-vector", "alias-vector", "hybrid")
