@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal
 
@@ -24,7 +24,7 @@ from evalkit.evaluation import Evaluation, evaluate
 from evalkit.measures.metrics import METRICS_VERSION, LatencySummary
 from evalkit.output import write_atomic
 from evalkit.retrieval.embeddings import EmbeddingProvider
-from evalkit.retrieval.reranker import RerankerSettings
+from evalkit.retrieval.presets import PRESETS
 from evalkit.retrieval.service import RetrievalSettings
 
 Chunking = Literal["paragraph", "sentence"]
@@ -36,12 +36,7 @@ XQUAD_ATTRIBUTION = (
     "ACL 2020), google-deepmind xquad, CC BY-SA 4.0; paragraphs from SQuAD v1.1 (Rajpurkar et al. 2016)"
 )
 
-BENCHMARK_RETRIEVAL = RetrievalSettings(
-    vector_min_similarity=0.0,
-    lexical_weight=0.5,
-    vector_weight=0.5,
-    reranker=RerankerSettings(min_similarity=0.0, min_score=0.0),
-)
+BENCHMARK_RETRIEVAL = PRESETS["benchmark"]
 """Retrieval settings of the benchmark (see README: chosen on XQuAD itself, as the only labelled real data)."""
 
 
@@ -159,15 +154,6 @@ def cached_providers(cache_dir: Path, ablation_ids: Sequence[str]) -> dict[str, 
     return {"usem3": CachedProvider(Usem3Provider(), EmbeddingCache(cache_dir))}
 
 
-def _prime(providers: Mapping[str, EmbeddingProvider], fixture: Fixture) -> None:
-    """Embed the corpus and the queries in two batches, through the cache."""
-    for provider in providers.values():
-        prime = getattr(provider, "prime", None)
-        if prime is not None:
-            prime(sorted(c.text for c in fixture.chunks))
-            prime(sorted(q.text for q in fixture.queries))
-
-
 def summarize(setting: Setting, evaluation: Evaluation, wall_seconds: float) -> SettingSummary:
     """The summary of one setting's evaluation."""
     fixture = evaluation.fixture
@@ -202,7 +188,6 @@ def run_benchmark(
     for setting in settings:
         setting_started = time.perf_counter()
         fixture = build_fixture(setting, config, root)
-        _prime(providers, fixture)
         loaded = LoadedFixture(fixture=fixture, aliases=AliasTable())
         evaluation = evaluate(loaded, ablations, retrieval, runs=config.runs, providers=providers)
         evaluations[setting.setting_id] = evaluation

@@ -29,23 +29,32 @@ from evalkit.reporting.gates import (
     load_baselines,
 )
 from evalkit.reporting.report import Report, build_report, parse_report, report_json
+from evalkit.retrieval.embedding_cache import EmbeddingCache
 from evalkit.retrieval.embeddings import ProviderUnavailableError
+from evalkit.retrieval.presets import DEFAULT_PRESET, PRESETS, resolve_settings
+from evalkit.retrieval.service import RetrievalSettings
 from evalkit.runner import DEFAULT_NOTEBOOK, parse_value, run_notebook
 
 DEFAULT_FIXTURE = Path("fixtures") / "synthetic-bilingual-v1"
+DEFAULT_CACHE_DIR = Path(".cache") / "evalkit"
+MAX_RUNS = 10
+"""Upper bound of --runs (the determinism check needs 2; more only repeats the latency samples)."""
 EXIT_OK, EXIT_GATE, EXIT_INPUT = 0, 1, 2
 CHECK_FAILURES = frozenset({"GateFailure", "DeterminismError"})
 """Errors of a notebook run that mean a check failed (exit 1); any other error is bad input (exit 2)."""
-SUMMARY_COLUMNS = ("recall@5", "recall@10", "mrr@10", "ndcg@10", "context_precision", "context_recall")
-SUMMARY_HEADERS = ("R@5", "R@10", "MRR@10", "nDCG@10", "ctxP", "ctxR", "noansFPR", "p50 ms", "p95 ms")
+SUMMARY_COLUMNS = ("recall@1", "recall@5", "recall@10", "mrr@10", "ndcg@10", "context_precision", "context_recall")
+SUMMARY_HEADERS = ("R@1", "R@5", "R@10", "MRR@10", "nDCG@10", "ctxP", "ctxR", "noansFPR", "p50 ms", "p95 ms")
 
 
 def format_summary(report: Report) -> str:
-    """A plain-text table: one row per ablation and slice (all, en, zh)."""
+    """A plain-text table: one row per ablation and slice (all, then each language that has queries)."""
     header = f"{'ablation':<18} {'slice':<5} " + " ".join(f"{h:>8}" for h in SUMMARY_HEADERS)
     lines = [header, "-" * len(header)]
     for ablation_id, result in sorted(report.ablations.items(), key=lambda item: ALL_ABLATION_IDS.index(item[0])):
         for slice_name in SLICES:
+            counts = result.query_counts.get(slice_name)
+            if slice_name != "all" and (counts is None or counts.answerable + counts.no_answer == 0):
+                continue
             row = result.metrics.get(slice_name, {})
             cells = [_cell(row.get(m)) for m in (*SUMMARY_COLUMNS, "no_answer_fpr")]
             if slice_name == "all":
@@ -65,16 +74,20 @@ def _run(args: argparse.Namespace) -> int:
     ablations = parse_ablations(args.ablations)
     baselines = load_baselines(fixture_dir) if fixture_dir.is_dir() else None
     thresholds = GateThresholds.from_values(args)
-    if args.runs < 1:
-        raise ValueError(f"--runs must be at least 1, got {args.runs}")
+    if not 1 <= args.runs <= MAX_RUNS:
+        raise ValueError(f"--runs must be between 1 and {MAX_RUNS}, got {args.runs}")
+    settings_label, settings = resolve_settings(args.preset, None if args.settings is None else Path(args.settings))
+    cache = None if args.no_cache else EmbeddingCache(Path(args.cache_dir))
     # Only now, with every input checked, may the output path's missing folders be created.
     target = (
         resolve_output_path(args.output, workspace)
         if args.output is not None
         else output_path_from_env(os.environ, workspace)
     )
-    report = assess(evaluate(loaded, ablations, runs=args.runs), thresholds, baselines)
+    evaluation = evaluate(loaded, ablations, settings, runs=args.runs, cache=cache)
+    report = assess(evaluation, thresholds, baselines)
     print(f"evalkit: fixture {report.fixture_id} {report.fixture_version}, {report.runs} run(s), deterministic")
+    print(f"retrieval settings: {settings_label} ({format_settings(settings)})")
     print(format_summary(report))
     print()
     print(format_gates(report.gates))
@@ -86,6 +99,17 @@ def _run(args: argparse.Namespace) -> int:
         return EXIT_OK
     check_gates(report.gates)
     return EXIT_OK
+
+
+def format_settings(settings: RetrievalSettings) -> str:
+    """The settings in one line, nested fields dotted (``reranker.min_score=0.3``)."""
+    flat: dict[str, object] = {}
+    for name, value in settings.model_dump(mode="json").items():
+        if isinstance(value, dict):
+            flat.update({f"{name}.{inner}": v for inner, v in value.items()})
+        else:
+            flat[name] = value
+    return ", ".join(f"{name}={value}" for name, value in flat.items())
 
 
 def _validate(args: argparse.Namespace) -> int:
@@ -201,7 +225,25 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--ablations", default=",".join(ABLATION_IDS), help="comma-separated ablation IDs (default: all five)"
     )
-    run.add_argument("--runs", type=int, default=2, help="runs compared for determinism (default: %(default)s)")
+    run.add_argument(
+        "--runs", type=int, default=2, help=f"runs compared for determinism, 1 to {MAX_RUNS} (default: %(default)s)"
+    )
+    source = run.add_mutually_exclusive_group()
+    source.add_argument(
+        "--preset",
+        default=None,
+        choices=sorted(PRESETS),
+        help=f"named retrieval settings (default: {DEFAULT_PRESET}; benchmark for real corpora, see README)",
+    )
+    source.add_argument(
+        "--settings", default=None, help="JSON file of retrieval settings, unknown keys refused (default: none)"
+    )
+    run.add_argument(
+        "--cache-dir",
+        default=str(DEFAULT_CACHE_DIR),
+        help="on-disk embedding cache, so a rerun embeds nothing (default: %(default)s)",
+    )
+    run.add_argument("--no-cache", action="store_true", help="embed without the on-disk cache (default: off)")
     run.add_argument(
         "--output",
         default=None,
@@ -244,7 +286,27 @@ def build_parser() -> argparse.ArgumentParser:
     )
     notebook.set_defaults(handler=_notebook)
     _add_import_parser(commands)
+    _document_defaults(parser)
     return parser
+
+
+def _document_defaults(parser: argparse.ArgumentParser) -> None:
+    """Append each option's default (or that it is required) to its help, in every subcommand, unless it says so."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                _document_defaults(sub)
+        elif action.default is argparse.SUPPRESS or action.help in (None, argparse.SUPPRESS):
+            continue  # --help and the like
+        elif action.option_strings and "default" not in action.help:
+            if action.required:
+                action.help += " (required)"
+            elif isinstance(action, argparse._StoreTrueAction):
+                action.help += " (default: off)"
+            elif action.default in (None, []):
+                action.help += " (default: none)"
+            else:
+                action.help += " (default: %(default)s)"
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -34,7 +34,8 @@ from evalkit.measures.metrics import (
 )
 from evalkit.retrieval.bm25 import Bm25sBaseline
 from evalkit.retrieval.database import Hit, KnowledgeDatabase
-from evalkit.retrieval.embeddings import EmbeddingProvider, sha256_of
+from evalkit.retrieval.embedding_cache import CachedProvider, EmbeddingCache
+from evalkit.retrieval.embeddings import ConceptProvider, EmbeddingProvider, sha256_of
 from evalkit.retrieval.service import KnowledgeService, Mode, RetrievalSettings
 from evalkit.retrieval.text import ANALYZER_VERSION
 
@@ -144,10 +145,31 @@ def evaluation_definition_hash(
     )
 
 
-def make_providers(ablations: Sequence[Ablation], loaded: LoadedFixture) -> dict[str, EmbeddingProvider]:
-    """One provider instance per provider ID the ablations use."""
+def make_providers(
+    ablations: Sequence[Ablation], loaded: LoadedFixture, cache: EmbeddingCache | None = None
+) -> dict[str, EmbeddingProvider]:
+    """One provider instance per provider ID the ablations use, embedding through ``cache`` when one is given."""
     needed = sorted({a.provider for a in ablations if a.provider is not None})
-    return {pid: PROVIDERS[pid](loaded.aliases) for pid in needed}
+    return {pid: with_cache(PROVIDERS[pid](loaded.aliases), cache) for pid in needed}
+
+
+def with_cache(provider: EmbeddingProvider, cache: EmbeddingCache | None) -> EmbeddingProvider:
+    """The provider wrapped in the on-disk cache; concept-naming providers (in-memory, cheap) stay as they are."""
+    if cache is None or isinstance(provider, (CachedProvider, ConceptProvider)):
+        return provider
+    return CachedProvider(provider, cache)
+
+
+def prime_providers(providers: Mapping[str, EmbeddingProvider], fixture: Fixture) -> None:
+    """Embed the corpus and the queries in one batch each through every cached provider.
+
+    Each text is then embedded once per run however many ablations use the provider, and the cache holds two
+    entries per fixture and provider instead of one per query.
+    """
+    for provider in providers.values():
+        if isinstance(provider, CachedProvider):
+            provider.prime(sorted(c.text for c in fixture.chunks))
+            provider.prime(sorted(q.text for q in fixture.queries))
 
 
 def run_once(
@@ -306,19 +328,22 @@ def evaluate(
     settings: RetrievalSettings | None = None,
     runs: int = 2,
     providers: Mapping[str, EmbeddingProvider] | None = None,
+    cache: EmbeddingCache | None = None,
 ) -> Evaluation:
     """Run the suite ``runs`` times, require identical projections, and score the first run.
 
     ``providers`` overrides the default provider instances by provider ID (a cached real model, say); the
-    ablations' other providers are made as usual.
+    ablations' other providers are made as usual, embedding through ``cache`` when one is given (concept-naming
+    providers excepted). Cached providers embed the corpus and the queries once, before the first run.
     """
     if runs < 1:
         raise ValueError(f"runs must be >= 1, got {runs}")
     settings = settings or RetrievalSettings()
     fixture = loaded.fixture
-    made = make_providers([a for a in ablations if a.provider not in (providers or {})], loaded)
+    made = make_providers([a for a in ablations if a.provider not in (providers or {})], loaded, cache)
     needed = {a.provider for a in ablations if a.provider is not None}
     providers = {**made, **{pid: p for pid, p in (providers or {}).items() if pid in needed}}
+    prime_providers(providers, fixture)
     outcomes = [run_once(fixture, ablations, providers, settings) for _ in range(runs)]
     scored_runs: list[dict[str, AblationResult]] = [
         {a.ablation_id: _score_ablation(fixture, a, outcome[a.ablation_id]) for a in ablations} for outcome in outcomes

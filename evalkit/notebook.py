@@ -14,12 +14,14 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self
 
-from pydantic import Field, ValidationError, field_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 
 from evalkit.ablations import ALL_ABLATION_IDS, Ablation, select_ablations
-from evalkit.data.schema import Identifier, StrictModel
+from evalkit.data.schema import Identifier, StrictModel, describe_validation_error
 from evalkit.output import resolve_output_path
 from evalkit.reporting.gates import GateThresholds
+from evalkit.retrieval.embedding_cache import EmbeddingCache
+from evalkit.retrieval.presets import DEFAULT_PRESET, PRESETS, load_settings_file
 
 if TYPE_CHECKING:
     from evalkit.benchmark import BenchmarkConfig
@@ -77,7 +79,7 @@ class NotebookParameters(StrictModel):
         try:
             return cls.model_validate(values)
         except ValidationError as exc:
-            raise ValueError(f"invalid notebook parameters: {exc}") from None
+            raise ValueError(describe_validation_error(exc, "invalid notebook parameters")) from None
 
     @property
     def root(self) -> Path:
@@ -120,6 +122,37 @@ class AblationParameters(NotebookParameters):
     def selected_ablations(self) -> tuple[Ablation, ...]:
         """The selected ablations in canonical order."""
         return select_ablations(self.ablations)
+
+    settings: str = Field(
+        default=DEFAULT_PRESET,
+        description="retrieval settings: a preset name, or a settings JSON file relative to the project root",
+    )
+    cache_dir: str | None = Field(
+        default=".cache/evalkit", description="embedding cache folder relative to the project root; None: no cache"
+    )
+
+    @model_validator(mode="after")
+    def _settings_resolve(self) -> Self:
+        self.retrieval_settings  # noqa: B018 (a preset or a readable settings file, checked before anything runs)
+        return self
+
+    @property
+    def retrieval_settings(self) -> RetrievalSettings:
+        """The settings named by ``settings``: a preset, else a JSON file under the project root."""
+        if self.settings in PRESETS:
+            return PRESETS[self.settings]
+        relative = Path(self.settings)
+        if not self.settings.endswith(".json") or relative.is_absolute() or ".." in relative.parts:
+            raise ValueError(
+                f"settings {self.settings!r} is neither a preset ({', '.join(PRESETS)}) "
+                "nor a .json file relative to the project root"
+            )
+        return load_settings_file(self.root / self.settings)
+
+    @property
+    def embedding_cache(self) -> EmbeddingCache | None:
+        """The on-disk embedding cache, or None."""
+        return None if self.cache_dir is None else EmbeddingCache(self.root / self.cache_dir)
 
 
 class EvaluationParameters(AblationParameters):

@@ -57,8 +57,10 @@ def workspace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return ws
 
 
-def contents(directory: Path) -> list[str]:
-    return sorted(str(p.relative_to(directory)) for p in directory.rglob("*"))
+def contents(directory: Path, include_cache: bool = False) -> list[str]:
+    """Everything under `directory`; the embedding cache (`.cache/`, written by every run) only when asked."""
+    found = sorted(str(p.relative_to(directory)) for p in directory.rglob("*"))
+    return found if include_cache else [p for p in found if p.split("/")[0] != ".cache"]
 
 
 # --- validate ---------------------------------------------------------------------------------------------------
@@ -131,7 +133,10 @@ def test_run_prints_every_ablation_and_slice(capsys: pytest.CaptureFixture[str],
             assert re.search(rf"^{re.escape(ablation)}\s+{slice_name}\s", out, re.MULTILINE), (ablation, slice_name)
     assert out.count("PASS") == 4
     assert "FAIL" not in out
+    # No report unless asked; the only thing written is the embedding cache of the token-hash provider.
     assert contents(workspace) == []
+    written = contents(workspace, include_cache=True)
+    assert len([p for p in written if p.startswith(".cache/evalkit/") and p.endswith(".npy")]) == 2
 
 
 @pytest.mark.parametrize(
@@ -280,7 +285,7 @@ def test_invalid_input_leaves_the_workspace_untouched(
     # Regression: the output path (and its missing folders) used to be created before the other inputs were checked.
     code, out, _ = run_tiny(capsys, "--output", "out/sub/r.json", *extra)
     assert (code, out) == (2, "")
-    assert contents(workspace) == []
+    assert contents(workspace, include_cache=True) == []
 
 
 # --- help and usage --------------------------------------------------------------------------------------------

@@ -20,6 +20,7 @@ from evalkit.reporting.gates import (
     load_baselines,
 )
 from evalkit.reporting.report import AblationReport, GateOutcome, QueryCounts, Report, build_report
+from evalkit.retrieval.service import RetrievalSettings
 
 from .conftest import SYNTHETIC_DIR
 
@@ -48,6 +49,7 @@ def _report(hybrid_ndcg: float, rerank_mrr: float, rerank_ndcg: float, fpr: floa
         provider_definitions_hash="2" * 64,
         deterministic_projection_sha256="3" * 64,
         runs=2,
+        retrieval_settings=RetrievalSettings(),
         ablations={
             "hybrid": _ablation("hybrid", ndcg_at_10=hybrid_ndcg, context_precision=0.5, context_recall=0.5),
             "hybrid-rerank": _ablation(

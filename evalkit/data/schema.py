@@ -221,3 +221,17 @@ def validation_problems(
             message = item["msg"].removeprefix("Value error, ")
             problems.append(f"{locate(raw, tuple(item['loc']))}: {message}")
     return problems
+
+
+def describe_validation_error(error: ValidationError, what: str, limit: int = 20) -> str:
+    """A pydantic error as sentences naming ``what`` and each field, never a raw dump of the error.
+
+    At most ``limit`` problems are listed, followed by the total count; echoed input is not repeated.
+    """
+    problems = []
+    for item in error.errors(include_url=False):
+        field = ".".join(str(part) for part in item["loc"]) or "(the whole value)"
+        problems.append(f"field {field!r}: {item['msg'].removeprefix('Value error, ')}")
+    shown = "; ".join(problems[:limit])
+    more = f"; and {len(problems) - limit} more problem(s)" if len(problems) > limit else ""
+    return f"{what}: {shown}{more}"

@@ -14,7 +14,16 @@ from typing import Literal
 
 from pydantic import Field, ValidationError
 
-from evalkit.data.schema import SLICES, Identifier, NonNegativeFloat, Slice, StrictModel, UnitFloat, model_json
+from evalkit.data.schema import (
+    SLICES,
+    Identifier,
+    NonNegativeFloat,
+    Slice,
+    StrictModel,
+    UnitFloat,
+    describe_validation_error,
+    model_json,
+)
 from evalkit.evaluation import Evaluation
 from evalkit.reporting.report import GateOutcome, Report, build_report
 
@@ -46,7 +55,10 @@ class GateThresholds(StrictModel):
     @classmethod
     def from_values(cls, source: object) -> GateThresholds:
         """Thresholds read from any object with attributes of the same names (CLI arguments, notebook parameters)."""
-        return cls.model_validate({name: getattr(source, name) for name in cls.model_fields})
+        try:
+            return cls.model_validate({name: getattr(source, name) for name in cls.model_fields})
+        except ValidationError as exc:
+            raise ValueError(describe_validation_error(exc, "invalid gate thresholds")) from None
 
 
 class Baselines(StrictModel):

@@ -19,6 +19,7 @@ from evalkit.data.schema import SLICES, Identifier, Language, PositiveInt, Sha25
 from evalkit.evaluation import CONTEXT_K, FAILURE_CUTOFF, Evaluation
 from evalkit.measures.metrics import METRICS_VERSION, LatencySummary
 from evalkit.output import write_atomic
+from evalkit.retrieval.service import RetrievalSettings
 
 SCHEMA_VERSION: Literal[1] = 1
 
@@ -78,6 +79,7 @@ class Report(StrictModel):
     deterministic_projection_sha256: Sha256
     metrics_version: str = METRICS_VERSION
     runs: PositiveInt
+    retrieval_settings: RetrievalSettings = Field(description="the retrieval settings that ran (numbers and names)")
     context_k: PositiveInt = CONTEXT_K
     failure_cutoff: PositiveInt = FAILURE_CUTOFF
     ablations: dict[AblationId, AblationReport]
@@ -126,6 +128,7 @@ def build_report(evaluation: Evaluation, gates: tuple[GateOutcome, ...] = ()) ->
         provider_definitions_hash=evaluation.provider_definitions_hash,
         deterministic_projection_sha256=evaluation.projection_sha256,
         runs=evaluation.runs,
+        retrieval_settings=evaluation.settings,
         ablations=ablations,  # type: ignore[arg-type]
         gates=gates,
     )

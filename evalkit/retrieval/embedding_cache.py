@@ -142,7 +142,12 @@ class CachedProvider:
             self._rows.setdefault(text, row)
 
     def prime(self, texts: Sequence[str]) -> None:
-        """Embed the whole list through the cache (one entry) and remember each text's row."""
+        """Embed the whole list through the cache (one entry) and remember each text's row.
+
+        Nothing is read or embedded when every text is already remembered.
+        """
+        if all(t in self._rows for t in texts):
+            return
         self._remember(texts, self.cache.embed(self.provider, texts))
 
     def embed(self, texts: Sequence[str]) -> Matrix:

@@ -1,0 +1,68 @@
+"""Named retrieval settings, and settings read from a JSON file: the retrieval path's knobs as an input.
+
+A preset is a :class:`~evalkit.retrieval.service.RetrievalSettings` under a stable name. Both presets were tuned on
+one data set each and say so:
+
+- ``synthetic-v1`` (the default): the calibration of the synthetic fixture (alias-vector provider, reranker
+  floors, 0.3/0.7 fusion). It fits ``fixtures/synthetic-bilingual-v1`` and fixtures built like it.
+- ``benchmark``: the settings of the real-data benchmark (no score floors, 0.5/0.5 fusion), chosen on XQuAD. Use it
+  for imported real corpora (SQuAD, CMRC, BEIR, TREC) with a real embedding model; the synthetic floors assume the
+  alias provider's cosines and drop most candidates of a real model.
+
+A settings file is the JSON of a ``RetrievalSettings`` (unknown keys are refused, omitted keys take the defaults of
+``synthetic-v1``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from evalkit.data.schema import describe_validation_error
+from evalkit.retrieval.reranker import RerankerSettings
+from evalkit.retrieval.service import RetrievalSettings
+
+DEFAULT_PRESET = "synthetic-v1"
+PRESETS: dict[str, RetrievalSettings] = {
+    "synthetic-v1": RetrievalSettings(),
+    "benchmark": RetrievalSettings(
+        vector_min_similarity=0.0,
+        lexical_weight=0.5,
+        vector_weight=0.5,
+        reranker=RerankerSettings(min_similarity=0.0, min_score=0.0),
+    ),
+}
+MAX_SETTINGS_BYTES = 1_000_000
+"""A settings file larger than this is refused before it is parsed."""
+
+
+def preset_settings(name: str) -> RetrievalSettings:
+    """The settings of a named preset; an unknown name raises ValueError listing the valid ones."""
+    try:
+        return PRESETS[name]
+    except KeyError:
+        raise ValueError(f"unknown settings preset {name!r}; valid: {', '.join(PRESETS)}") from None
+
+
+def load_settings_file(path: Path) -> RetrievalSettings:
+    """Settings from a JSON file, validated strictly; problems name the file and the field."""
+    where = f"settings file {path.name!r}"
+    if not path.is_file():
+        raise ValueError(f"{where}: not found or not a regular file")
+    if path.stat().st_size > MAX_SETTINGS_BYTES:
+        raise ValueError(f"{where}: larger than {MAX_SETTINGS_BYTES} bytes")
+    try:
+        return RetrievalSettings.model_validate_json(path.read_bytes())
+    except ValidationError as exc:
+        raise ValueError(describe_validation_error(exc, where)) from None
+
+
+def resolve_settings(preset: str | None, settings_file: Path | None) -> tuple[str, RetrievalSettings]:
+    """The settings to run and a label for them (the preset's name, or ``file``); at most one source may be given."""
+    if preset is not None and settings_file is not None:
+        raise ValueError("give either a settings preset or a settings file, not both")
+    if settings_file is not None:
+        return "file", load_settings_file(settings_file)
+    name = preset or DEFAULT_PRESET
+    return name, preset_settings(name)
