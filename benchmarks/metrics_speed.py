@@ -1,0 +1,121 @@
+"""Batch metrics against pytrec_eval (and ranx when installed): nDCG@10, recall@10 and MRR@10, as time ratios.
+
+Runs are random but seeded: each query has 100 ranked results (drawn from 20,000 chunk IDs) and 1 to 5 judged
+chunks with grades 1 to 3, two of them planted in the ranking on average. Both tools are timed from the same
+plain-Python inputs, in batches of 100,000 queries so that a million queries fit in memory, and the times are
+summed:
+
+- evalkit: rankings (lists of chunk IDs in rank order, as the runner holds them) and grade dicts, through
+  ``judged_query`` and ``standard_values`` (the path the runner, ``evalkit score`` and comparisons use);
+- pytrec_eval: the run as ``{qid: {docid: score}}`` and the qrels as ``{qid: {docid: grade}}``, through
+  ``RelevanceEvaluator(qrels, {ndcg_cut, recall, recip_rank}).evaluate(run)`` (trec_eval sorts by score itself,
+  and computes every cutoff of the measure families it is given, so it does somewhat more work than evalkit).
+
+BLAS threads are pinned to one (threadpoolctl) so that the figures are not thread contention. Ratios from one run
+are what to compare: absolute times on a shared machine move by 2x between runs.
+
+    python benchmarks/metrics_speed.py [--queries 10000 1000000] [--batch 100000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import platform
+import time
+from collections.abc import Callable
+
+import numpy as np
+from threadpoolctl import threadpool_limits
+
+from evalkit.measures.batch import judged_query, standard_values
+from evalkit.measures.metrics import Measure, mean
+
+DEPTH = 100
+CHUNK_POOL = 20_000
+MEASURES = (Measure.parse("ndcg@10"), Measure.parse("recall@10"), Measure.parse("mrr@10"))
+
+Batch = tuple[list[str], list[list[str]], list[list[float]], list[dict[str, int]]]
+
+
+def make_batch(rng: np.random.Generator, start: int, size: int) -> Batch:
+    """Query IDs, rankings (with descending scores) and grade dicts of `size` random queries."""
+    ids = rng.integers(0, CHUNK_POOL, size=(size, DEPTH))
+    names = np.char.add("c", ids.astype(str)).tolist()
+    qids = [f"q{start + i}" for i in range(size)]
+    scores = np.sort(rng.random((size, DEPTH)), axis=1)[:, ::-1].tolist()
+    judged = rng.integers(1, 6, size=size)
+    grades: list[dict[str, int]] = []
+    for row, count in enumerate(judged):
+        planted = rng.choice(DEPTH, size=2, replace=False)
+        chosen = [names[row][int(p)] for p in planted] + [f"c{int(x)}" for x in rng.integers(0, CHUNK_POOL, count)]
+        grades.append({c: int(g) for c, g in zip(chosen[:count], rng.integers(1, 4, size=count), strict=False)})
+    return qids, names, scores, grades
+
+
+def time_evalkit(batch: Batch) -> float:
+    _, rankings, _, grades = batch
+    started = time.perf_counter()
+    judged = [judged_query(g, {}) for g in grades]
+    values = standard_values(rankings, judged, None, context_k=0, measures=MEASURES)
+    _ = {str(m): mean(v.tolist()) for m, v in values.items()}
+    return time.perf_counter() - started
+
+
+def time_pytrec_eval(batch: Batch) -> float:
+    import pytrec_eval
+
+    qids, rankings, scores, grades = batch
+    started = time.perf_counter()
+    run = {q: dict(zip(r, s, strict=True)) for q, r, s in zip(qids, rankings, scores, strict=True)}
+    qrels = dict(zip(qids, grades, strict=True))
+    evaluator = pytrec_eval.RelevanceEvaluator(qrels, {"ndcg_cut", "recall", "recip_rank"})
+    results = evaluator.evaluate(run)
+    _ = sum(r["ndcg_cut_10"] for r in results.values())
+    return time.perf_counter() - started
+
+
+def time_ranx(batch: Batch) -> float:
+    from ranx import Qrels, Run, evaluate
+
+    qids, rankings, scores, grades = batch
+    started = time.perf_counter()
+    run = Run({q: dict(zip(r, s, strict=True)) for q, r, s in zip(qids, rankings, scores, strict=True)})
+    evaluate(Qrels(dict(zip(qids, grades, strict=True))), run, ["ndcg@10", "recall@10", "mrr@10"])
+    return time.perf_counter() - started
+
+
+def measure(total: int, batch_size: int, tools: dict[str, Callable[[Batch], float]]) -> dict[str, float]:
+    rng = np.random.default_rng(0)
+    seconds = dict.fromkeys(tools, 0.0)
+    for start in range(0, total, batch_size):
+        batch = make_batch(rng, start, min(batch_size, total - start))
+        for name, tool in tools.items():
+            seconds[name] += tool(batch)
+    return seconds
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--queries", type=int, nargs="+", default=[10_000, 1_000_000])
+    parser.add_argument("--batch", type=int, default=100_000)
+    args = parser.parse_args()
+    tools: dict[str, Callable[[Batch], float]] = {"evalkit": time_evalkit, "pytrec_eval": time_pytrec_eval}
+    if importlib.util.find_spec("ranx") is not None:
+        tools["ranx"] = time_ranx
+    print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}")
+    print(f"measures: nDCG@10, recall@10, MRR@10; {DEPTH} results per query; BLAS threads pinned to 1")
+    if "ranx" not in tools:
+        print("ranx: not installed, left out")
+    with threadpool_limits(limits=1):
+        time_evalkit(make_batch(np.random.default_rng(1), 0, 1000))  # warm-up: imports, first allocations
+        for total in args.queries:
+            seconds = measure(total, args.batch, tools)
+            row = ", ".join(f"{name} {s:.2f} s" for name, s in seconds.items())
+            ratio = seconds["pytrec_eval"] / seconds["evalkit"]
+            print(f"{total:>9,} queries: {row}; evalkit is {ratio:.1f}x faster than pytrec_eval")
+
+
+if __name__ == "__main__":
+    main()
