@@ -23,6 +23,7 @@ from evalkit.data.schema import Identifier, Language, PositiveInt, Sha256, Stric
 from evalkit.evaluation import Evaluation, evaluate
 from evalkit.measures.metrics import METRICS_VERSION, LatencySummary
 from evalkit.output import write_atomic
+from evalkit.progress import progress
 from evalkit.retrieval.embeddings import EmbeddingProvider
 from evalkit.retrieval.presets import PRESETS
 from evalkit.retrieval.service import RetrievalSettings
@@ -185,7 +186,7 @@ def run_benchmark(
     providers = cached_providers(cache_dir, config.ablations)
     evaluations: dict[str, Evaluation] = {}
     summaries = []
-    for setting in settings:
+    for setting in progress(settings, "benchmark settings"):
         setting_started = time.perf_counter()
         fixture = build_fixture(setting, config, root)
         loaded = LoadedFixture(fixture=fixture, aliases=AliasTable())

