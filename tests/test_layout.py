@@ -14,7 +14,7 @@ from .conftest import ROOT
 
 PACKAGE = ROOT / "evalkit"
 RUNNER = {"ablations", "evaluation", "benchmark"}
-FRONT_DOORS = {"cli", "notebook", "runner"}
+FRONT_DOORS = {"cli", "notebook", "runner", "plugins"}
 # What each layer may import from evalkit, by first component under evalkit. `output` (safe file writing) is a leaf
 # utility that every layer may use to write files.
 ALLOWED: dict[str, set[str]] = {
