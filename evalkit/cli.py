@@ -55,7 +55,11 @@ def format_summary(report: Report) -> str:
             row = result.metrics.get(slice_name, {})
             cells = [_cell(row.get(m)) for m in (*SUMMARY_COLUMNS, "no_answer_fpr")]
             if slice_name == "all":
-                cells += [f"{result.latency_ms.median_ms:8.3f}", f"{result.latency_ms.p95_ms:8.3f}"]
+                latency = result.latency_ms  # count 0: a precomputed run, nothing measured
+                cells += [
+                    _cell(latency.median_ms if latency.count else None),
+                    _cell(latency.p95_ms if latency.count else None),
+                ]
             lines.append(f"{ablation_id:<18} {slice_name:<5} " + " ".join(cells))
     return "\n".join(lines)
 
