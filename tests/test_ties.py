@@ -143,3 +143,33 @@ def test_a_trec_file_scored_by_pytrec_eval_matches_evalkit(tmp_path: Path) -> No
     peer = _pytrec(grades_of, peer_run)
     for query_id, ranking in run.rankings.items():
         assert _same(_evalkit(order_ranking(ranking, "trec_eval"), grades_of[query_id], "linear"), peer[query_id])
+
+
+def test_a_run_exported_by_evalkit_reproduces_its_per_query_values_in_pytrec_eval(tmp_path: Path) -> None:
+    from evalkit.ablations import select_ablations
+    from evalkit.data.fixture import load_fixture
+    from evalkit.evaluation import evaluate
+    from evalkit.reporting.trec import write_trec_runs
+
+    from .conftest import SYNTHETIC_DIR
+
+    loaded = load_fixture(SYNTHETIC_DIR)
+    evaluation = evaluate(loaded, select_ablations(["lexical", "hybrid"]), runs=1, ties="trec_eval")
+    answerable = [q for q in loaded.fixture.queries if q.answerable]
+    qrels = {q.query_id: {j.chunk_id: 2**j.grade - 1 for j in q.judgments} for q in answerable}
+    compared = 0
+    for path in write_trec_runs(evaluation, tmp_path):
+        run = read_trec_run(path)
+        per_query = evaluation.ablations[run.name].per_query
+        peer_run = {q: dict(ranking) for q, ranking in run.rankings.items() if q in qrels}
+        peer = _pytrec(qrels, peer_run)
+        for query_id, values in peer.items():
+            ours = per_query[query_id]
+            assert (ours["recall@5"], ours["recall@10"], ours["mrr@10"]) == (
+                values["recall_5"],
+                values["recall_10"],
+                values["recip_rank"],
+            ), query_id
+            assert abs(ours["ndcg@10"] - values["ndcg_cut_10"]) <= NDCG_ULPS * math.ulp(values["ndcg_cut_10"])
+            compared += 1
+    assert compared > 100
