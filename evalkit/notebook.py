@@ -134,7 +134,9 @@ class EvaluationParameters(AblationParameters):
     min_reranked_ndcg_at_10: float = Field(allow_inf_nan=False)
     max_no_answer_fpr: float = Field(allow_inf_nan=False)
     max_rerank_ndcg_drop: float = Field(allow_inf_nan=False)
-    retriever: str | None = Field(default=None, description="your own retriever, 'package.module:factory'")
+    retriever: str | None = Field(
+        default=None, description="your own retriever: 'package.module:factory', or an HTTP config file (.json)"
+    )
 
     @property
     def systems(self) -> tuple[tuple[Ablation, ...], dict[str, Retriever]]:
@@ -142,9 +144,12 @@ class EvaluationParameters(AblationParameters):
         if self.retriever is None:
             return self.selected_ablations, {}
         from evalkit.ablations import external_ablation
-        from evalkit.plugins import load_retriever
+        from evalkit.plugins import load_http_retriever, load_retriever
 
-        ablation_id, retriever = load_retriever(self.retriever)
+        if self.retriever.endswith(".json"):
+            ablation_id, retriever = load_http_retriever(self.root / self.retriever)
+        else:
+            ablation_id, retriever = load_retriever(self.retriever)
         built_in = select_ablations(self.ablations) if self.ablations else ()  # [] runs the retriever alone
         return (*built_in, external_ablation(ablation_id, "retriever")), {ablation_id: retriever}
 

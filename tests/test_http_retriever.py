@@ -243,3 +243,49 @@ def test_cli_http_retriever_with_failure_bound(
         assert "> --max-failed-queries 3" in capsys.readouterr().out
     finally:
         (ROOT / out).unlink(missing_ok=True)
+
+
+def test_http_retriever_gets_tables_charts_and_gates(tiny: LoadedFixture, server: str) -> None:
+    from evalkit.reporting.figures import plot_language_metrics, plot_latency
+    from evalkit.reporting.gates import GateThresholds, assess
+    from evalkit.reporting.tables import failures_frame, metrics_frame
+
+    evaluation = evaluate(
+        tiny,
+        (external_ablation("my-search", "retriever"),),
+        runs=2,
+        systems={"my-search": HttpRetriever(_config(server + "/ok"), ENV)},
+    )
+    report = assess(evaluation, GateThresholds(), None)
+    frame = metrics_frame(report)
+    assert list(frame.index.get_level_values("ablation").unique()) == ["my-search"]
+    assert frame.loc[("my-search", "all"), "p50_ms"] > 0
+    assert not failures_frame(report).empty
+    assert plot_language_metrics(report).axes and plot_latency(evaluation).axes
+    assert report.gates and not all(g.passed for g in report.gates), "built-in gates are not evaluated here"
+
+
+def test_notebook_runs_an_http_retriever(server: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    from evalkit.runner import run_notebook
+
+    monkeypatch.setenv("MY_SEARCH_AUTH", SECRET)
+    run_id = f"pytest-{uuid.uuid4().hex[:8]}"
+    config = ROOT / "reports" / f"{run_id}-search.json"
+    config.parent.mkdir(exist_ok=True)
+    config.write_text(_config(server + "/ok", timeout_s=5.0).model_dump_json(), encoding="utf-8")
+    try:
+        run = run_notebook(ROOT, {"retriever": f"reports/{config.name}"}, run_id=run_id)
+        assert run.passed, run.error_message
+        assert run.report is not None
+        report = json.loads(run.report.read_text(encoding="utf-8"))
+        assert report["ablations"]["my-search"]["system"]["kind"] == "http"
+        assert report["ablations"]["my-search"]["query_errors"] == []
+        assert all(g["passed"] for g in report["gates"])
+        assert len(run.figures) == 6
+        assert SECRET not in run.notebook.read_text(encoding="utf-8")
+        assert server not in run.report.read_text(encoding="utf-8")
+    finally:
+        config.unlink(missing_ok=True)
+        import shutil
+
+        shutil.rmtree(ROOT / "reports" / run_id, ignore_errors=True)

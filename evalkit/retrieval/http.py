@@ -187,16 +187,17 @@ class HttpRetriever:
     def search(self, text: str, language: Language, k: int) -> Sequence[tuple[str, float]]:
         """The endpoint's results for one query, after up to ``max_attempts`` attempts."""
         request = self._request(text, language, k)
-        for attempt in range(1, self.config.max_attempts + 1):
+        attempt = 1
+        while True:
             try:
                 return self._parse(self._attempt(request))
             except QueryFailed as failed:
                 error = QueryError(failed.error.kind, failed.error.status, attempt)
                 retry = error.kind in ("timeout", "connection_error") or error.status in RETRIED_STATUS
-                if not retry or attempt == self.config.max_attempts:
+                if not retry or attempt >= self.config.max_attempts:
                     raise QueryFailed(error) from None
-                time.sleep(self.config.retry_backoff_s * attempt)
-        raise AssertionError("unreachable")  # pragma: no cover
+            time.sleep(self.config.retry_backoff_s * attempt)
+            attempt += 1
 
     def _timed(self, request: SearchRequest) -> SearchOutcome:
         started = time.perf_counter_ns()
