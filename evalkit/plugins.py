@@ -2,7 +2,8 @@
 
 A front door (the CLI, the notebook parameters) turns what the user named into a :class:`Retriever` and the ID its
 ablation gets in the report. The factory is called with no arguments; the ID is the retriever's ``name`` attribute
-when it is a valid ID, else the factory's name with ``_`` as ``-``.
+when it is a valid ID, else the factory's name with ``_`` as ``-``. Modules in the working directory can be
+imported, as with ``python -m``.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import importlib
 import os
 import re
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -17,6 +19,14 @@ from evalkit.data.schema import is_identifier
 from evalkit.retrieval.retriever import Retriever
 
 _SPEC = re.compile(r"(?P<module>[A-Za-z_][\w]*(?:\.[A-Za-z_][\w]*)*):(?P<factory>[A-Za-z_]\w*)")
+
+
+def _import_from_working_directory() -> None:
+    """Let modules in the working directory be imported, as ``python -m`` and uvicorn's ``module:app`` do (the
+    ``evalkit`` console script alone would only see installed packages)."""
+    here = str(Path.cwd())
+    if here not in sys.path and "" not in sys.path:
+        sys.path.insert(0, here)
 
 
 def load_retriever(spec: str) -> tuple[str, Retriever]:
@@ -28,6 +38,7 @@ def load_retriever(spec: str) -> tuple[str, Retriever]:
     match = _SPEC.fullmatch(spec)
     if match is None:
         raise ValueError(f"retriever {spec!r}: expected 'package.module:factory'")
+    _import_from_working_directory()
     try:
         module = importlib.import_module(match["module"])
     except ImportError as exc:

@@ -120,3 +120,21 @@ def test_unknown_tie_policy_is_refused_by_the_parser(capsys: pytest.CaptureFixtu
         main(["score", "--run", "x.trec", "--ties", "ranx"])
     assert info.value.code == 2
     assert "invalid choice: 'ranx'" in capsys.readouterr().err
+
+
+def test_score_reports_are_byte_identical_across_processes(out: str) -> None:
+    import os
+    import subprocess
+    import sys
+
+    lines = "".join(f"q-{lang}-00{i} Q0 en-trash-0{i % 2 + 1} 1 1.0 same\n" for lang in ("en", "zh") for i in (1, 2))
+    path = _tiny_run(ROOT / out, "r.trec", lines + "q-en-001 Q0 zh-export-01 2 1.0 same\n")
+    reports = []
+    for seed in ("0", "123"):
+        target = f"{out}/report-{seed}.json"
+        argv = ["-m", "evalkit.cli", "score", "--fixture", str(TINY_DIR), "--run", str(path), "--no-gates"]
+        env = {**os.environ, "PYTHONHASHSEED": seed}
+        done = subprocess.run([sys.executable, *argv, "--output", target], cwd=ROOT, env=env, capture_output=True)
+        assert done.returncode == 0, done.stderr
+        reports.append((ROOT / target).read_bytes())
+    assert reports[0] == reports[1]
