@@ -3,9 +3,10 @@
 The names below are the public surface; everything else may change between versions.
 """
 
-from evalkit.ablations import ABLATION_IDS, ABLATIONS, Ablation, parse_ablations, select_ablations
+from evalkit.ablations import ABLATION_IDS, ABLATIONS, Ablation, external_ablation, parse_ablations, select_ablations
 from evalkit.benchmark import BenchmarkConfig, run_benchmark
 from evalkit.data.fixture import Fixture, FixtureError, LoadedFixture, load_fixture
+from evalkit.data.runs import read_run
 from evalkit.data.squad import SquadImportOptions, import_cross_lingual, import_squad, read_squad
 from evalkit.evaluation import DeterminismError, Evaluation, evaluate
 from evalkit.measures.metrics import Measure
@@ -22,6 +23,7 @@ from evalkit.retrieval.embeddings import (
     Usem3Provider,
     fingerprint,
 )
+from evalkit.retrieval.retriever import QueryError, QueryFailed, Retriever
 from evalkit.retrieval.service import KnowledgeService, RetrievalSettings
 
 __all__ = [
@@ -45,8 +47,11 @@ __all__ = [
     "LoadedFixture",
     "Measure",
     "OutputPathError",
+    "QueryError",
+    "QueryFailed",
     "Report",
     "RetrievalSettings",
+    "Retriever",
     "SentenceTransformerProvider",
     "SquadImportOptions",
     "TokenHashProvider",
@@ -55,6 +60,7 @@ __all__ = [
     "check_gates",
     "evaluate",
     "evaluate_gates",
+    "external_ablation",
     "fingerprint",
     "import_cross_lingual",
     "import_squad",
@@ -62,6 +68,7 @@ __all__ = [
     "load_fixture",
     "parse_ablations",
     "parse_report",
+    "read_run",
     "read_squad",
     "report_json",
     "resolve_output_path",

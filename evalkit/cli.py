@@ -7,16 +7,20 @@ reported as one clear message on stderr, never a traceback.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from evalkit.ablations import ABLATION_IDS, ALL_ABLATION_IDS, parse_ablations
+from evalkit.ablations import ABLATION_IDS, Ablation, ablation_order, external_ablation, parse_ablations
 from evalkit.data.fixture import FixtureError, load_fixture
+from evalkit.data.runs import check_run, read_run
 from evalkit.data.schema import SLICES
 from evalkit.evaluation import DeterminismError, evaluate
+from evalkit.measures.ties import DEFAULT_TIE_POLICY, TIE_POLICIES
 from evalkit.output import ENV_VAR, OutputPathError, output_path_from_env, resolve_output_path, write_atomic
+from evalkit.plugins import load_http_retriever, load_retriever
 from evalkit.reporting.gates import (
     BASELINES_FILE,
     GateFailure,
@@ -29,9 +33,11 @@ from evalkit.reporting.gates import (
     load_baselines,
 )
 from evalkit.reporting.report import Report, build_report, parse_report, report_json
+from evalkit.reporting.trec import write_trec_runs
 from evalkit.retrieval.embedding_cache import EmbeddingCache
 from evalkit.retrieval.embeddings import ProviderUnavailableError
 from evalkit.retrieval.presets import DEFAULT_PRESET, PRESETS, resolve_settings
+from evalkit.retrieval.retriever import Retriever, RunRetriever
 from evalkit.retrieval.service import RetrievalSettings
 from evalkit.runner import DEFAULT_NOTEBOOK, parse_value, run_notebook
 
@@ -50,7 +56,7 @@ def format_summary(report: Report) -> str:
     """A plain-text table: one row per ablation and slice (all, then each language that has queries)."""
     header = f"{'ablation':<18} {'slice':<5} " + " ".join(f"{h:>8}" for h in SUMMARY_HEADERS)
     lines = [header, "-" * len(header)]
-    for ablation_id, result in sorted(report.ablations.items(), key=lambda item: ALL_ABLATION_IDS.index(item[0])):
+    for ablation_id, result in sorted(report.ablations.items(), key=lambda item: ablation_order(item[0])):
         for slice_name in SLICES:
             counts = result.query_counts.get(slice_name)
             if slice_name != "all" and (counts is None or counts.answerable + counts.no_answer == 0):
@@ -58,7 +64,11 @@ def format_summary(report: Report) -> str:
             row = result.metrics.get(slice_name, {})
             cells = [_cell(row.get(m)) for m in (*SUMMARY_COLUMNS, "no_answer_fpr")]
             if slice_name == "all":
-                cells += [f"{result.latency_ms.median_ms:8.3f}", f"{result.latency_ms.p95_ms:8.3f}"]
+                latency = result.latency_ms  # count 0: a precomputed run, nothing measured
+                cells += [
+                    _cell(latency.median_ms if latency.count else None),
+                    _cell(latency.p95_ms if latency.count else None),
+                ]
             lines.append(f"{ablation_id:<18} {slice_name:<5} " + " ".join(cells))
     return "\n".join(lines)
 
@@ -71,7 +81,8 @@ def _run(args: argparse.Namespace) -> int:
     workspace = Path.cwd()
     fixture_dir = Path(args.fixture)
     loaded = load_fixture(fixture_dir)
-    ablations = parse_ablations(args.ablations)
+    external, systems = _external_systems(args)
+    ablations = (*(parse_ablations(args.ablations) if args.ablations.strip() or not systems else ()), *external)
     baselines = load_baselines(fixture_dir) if fixture_dir.is_dir() else None
     thresholds = GateThresholds.from_values(args)
     if not 1 <= args.runs <= MAX_RUNS:
@@ -84,7 +95,8 @@ def _run(args: argparse.Namespace) -> int:
         if args.output is not None
         else output_path_from_env(os.environ, workspace)
     )
-    evaluation = evaluate(loaded, ablations, settings, runs=args.runs, cache=cache)
+    trec_folder = _trec_folder(args.trec_runs, workspace)
+    evaluation = evaluate(loaded, ablations, settings, runs=args.runs, cache=cache, systems=systems, ties=args.ties)
     report = assess(evaluation, thresholds, baselines)
     print(f"evalkit: fixture {report.fixture_id} {report.fixture_version}, {report.runs} run(s), deterministic")
     print(f"retrieval settings: {settings_label} ({format_settings(settings)})")
@@ -94,6 +106,11 @@ def _run(args: argparse.Namespace) -> int:
     if target is not None:
         write_atomic(target, report_json(report))
         print(f"report written to {target.relative_to(workspace.resolve())}")
+    if trec_folder is not None:
+        written = write_trec_runs(evaluation, trec_folder)
+        print(f"{len(written)} TREC run file(s) written to {trec_folder.relative_to(workspace.resolve())}")
+    if not _failed_queries_within(report, args.max_failed_queries):
+        return EXIT_GATE
     if args.no_gates:
         print("gates not enforced (--no-gates)")
         return EXIT_OK
@@ -215,6 +232,128 @@ def _add_import_parser(commands: argparse._SubParsersAction[argparse.ArgumentPar
     squad.set_defaults(handler=_import_squad)
 
 
+def _external_systems(args: argparse.Namespace) -> tuple[tuple[Ablation, ...], dict[str, Retriever]]:
+    """The retrievers named by --retriever and --retriever-config, as external ablations."""
+    loaded = [load_retriever(spec) for spec in args.retriever]
+    loaded += [load_http_retriever(Path(path)) for path in args.retriever_config]
+    systems = dict(loaded)
+    if len(systems) != len(loaded):
+        raise ValueError(f"external retrievers share an ID: {', '.join(sorted(a for a, _ in loaded))}")
+    return tuple(external_ablation(a, "retriever") for a in systems), systems
+
+
+def _trec_folder(requested: str | None, workspace: Path) -> Path | None:
+    """The workspace-relative folder for --trec-runs, checked like --output (missing folders are created)."""
+    return None if requested is None else resolve_output_path(requested.rstrip("/") + "/.folder", workspace).parent
+
+
+def _failed_queries_within(report: Report, bound: int | None) -> bool:
+    """Print every ablation's failed queries; False when one has more than ``bound``."""
+    within = True
+    for ablation_id, result in sorted(report.ablations.items(), key=lambda item: ablation_order(item[0])):
+        if result.query_errors:
+            print(f"{ablation_id}: {len(result.query_errors)} query(ies) failed and scored as empty rankings")
+            if bound is not None and len(result.query_errors) > bound:
+                print(
+                    f"evalkit: {ablation_id} failed {len(result.query_errors)} queries (> --max-failed-queries {bound})"
+                )
+                within = False
+    return within
+
+
+def _add_system_arguments(run: argparse.ArgumentParser) -> None:
+    """`evalkit run`'s options for external retrievers, the tie policy and TREC run files."""
+    run.add_argument(
+        "--retriever",
+        action="append",
+        default=[],
+        metavar="MODULE:FACTORY",
+        help="your own retriever, 'package.module:factory', run as one more ablation (repeatable); "
+        "with --ablations '' it runs alone",
+    )
+    run.add_argument(
+        "--retriever-config", action="append", default=[], metavar="FILE", help="an HTTP retriever's JSON config"
+    )
+    run.add_argument(
+        "--max-failed-queries",
+        type=int,
+        default=None,
+        help="exit 1 when an external retriever fails more queries than this (default: no bound)",
+    )
+    _add_ties_argument(run)
+    run.add_argument("--trec-runs", default=None, metavar="DIR", help="write one TREC run file per ablation here")
+
+
+def _add_ties_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--ties",
+        choices=list(TIE_POLICIES),
+        default=DEFAULT_TIE_POLICY,
+        help="tie policy: evalkit (score desc, chunk ID asc) or trec_eval (float32 score desc, ID desc)",
+    )
+
+
+def _score(args: argparse.Namespace) -> int:
+    workspace = Path.cwd()
+    fixture_dir = Path(args.fixture)
+    loaded = load_fixture(fixture_dir)
+    fixture = loaded.fixture
+    systems: dict[str, Retriever] = {}
+    for path in (Path(p) for p in args.run):
+        run = read_run(path)
+        coverage = check_run(run, (q.query_id for q in fixture.queries), (c.chunk_id for c in fixture.chunks))
+        if run.name in systems:
+            raise ValueError(f"run ID {run.name!r} of {path.name} is used by another run; rename the file or tag")
+        counts = (
+            ("lines", run.lines),
+            ("missing_queries", len(coverage.missing_queries)),
+            ("unknown_chunks", len(coverage.unknown_chunks)),
+            ("duplicates", coverage.duplicates),
+        )
+        systems[run.name] = RunRetriever(run, hashlib.sha256(path.read_bytes()).hexdigest(), counts)
+        print(f"run {run.name} ({path.name}): {coverage.describe()}")
+    ablations = tuple(external_ablation(name, "run") for name in systems)
+    baselines = load_baselines(fixture_dir) if fixture_dir.is_dir() else None
+    thresholds = GateThresholds.from_values(args)
+    target = (
+        resolve_output_path(args.output, workspace)
+        if args.output is not None
+        else output_path_from_env(os.environ, workspace)
+    )
+    report = assess(evaluate(loaded, ablations, runs=1, systems=systems, ties=args.ties), thresholds, baselines)
+    print(format_summary(report))
+    print()
+    print(format_gates(report.gates))
+    if target is not None:
+        write_atomic(target, report_json(report))
+        print(f"report written to {target.relative_to(workspace.resolve())}")
+    if args.no_gates:
+        print("gates not enforced (--no-gates)")
+        return EXIT_OK
+    check_gates(report.gates)
+    return EXIT_OK
+
+
+def _add_score_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    score = commands.add_parser("score", help="score run files (TREC or JSONL) against a fixture, as ablations")
+    score.add_argument("--fixture", default=str(DEFAULT_FIXTURE), help="fixture directory (default: %(default)s)")
+    score.add_argument(
+        "--run", action="append", required=True, help="run file: .jsonl is JSONL, anything else TREC (repeatable)"
+    )
+    _add_ties_argument(score)
+    score.add_argument("--output", default=None, help=f"workspace-relative JSON report path (default: ${ENV_VAR})")
+    defaults = GateThresholds()
+    for name, field in GateThresholds.model_fields.items():
+        score.add_argument(
+            "--" + name.replace("_", "-"),
+            type=float,
+            default=getattr(defaults, name),
+            help=f"{field.description} (default: %(default)s)",
+        )
+    score.add_argument("--no-gates", action="store_true", help="print the gates but do not fail on them")
+    score.set_defaults(handler=_score)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the evalkit command."""
     parser = argparse.ArgumentParser(prog="evalkit", description=__doc__.splitlines()[0] if __doc__ else None)
@@ -260,6 +399,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--no-gates", action="store_true", help="print the gates but do not fail on them (e.g. for another fixture)"
     )
+    _add_system_arguments(run)
     run.set_defaults(handler=_run)
 
     validate = commands.add_parser("validate", help="check a fixture against the strict schema")
@@ -286,6 +426,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     notebook.set_defaults(handler=_notebook)
     _add_import_parser(commands)
+    _add_score_parser(commands)
     _document_defaults(parser)
     return parser
 

@@ -8,9 +8,8 @@ deterministic projections (rankings with scores, per-query metrics, failures; no
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal, cast
 
 from evalkit.ablations import BASELINE_MODE, PROVIDERS, Ablation
@@ -32,10 +31,22 @@ from evalkit.measures.metrics import (
     reciprocal_rank_at_k,
     returned_any,
 )
+from evalkit.measures.ties import DEFAULT_TIE_POLICY, order_ranking, tie_policy
 from evalkit.retrieval.bm25 import Bm25sBaseline
-from evalkit.retrieval.database import Hit, KnowledgeDatabase
+from evalkit.retrieval.database import KnowledgeDatabase
 from evalkit.retrieval.embedding_cache import CachedProvider, EmbeddingCache
 from evalkit.retrieval.embeddings import ConceptProvider, EmbeddingProvider, sha256_of
+from evalkit.retrieval.retriever import (
+    HitsRetriever,
+    KnowledgeServiceRetriever,
+    Provenance,
+    QueryError,
+    Retriever,
+    SearchRequest,
+    index_chunks,
+    provenance_of,
+    search_all,
+)
 from evalkit.retrieval.service import KnowledgeService, Mode, RetrievalSettings
 from evalkit.retrieval.text import ANALYZER_VERSION
 
@@ -57,6 +68,7 @@ class QueryResult:
     chunk_ids: tuple[str, ...]
     scores: tuple[float, ...]
     latency_ms: float
+    error: QueryError | None = None
 
 
 @dataclass(frozen=True)
@@ -107,6 +119,8 @@ class Evaluation:
     evaluation_definition_hash: str
     provider_definitions_hash: str
     projection_sha256: str
+    tie_policy: str = DEFAULT_TIE_POLICY
+    systems: Mapping[str, Provenance] = field(default_factory=dict)
 
 
 def corpus_sha256(fixture: Fixture) -> str:
@@ -126,10 +140,14 @@ def evaluation_definition_hash(
     settings: RetrievalSettings,
     ablations: Sequence[Ablation],
     providers: Mapping[str, EmbeddingProvider],
+    ties: str = DEFAULT_TIE_POLICY,
+    systems: Mapping[str, Provenance] | None = None,
 ) -> str:
     """Hash of everything that defines the evaluated contract (disclosing none of it)."""
     return sha256_of(
         {
+            "ties": ties,
+            "systems": {a: p.definition() for a, p in sorted((systems or {}).items())},
             "fixture_id": fixture.fixture_id,
             "fixture_version": fixture.fixture_version,
             "corpus_sha256": corpus_sha256(fixture),
@@ -177,9 +195,13 @@ def run_once(
     ablations: Sequence[Ablation],
     providers: Mapping[str, EmbeddingProvider],
     settings: RetrievalSettings,
+    systems: Mapping[str, Retriever] | None = None,
 ) -> dict[str, tuple[QueryResult, ...]]:
-    """Seed a fresh database and run every query through every ablation once."""
-    queries = sorted(fixture.queries, key=lambda q: q.query_id)
+    """Seed a fresh database and run every query through every ablation once (external ones through ``systems``)."""
+    requests = [
+        SearchRequest(q.query_id, q.text, q.language, settings.top_k)
+        for q in sorted(fixture.queries, key=lambda q: q.query_id)
+    ]
     with KnowledgeDatabase.temporary() as database:
         database.add_documents(fixture.documents)
         database.add_chunks(fixture.chunks)
@@ -189,32 +211,25 @@ def run_once(
             services[pid].index_embeddings()
         outcome: dict[str, tuple[QueryResult, ...]] = {}
         for ablation in ablations:
-            search = _searcher(ablation, services[ablation.provider], fixture, settings)
-            outcome[ablation.ablation_id] = tuple(_timed(search, q) for q in queries)
+            if ablation.external:
+                retriever = (systems or {})[ablation.ablation_id]
+            else:
+                retriever = _retriever(ablation, services[ablation.provider], fixture, settings)
+            outcome[ablation.ablation_id] = tuple(
+                QueryResult(o.query_id, tuple(c for c, _ in o.hits), tuple(s for _, s in o.hits), o.latency_ms, o.error)
+                for o in search_all(retriever, requests)
+            )
     return outcome
 
 
-Searcher = Callable[[Query], list[Hit]]
-
-
-def _searcher(ablation: Ablation, service: KnowledgeService, fixture: Fixture, settings: RetrievalSettings) -> Searcher:
+def _retriever(
+    ablation: Ablation, service: KnowledgeService, fixture: Fixture, settings: RetrievalSettings
+) -> Retriever:
+    """A built-in ablation as a :class:`Retriever`: the knowledge service in its mode, or the bm25s baseline."""
     if ablation.mode == BASELINE_MODE:
         baseline = Bm25sBaseline([(c.chunk_id, c.text) for c in fixture.chunks], top_k=settings.top_k)
-        return lambda query: baseline.search(query.text)
-    mode = cast(Mode, ablation.mode)
-    return lambda query: service.search(query.text, mode, query.language)
-
-
-def _timed(search: Searcher, query: Query) -> QueryResult:
-    started = time.perf_counter_ns()
-    hits = search(query)
-    elapsed_ms = (time.perf_counter_ns() - started) / 1e6
-    return QueryResult(
-        query_id=query.query_id,
-        chunk_ids=tuple(h.chunk_id for h in hits),
-        scores=tuple(h.score for h in hits),
-        latency_ms=elapsed_ms,
-    )
+        return HitsRetriever(lambda text, language: baseline.search(text))
+    return KnowledgeServiceRetriever(service, cast(Mode, ablation.mode))
 
 
 def score_query(query: Query, ranking: Sequence[str], chunk_lengths: Mapping[str, int]) -> dict[str, float]:
@@ -293,18 +308,24 @@ def aggregate(queries: Sequence[Query], per_query: Mapping[str, Mapping[str, flo
     return table
 
 
-def _score_ablation(fixture: Fixture, ablation: Ablation, run: tuple[QueryResult, ...]) -> AblationResult:
+def _score_ablation(
+    fixture: Fixture, ablation: Ablation, run: tuple[QueryResult, ...], ties: str = DEFAULT_TIE_POLICY
+) -> AblationResult:
     queries = {q.query_id: q for q in fixture.queries}
     chunk_lengths = {c.chunk_id: len(c.text) for c in fixture.chunks}
-    per_query = {r.query_id: score_query(queries[r.query_id], r.chunk_ids, chunk_lengths) for r in run}
-    failures = [f for r in run for f in query_failures(queries[r.query_id], r.chunk_ids)]
-    samples = tuple(r.latency_ms for r in run)
+    # Chunks the fixture does not know (from an external system) are kept: they have no length and no span.
+    for result in run:
+        chunk_lengths.update({c: 0 for c in result.chunk_ids if c not in chunk_lengths})
+    ranked = {r.query_id: order_ranking(tuple(zip(r.chunk_ids, r.scores, strict=True)), ties) for r in run}
+    per_query = {q: score_query(queries[q], ranking, chunk_lengths) for q, ranking in ranked.items()}
+    failures = [f for q, ranking in ranked.items() for f in query_failures(queries[q], ranking)]
+    samples = _latency_samples(ablation, run)
     return AblationResult(
         ablation=ablation,
         results=run,
         per_query=per_query,
         aggregates=aggregate(sorted(queries.values(), key=lambda q: q.query_id), per_query),
-        latency=latency_summary(samples),
+        latency=_latency(samples),
         latency_samples_ms=samples,
         failures=tuple(failures),
     )
@@ -322,6 +343,28 @@ def projection(results: Mapping[str, AblationResult]) -> dict[str, Any]:
     }
 
 
+def _latency_samples(ablation: Ablation, run: Sequence[QueryResult]) -> tuple[float, ...]:
+    """Measured latencies; a precomputed run measured none."""
+    return () if ablation.mode == "run" else tuple(r.latency_ms for r in run)
+
+
+def _latency(samples: Sequence[float]) -> LatencySummary:
+    """The latency summary; count 0 (all zeros) when nothing was measured (a precomputed run)."""
+    if not samples:
+        return LatencySummary(count=0, min_ms=0.0, median_ms=0.0, p95_ms=0.0, max_ms=0.0, mean_ms=0.0)
+    return latency_summary(samples)
+
+
+def _check_systems(ablations: Sequence[Ablation], systems: Mapping[str, Retriever]) -> None:
+    ids = [a.ablation_id for a in ablations]
+    if len(set(ids)) != len(ids):
+        raise ValueError(f"ablation IDs repeated in {', '.join(ids)}")
+    external = {a.ablation_id for a in ablations if a.external}
+    if external != set(systems):
+        missing, unused = sorted(external - set(systems)), sorted(set(systems) - external)
+        raise ValueError(f"external ablations without a system: {missing}; systems without an ablation: {unused}")
+
+
 def evaluate(
     loaded: LoadedFixture,
     ablations: Sequence[Ablation],
@@ -329,43 +372,59 @@ def evaluate(
     runs: int = 2,
     providers: Mapping[str, EmbeddingProvider] | None = None,
     cache: EmbeddingCache | None = None,
+    systems: Mapping[str, Retriever] | None = None,
+    ties: str = DEFAULT_TIE_POLICY,
 ) -> Evaluation:
     """Run the suite ``runs`` times, require identical projections, and score the first run.
 
     ``providers`` overrides the default provider instances by provider ID (a cached real model, say); the
     ablations' other providers are made as usual, embedding through ``cache`` when one is given (concept-naming
-    providers excepted). Cached providers embed the corpus and the queries once, before the first run.
+    providers excepted). Cached providers embed the corpus and the queries once, before the first run. ``systems``
+    maps the ID of each external ablation (mode ``retriever`` or ``run``) to its :class:`Retriever`, indexed once
+    with the fixture's chunks. ``ties`` names the tie policy (``evalkit.measures.ties``) that orders every ranking
+    before it is scored.
     """
     if runs < 1:
         raise ValueError(f"runs must be >= 1, got {runs}")
+    tie_policy(ties)
+    systems = dict(systems or {})
+    _check_systems(ablations, systems)
     settings = settings or RetrievalSettings()
     fixture = loaded.fixture
     made = make_providers([a for a in ablations if a.provider not in (providers or {})], loaded, cache)
     needed = {a.provider for a in ablations if a.provider is not None}
     providers = {**made, **{pid: p for pid, p in (providers or {}).items() if pid in needed}}
     prime_providers(providers, fixture)
-    outcomes = [run_once(fixture, ablations, providers, settings) for _ in range(runs)]
+    for retriever in systems.values():
+        index_chunks(retriever, sorted(fixture.chunks, key=lambda c: c.chunk_id))
+    outcomes = [run_once(fixture, ablations, providers, settings, systems) for _ in range(runs)]
     scored_runs: list[dict[str, AblationResult]] = [
-        {a.ablation_id: _score_ablation(fixture, a, outcome[a.ablation_id]) for a in ablations} for outcome in outcomes
+        {a.ablation_id: _score_ablation(fixture, a, outcome[a.ablation_id], ties) for a in ablations}
+        for outcome in outcomes
     ]
     hashes = [sha256_of(projection(scored)) for scored in scored_runs]
     if len(set(hashes)) > 1:
         raise DeterminismError(_describe_mismatch(scored_runs))
     results: dict[str, AblationResult] = {}
     for ablation in ablations:
-        samples = tuple(r.latency_ms for outcome in outcomes for r in outcome[ablation.ablation_id])
+        samples = tuple(s for outcome in outcomes for s in _latency_samples(ablation, outcome[ablation.ablation_id]))
         results[ablation.ablation_id] = replace(
-            scored_runs[0][ablation.ablation_id], latency=latency_summary(samples), latency_samples_ms=samples
+            scored_runs[0][ablation.ablation_id], latency=_latency(samples), latency_samples_ms=samples
         )
+    provenance = {a: provenance_of(r) for a, r in sorted(systems.items())}
     return Evaluation(
         fixture=fixture,
         settings=settings,
         ablations=results,
         runs=runs,
         corpus_sha256=corpus_sha256(fixture),
-        evaluation_definition_hash=evaluation_definition_hash(fixture, settings, ablations, providers),
+        evaluation_definition_hash=evaluation_definition_hash(
+            fixture, settings, ablations, providers, ties, provenance
+        ),
         provider_definitions_hash=sha256_of(provider_definitions(providers)),
         projection_sha256=hashes[0],
+        tie_policy=ties,
+        systems=provenance,
     )
 
 
@@ -376,5 +435,15 @@ def _describe_mismatch(scored_runs: Sequence[Mapping[str, AblationResult]]) -> s
         for ablation_id in sorted(reference):
             for part in ("rankings", "per_query", "failures"):
                 if reference[ablation_id][part] != other[ablation_id][part]:
-                    return f"run {run_index} differs from run 1 in ablation {ablation_id!r} ({part})"
+                    queries = _differing_queries(scored_runs[0][ablation_id], scored[ablation_id])
+                    named = f"; queries that differed: {', '.join(queries)}" if queries else ""
+                    return f"run {run_index} differs from run 1 in ablation {ablation_id!r} ({part}){named}"
     return "runs differ"
+
+
+def _differing_queries(first: AblationResult, other: AblationResult, limit: int = 20) -> list[str]:
+    """IDs of the queries whose ranking (IDs or scores) differed between two runs, the first ``limit`` of them."""
+    before = {r.query_id: (r.chunk_ids, r.scores) for r in first.results}
+    after = {r.query_id: (r.chunk_ids, r.scores) for r in other.results}
+    differing = sorted(q for q in before.keys() | after.keys() if before.get(q) != after.get(q))
+    return differing[:limit] + ([f"... {len(differing) - limit} more"] if len(differing) > limit else [])

@@ -25,6 +25,7 @@ from evalkit.retrieval.presets import DEFAULT_PRESET, PRESETS, load_settings_fil
 
 if TYPE_CHECKING:
     from evalkit.benchmark import BenchmarkConfig
+    from evalkit.retrieval.retriever import Retriever
     from evalkit.retrieval.service import RetrievalSettings
 
 PAPERMILL_MARKER = "# Parameters"
@@ -110,7 +111,8 @@ class AblationParameters(NotebookParameters):
     @field_validator("ablations")
     @classmethod
     def _known_ablations(cls, value: list[str]) -> list[str]:
-        select_ablations(value)
+        if value:  # none at all is refused when the ablations are selected (unless a retriever runs alone)
+            select_ablations(value)
         return value
 
     @property
@@ -165,6 +167,24 @@ class EvaluationParameters(AblationParameters):
     min_reranked_ndcg_at_10: float = Field(allow_inf_nan=False)
     max_no_answer_fpr: float = Field(allow_inf_nan=False)
     max_rerank_ndcg_drop: float = Field(allow_inf_nan=False)
+    retriever: str | None = Field(
+        default=None, description="your own retriever: 'package.module:factory', or an HTTP config file (.json)"
+    )
+
+    @property
+    def systems(self) -> tuple[tuple[Ablation, ...], dict[str, Retriever]]:
+        """The ablations to run (the selected built-in ones, then the retriever's) and the external systems."""
+        if self.retriever is None:
+            return self.selected_ablations, {}
+        from evalkit.ablations import external_ablation
+        from evalkit.plugins import load_http_retriever, load_retriever
+
+        if self.retriever.endswith(".json"):
+            ablation_id, retriever = load_http_retriever(self.root / self.retriever)
+        else:
+            ablation_id, retriever = load_retriever(self.retriever)
+        built_in = select_ablations(self.ablations) if self.ablations else ()  # [] runs the retriever alone
+        return (*built_in, external_ablation(ablation_id, "retriever")), {ablation_id: retriever}
 
     @property
     def thresholds(self) -> GateThresholds:

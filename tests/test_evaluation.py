@@ -141,7 +141,10 @@ def test_determinism_error_names_the_ablation(tiny: LoadedFixture, monkeypatch: 
         calls["n"] += 1
         if calls["n"] == 2:
             results = outcome["hybrid"]
-            outcome["hybrid"] = (replace(results[0], chunk_ids=tuple(reversed(results[0].chunk_ids)), scores=()),)
+            first = results[0]
+            outcome["hybrid"] = (
+                replace(first, chunk_ids=tuple(reversed(first.chunk_ids)), scores=tuple(reversed(first.scores))),
+            )
             outcome["hybrid"] += results[1:]
         return outcome
 

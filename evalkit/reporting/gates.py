@@ -88,10 +88,10 @@ def _describe(gate: GateOutcome) -> str:
 
 
 def _metric(report: Report, ablation: str, slice_name: str, measure: str) -> float | None:
-    result = report.ablations.get(ablation)  # type: ignore[call-overload]
+    result = report.ablations.get(ablation)
     if result is None:
         return None
-    value = result.metrics.get(slice_name, {}).get(measure)
+    value = result.metrics.get(slice_name, {}).get(measure)  # type: ignore[call-overload]
     return None if value is None else float(value)
 
 

@@ -18,6 +18,7 @@ from evalkit.ablations import AblationId
 from evalkit.data.schema import SLICES, Identifier, Language, PositiveInt, Sha256, Slice, StrictModel, model_json
 from evalkit.evaluation import CONTEXT_K, FAILURE_CUTOFF, Evaluation
 from evalkit.measures.metrics import METRICS_VERSION, LatencySummary
+from evalkit.measures.ties import DEFAULT_TIE_POLICY, TiePolicyName
 from evalkit.output import write_atomic
 from evalkit.retrieval.service import RetrievalSettings
 
@@ -46,6 +47,23 @@ class QueryCounts(StrictModel):
     no_answer: int = Field(ge=0)
 
 
+class ReportQueryError(StrictModel):
+    """A query an external system failed to answer (scored as an empty ranking): kind, status, attempts."""
+
+    query_id: Identifier
+    kind: Literal["timeout", "connection_error", "http_error", "malformed_response"]
+    status: int | None = Field(description="HTTP status, when there was one")
+    attempts: int = Field(ge=1, description="requests made, retries included")
+
+
+class SystemReport(StrictModel):
+    """Provenance of an external system: its kind, the SHA-256 of its definition, counts. No URL, header or body."""
+
+    kind: Literal["python", "http", "run-file"]
+    sha256: Sha256 | None = Field(description="hash of the run file's bytes or of the HTTP configuration")
+    counts: dict[str, int] = Field(description="e.g. run-file lines, missing queries, unknown chunks, duplicates")
+
+
 class AblationReport(StrictModel):
     """Aggregates of one ablation: overall and per language, latency and failures."""
 
@@ -54,6 +72,8 @@ class AblationReport(StrictModel):
     query_counts: dict[Slice, QueryCounts]
     latency_ms: LatencySummary
     failures: tuple[ReportFailure, ...]
+    system: SystemReport | None = Field(default=None, description="external systems only")
+    query_errors: tuple[ReportQueryError, ...] = Field(default=(), description="queries the system failed")
 
 
 class GateOutcome(StrictModel):
@@ -82,7 +102,8 @@ class Report(StrictModel):
     retrieval_settings: RetrievalSettings = Field(description="the retrieval settings that ran (numbers and names)")
     context_k: PositiveInt = CONTEXT_K
     failure_cutoff: PositiveInt = FAILURE_CUTOFF
-    ablations: dict[AblationId, AblationReport]
+    tie_policy: TiePolicyName = Field(default=DEFAULT_TIE_POLICY, description="how equal scores were ordered")
+    ablations: dict[AblationId | Identifier, AblationReport]
     gates: tuple[GateOutcome, ...] = ()
 
 
@@ -117,6 +138,14 @@ def build_report(evaluation: Evaluation, gates: tuple[GateOutcome, ...] = ()) ->
                 )
                 for f in result.failures
             ),
+            system=_system_report(evaluation, ablation_id),
+            query_errors=tuple(
+                ReportQueryError(
+                    query_id=r.query_id, kind=r.error.kind, status=r.error.status, attempts=r.error.attempts
+                )
+                for r in result.results
+                if r.error is not None
+            ),
         )
         for ablation_id, result in evaluation.ablations.items()
     }
@@ -129,9 +158,17 @@ def build_report(evaluation: Evaluation, gates: tuple[GateOutcome, ...] = ()) ->
         deterministic_projection_sha256=evaluation.projection_sha256,
         runs=evaluation.runs,
         retrieval_settings=evaluation.settings,
-        ablations=ablations,  # type: ignore[arg-type]
+        tie_policy=evaluation.tie_policy,  # type: ignore[arg-type]
+        ablations=ablations,
         gates=gates,
     )
+
+
+def _system_report(evaluation: Evaluation, ablation_id: str) -> SystemReport | None:
+    provenance = evaluation.systems.get(ablation_id)
+    if provenance is None:
+        return None
+    return SystemReport(kind=provenance.kind, sha256=provenance.sha256, counts=dict(provenance.counts))
 
 
 def report_json(report: Report) -> bytes:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from evalkit.ablations import ALL_ABLATION_IDS
+from evalkit.ablations import ablation_order
 from evalkit.data.schema import SLICES
 from evalkit.evaluation import CONTEXT_K, Evaluation
 from evalkit.measures.metrics import STANDARD_MEASURES
@@ -26,7 +26,7 @@ METRIC_COLUMNS = [*(str(m) for m in STANDARD_MEASURES), "no_answer_fpr"]
 def metrics_frame(report: Report) -> pd.DataFrame:
     """One row per ablation and slice (all, en, zh); one column per measure, plus latency for 'all'."""
     rows = []
-    for ablation_id, result in sorted(report.ablations.items(), key=lambda item: ALL_ABLATION_IDS.index(item[0])):
+    for ablation_id, result in sorted(report.ablations.items(), key=lambda item: ablation_order(item[0])):
         for slice_name in SLICES:
             values = result.metrics.get(slice_name, {})
             row: dict[str, object] = {"ablation": ablation_id, "slice": slice_name}

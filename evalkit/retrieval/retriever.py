@@ -1,0 +1,197 @@
+"""The protocol every system under test implements, and the adapters evalkit ships.
+
+A :class:`Retriever` answers ``search(text, language, k)`` with a sequence of ``(chunk_id, score)`` pairs. It may
+also define ``index(chunks)``, called once with the fixture's chunks before any query, and ``search_all(requests)``,
+which answers a batch of :class:`SearchRequest` at once (concurrently, say) and times each query itself. evalkit
+orders every returned ranking by its declared tie policy, so a retriever need not sort.
+
+A retriever reports a failure of one query (a timeout, an HTTP error, a malformed response) by raising
+:class:`QueryFailed`: the query scores as an empty ranking, the failure is recorded by kind, status and attempt
+count, and the run goes on. Any other exception is a bug in the retriever and stops the run.
+
+:class:`KnowledgeServiceRetriever` makes the built-in knowledge service one implementation of the protocol;
+:class:`RunRetriever` replays a precomputed run file.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Literal, Protocol, runtime_checkable
+
+from evalkit.data.fixture import Chunk
+from evalkit.data.runs import Run
+from evalkit.data.schema import Language
+from evalkit.retrieval.database import Hit
+from evalkit.retrieval.service import KnowledgeService, Mode
+
+FailureKind = Literal["timeout", "connection_error", "http_error", "malformed_response"]
+Scored = tuple[tuple[str, float], ...]
+
+
+@runtime_checkable
+class Retriever(Protocol):
+    """Any system under test: the top ``k`` chunks for a query, as (chunk ID, score) pairs."""
+
+    def search(self, text: str, language: Language, k: int) -> Sequence[tuple[str, float]]:
+        """The results for one query, best first (ties are ordered by evalkit's tie policy)."""
+        ...
+
+
+@dataclass(frozen=True)
+class QueryError:
+    """Why one query got no ranking: the failure kind, the HTTP status (if any) and the attempts made."""
+
+    kind: FailureKind
+    status: int | None
+    attempts: int
+
+    def describe(self, query_id: str) -> str:
+        """One ID-only line (no URL, header or body)."""
+        status = f", status {self.status}" if self.status is not None else ""
+        return f"query {query_id}: {self.kind}{status} after {self.attempts} attempt(s)"
+
+
+class QueryFailed(Exception):
+    """Raised by a retriever for a failure of one query that the run records and survives."""
+
+    def __init__(self, error: QueryError) -> None:
+        self.error = error
+        super().__init__(f"{error.kind} (status {error.status}, {error.attempts} attempt(s))")
+
+
+@dataclass(frozen=True)
+class SearchRequest:
+    """One query as a batch retriever receives it."""
+
+    query_id: str
+    text: str
+    language: Language
+    k: int
+
+
+@dataclass(frozen=True)
+class SearchOutcome:
+    """What one query returned (or why it failed) and how long it took."""
+
+    query_id: str
+    hits: Scored
+    latency_ms: float
+    error: QueryError | None = None
+
+
+ProvenanceKind = Literal["python", "http", "run-file"]
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """What the report may say about an external system: its kind, a hash of its definition and counts.
+
+    Never a URL, header, body, path or name: the hash identifies the definition without disclosing it.
+    """
+
+    kind: ProvenanceKind
+    sha256: str | None = None
+    counts: tuple[tuple[str, int], ...] = ()
+
+    def definition(self) -> dict[str, object]:
+        """The provenance as plain data (for the evaluation definition hash)."""
+        return {"kind": self.kind, "sha256": self.sha256, "counts": dict(self.counts)}
+
+
+def provenance_of(retriever: Retriever) -> Provenance:
+    """The retriever's own ``provenance()`` when it has one, else a plain Python retriever's."""
+    describe = getattr(retriever, "provenance", None)
+    if callable(describe):
+        provenance = describe()
+        if isinstance(provenance, Provenance):
+            return provenance
+    return Provenance(kind="python")
+
+
+class KnowledgeServiceRetriever:
+    """The built-in knowledge service in one mode, as a :class:`Retriever`."""
+
+    def __init__(self, service: KnowledgeService, mode: Mode) -> None:
+        self.service = service
+        self.mode = mode
+
+    def search(self, text: str, language: Language, k: int) -> Sequence[tuple[str, float]]:
+        """The service's hits in this mode, cut at k."""
+        return [(h.chunk_id, h.score) for h in self.service.search(text, self.mode, language)[:k]]
+
+
+class HitsRetriever:
+    """A function returning :class:`Hit` lists (the bm25s baseline, say), as a :class:`Retriever`."""
+
+    def __init__(self, search_fn: Callable[[str, Language], list[Hit]]) -> None:
+        self._search = search_fn
+
+    def search(self, text: str, language: Language, k: int) -> Sequence[tuple[str, float]]:
+        """The function's hits, cut at k."""
+        return [(h.chunk_id, h.score) for h in self._search(text, language)[:k]]
+
+
+class RunRetriever:
+    """A precomputed run: answers by query ID (a query missing from the run gets an empty ranking)."""
+
+    def __init__(self, run: Run, sha256: str | None = None, counts: Sequence[tuple[str, int]] = ()) -> None:
+        self.run = run
+        self._provenance = Provenance(kind="run-file", sha256=sha256, counts=tuple(counts))
+
+    def provenance(self) -> Provenance:
+        """A run file: the SHA-256 of its bytes and the counts of what the reading policies repaired."""
+        return self._provenance
+
+    def search(self, text: str, language: Language, k: int) -> Sequence[tuple[str, float]]:
+        """Not available: a run is keyed by query ID, so it answers through :meth:`search_all`."""
+        raise TypeError("a precomputed run answers by query ID: call search_all")
+
+    def search_all(self, requests: Sequence[SearchRequest]) -> list[SearchOutcome]:
+        """Every request's ranking from the run, as read (no latency: nothing was run)."""
+        return [SearchOutcome(r.query_id, tuple(self.run.rankings.get(r.query_id, ())), 0.0) for r in requests]
+
+
+def _checked_hits(results: object, query_id: str) -> Scored:
+    """The results as (str, float) pairs; anything else is a bug in the retriever, named by query and item."""
+    if isinstance(results, (str, bytes)) or not isinstance(results, Sequence):
+        raise ValueError(f"retriever returned {type(results).__name__} for query {query_id}, not a sequence")
+    hits: list[tuple[str, float]] = []
+    for index, item in enumerate(results):
+        ok = isinstance(item, (tuple, list)) and len(item) == 2 and isinstance(item[0], str)
+        if not ok or isinstance(item[1], bool) or not isinstance(item[1], (int, float)):
+            raise ValueError(f"retriever result {index} for query {query_id} is not a (chunk_id, score) pair")
+        hits.append((item[0], float(item[1])))
+    return tuple(hits)
+
+
+def timed_search(retriever: Retriever, request: SearchRequest) -> SearchOutcome:
+    """Run one query through ``retriever.search``, timing the call; a :class:`QueryFailed` is recorded."""
+    started = time.perf_counter_ns()
+    try:
+        results = retriever.search(request.text, request.language, request.k)
+    except QueryFailed as failed:
+        return SearchOutcome(request.query_id, (), (time.perf_counter_ns() - started) / 1e6, failed.error)
+    elapsed_ms = (time.perf_counter_ns() - started) / 1e6
+    return SearchOutcome(request.query_id, _checked_hits(results, request.query_id), elapsed_ms)
+
+
+def search_all(retriever: Retriever, requests: Sequence[SearchRequest]) -> tuple[SearchOutcome, ...]:
+    """Every request through the retriever: its own ``search_all`` when it has one, else one timed call each."""
+    batch = getattr(retriever, "search_all", None)
+    if callable(batch):
+        outcomes = tuple(batch(requests))
+        if [o.query_id for o in outcomes] != [r.query_id for r in requests]:
+            raise ValueError("retriever's search_all did not answer the requests in order")
+        return tuple(
+            SearchOutcome(o.query_id, _checked_hits(o.hits, o.query_id), o.latency_ms, o.error) for o in outcomes
+        )
+    return tuple(timed_search(retriever, request) for request in requests)
+
+
+def index_chunks(retriever: Retriever, chunks: Sequence[Chunk]) -> None:
+    """Call the retriever's optional ``index(chunks)`` with the fixture's chunks."""
+    index = getattr(retriever, "index", None)
+    if callable(index):
+        index(chunks)

@@ -1,0 +1,136 @@
+"""Run files: TREC and JSONL readers, the fixture policies and the TREC writer."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from evalkit.data.runs import (
+    RunFileError,
+    check_run,
+    read_jsonl_run,
+    read_run,
+    read_trec_run,
+    trec_run_bytes,
+)
+
+
+def _write(folder: Path, name: str, text: str) -> Path:
+    path = folder / name
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_trec_run_is_read_into_tuples_in_file_order(tmp_path: Path) -> None:
+    path = _write(tmp_path, "x.trec", "q1 Q0 c2 1 2.5 sys\nq1 Q0 c1 2 2.5 sys\n\nq2 Q0 c3 1 -1 sys extra columns\n")
+    run = read_trec_run(path)
+    assert run.name == "sys"
+    assert run.rankings == {"q1": (("c2", 2.5), ("c1", 2.5)), "q2": (("c3", -1.0),)}
+    assert run.first_line == {"q1": 1, "q2": 4}
+    assert (run.lines, run.duplicates) == (3, 0)
+
+
+def test_run_id_falls_back_to_the_file_name(tmp_path: Path) -> None:
+    mixed = _write(tmp_path, "my-run.trec", "q1 Q0 c1 1 1 a\nq1 Q0 c2 2 0 b\n")
+    assert read_trec_run(mixed).name == "my-run"
+    bad_tag = _write(tmp_path, "other.txt", "q1 Q0 c1 1 1 a/b\n")
+    assert read_trec_run(bad_tag).name == "other"
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ("q1 Q0 c1 1 2.0", "line 2: expected 6 columns"),
+        ("q1 Q0 c1 one 2.0 t", "line 2: rank 'one' is not an integer"),
+        ("q1 Q0 c1 1 high t", "line 2: score 'high' is not a number"),
+        ("q1 Q0 c1 1 nan t", "line 2: score 'nan' is not finite"),
+    ],
+)
+def test_malformed_trec_lines_name_the_line(tmp_path: Path, line: str, message: str) -> None:
+    path = _write(tmp_path, "bad.trec", f"q1 Q0 c0 1 3 t\n{line}\n")
+    with pytest.raises(RunFileError, match=f"bad.trec {message}"):
+        read_trec_run(path)
+
+
+def test_jsonl_run_is_read(tmp_path: Path) -> None:
+    lines = [
+        {"query_id": "q1", "results": [{"chunk_id": "c1", "score": 1}, {"chunk_id": "c2", "score": 0.5, "x": 1}]},
+        {"query_id": "q2", "results": []},
+    ]
+    path = _write(tmp_path, "sys-a.jsonl", "\n".join(json.dumps(line) for line in lines) + "\n")
+    run = read_run(path)
+    assert run.name == "sys-a"
+    assert run.rankings == {"q1": (("c1", 1.0), ("c2", 0.5)), "q2": ()}
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ("{not json", "line 2: not JSON"),
+        ('{"results": []}', "line 2: expected an object with a string query_id"),
+        ('{"query_id": "q", "results": {}}', "line 2: results must be a list"),
+        ('{"query_id": "q", "results": [{"score": 1}]}', r"line 2 results\[0\]: expected an object"),
+        ('{"query_id": "q", "results": [{"chunk_id": "c", "score": true}]}', r"line 2 results\[0\]: score True"),
+    ],
+)
+def test_malformed_jsonl_lines_name_the_line(tmp_path: Path, line: str, message: str) -> None:
+    path = _write(tmp_path, "bad.jsonl", '{"query_id": "q0", "results": []}\n' + line + "\n")
+    with pytest.raises(RunFileError, match=f"bad.jsonl {message}"):
+        read_jsonl_run(path)
+
+
+def test_missing_file_and_non_utf8_are_clear_errors(tmp_path: Path) -> None:
+    with pytest.raises(RunFileError, match=r"run file nope\.trec not found"):
+        read_run(tmp_path / "nope.trec")
+    path = tmp_path / "latin.trec"
+    path.write_bytes(b"q1 Q0 caf\xe9 1 1 t\n")
+    with pytest.raises(RunFileError, match=r"latin\.trec: not UTF-8"):
+        read_run(path)
+
+
+def test_duplicates_are_kept_and_counted(tmp_path: Path) -> None:
+    path = _write(tmp_path, "d.trec", "q1 Q0 c1 1 2 t\nq1 Q0 c1 2 1 t\nq1 Q0 c2 3 1 t\n")
+    run = read_trec_run(path)
+    assert run.duplicates == 1
+    assert run.rankings["q1"] == (("c1", 2.0), ("c1", 1.0), ("c2", 1.0))
+    assert check_run(run, ["q1"], ["c1", "c2"]).duplicates == 1
+
+
+def test_fixture_policies(tmp_path: Path) -> None:
+    run = read_trec_run(_write(tmp_path, "p.trec", "q1 Q0 c1 1 2 t\nq1 Q0 ghost 2 1 t\n"))
+    coverage = check_run(run, ["q1", "q2", "q3"], ["c1"])
+    assert coverage.missing_queries == ("q2", "q3")
+    assert coverage.unknown_chunks == ("ghost",)
+    assert "2 fixture query(ies) missing" in coverage.describe()
+    assert "1 unknown chunk ID(s)" in coverage.describe()
+
+
+def test_unknown_query_is_an_error_naming_its_line(tmp_path: Path) -> None:
+    run = read_trec_run(_write(tmp_path, "u.trec", "q1 Q0 c1 1 2 t\nq9 Q0 c1 1 2 t\nq8 Q0 c1 1 2 t\n"))
+    with pytest.raises(RunFileError, match=r"run t line 2: query 'q9' is not in the fixture \(2 unknown"):
+        check_run(run, ["q1"], ["c1"])
+
+
+def test_writer_output_is_exact_trec() -> None:
+    data = trec_run_bytes({"q2": [("c1", 0.5)], "q1": [("b", 1.0), ("a", 1.0)]}, "sys")
+    assert data == b"q1 Q0 b 1 1.0 sys\nq1 Q0 a 2 1.0 sys\nq2 Q0 c1 1 0.5 sys\n"
+
+
+_ids = st.text(alphabet="abcxyz019-_.", min_size=1, max_size=8).filter(lambda s: s[0].isalnum())
+_scores = st.floats(allow_nan=False, allow_infinity=False, width=64)
+
+
+@given(st.dictionaries(_ids, st.lists(st.tuples(_ids, _scores), min_size=1, max_size=6), min_size=1, max_size=5))
+def test_written_runs_read_back_to_the_same_floats(rankings: dict[str, list[tuple[str, float]]]) -> None:
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "r.trec"
+        path.write_bytes(trec_run_bytes(rankings, "sys"))
+        run = read_trec_run(path)
+    assert run.name == "sys"
+    assert {q: list(r) for q, r in run.rankings.items()} == rankings
