@@ -15,6 +15,7 @@ from typing import Any, Literal, cast
 from evalkit.ablations import BASELINE_MODE, PROVIDERS, Ablation
 from evalkit.data.fixture import Fixture, LoadedFixture, Query
 from evalkit.data.schema import LANGUAGES, Language
+from evalkit.measures.batch import judged_query, standard_values
 from evalkit.measures.metrics import (
     METRICS_VERSION,
     NO_ANSWER_FPR,
@@ -245,6 +246,30 @@ def score_query(query: Query, ranking: Sequence[str], chunk_lengths: Mapping[str
     return values
 
 
+def score_queries(
+    queries: Sequence[Query], rankings: Sequence[Sequence[str]], chunk_lengths: Mapping[str, int]
+) -> dict[str, dict[str, float]]:
+    """:func:`score_query` for many queries at once, through the batch kernels (the same values, one pass)."""
+    answerable = [(query, ranking) for query, ranking in zip(queries, rankings, strict=True) if query.answerable]
+    judged = [
+        judged_query(
+            {j.chunk_id: j.grade for j in query.judgments},
+            {j.chunk_id: [(s.start, s.end) for s in j.spans] for j in query.judgments},
+        )
+        for query, _ in answerable
+    ]
+    values = standard_values([ranking for _, ranking in answerable], judged, chunk_lengths, CONTEXT_K)
+    columns = [(str(measure), column.tolist()) for measure, column in values.items()]
+    scored = {
+        query.query_id: {name: column[row] for name, column in columns} for row, (query, _) in enumerate(answerable)
+    }
+    no_answer = str(NO_ANSWER_FPR)
+    for query, ranking in zip(queries, rankings, strict=True):
+        if not query.answerable:
+            scored[query.query_id] = {no_answer: returned_any(ranking)}
+    return {query.query_id: scored[query.query_id] for query in queries}
+
+
 def _measure_value(
     measure: Measure,
     ranking: Sequence[str],
@@ -317,7 +342,7 @@ def _score_ablation(
     for result in run:
         chunk_lengths.update({c: 0 for c in result.chunk_ids if c not in chunk_lengths})
     ranked = {r.query_id: order_ranking(tuple(zip(r.chunk_ids, r.scores, strict=True)), ties) for r in run}
-    per_query = {q: score_query(queries[q], ranking, chunk_lengths) for q, ranking in ranked.items()}
+    per_query = score_queries([queries[q] for q in ranked], list(ranked.values()), chunk_lengths)
     failures = [f for q, ranking in ranked.items() for f in query_failures(queries[q], ranking)]
     samples = _latency_samples(ablation, run)
     return AblationResult(

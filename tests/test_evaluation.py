@@ -26,6 +26,7 @@ from evalkit.evaluation import (
     make_providers,
     projection,
     query_failures,
+    score_queries,
     score_query,
 )
 from evalkit.retrieval.embeddings import sha256_of
@@ -234,3 +235,16 @@ def test_duplicates_are_removed_before_the_context_cut() -> None:
     assert values["context_precision"] == 2 / 50
     # Ten copies of a then w: w is the second distinct chunk, so it is within the top 10.
     assert query_failures(_query("q5", "en", (_judgment("w", 3, 0, "w"),)), ["a"] * 10 + ["w"]) == []
+
+
+def test_batch_scoring_equals_the_per_query_reference(synthetic_evaluation: Evaluation) -> None:
+    fixture = synthetic_evaluation.fixture
+    queries = {q.query_id: q for q in fixture.queries}
+    lengths = {c.chunk_id: len(c.text) for c in fixture.chunks}
+    for result in synthetic_evaluation.ablations.values():
+        rankings = [r.chunk_ids for r in result.results]
+        ordered = [queries[r.query_id] for r in result.results]
+        batch = score_queries(ordered, rankings, lengths)
+        reference = {q.query_id: score_query(q, ranking, lengths) for q, ranking in zip(ordered, rankings, strict=True)}
+        assert batch == reference
+        assert batch == result.per_query
