@@ -218,7 +218,7 @@ def run_once(
                 retriever = _retriever(ablation, services[ablation.provider], fixture, settings)
             outcome[ablation.ablation_id] = tuple(
                 QueryResult(o.query_id, tuple(c for c, _ in o.hits), tuple(s for _, s in o.hits), o.latency_ms, o.error)
-                for o in search_all(retriever, requests)
+                for o in search_all(retriever, requests, f"queries ({ablation.ablation_id})")
             )
     return outcome
 

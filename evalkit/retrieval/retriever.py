@@ -23,6 +23,7 @@ from typing import Literal, Protocol, runtime_checkable
 from evalkit.data.fixture import Chunk
 from evalkit.data.runs import Run
 from evalkit.data.schema import Language
+from evalkit.progress import progress
 from evalkit.retrieval.database import Hit
 from evalkit.retrieval.service import KnowledgeService, Mode
 
@@ -177,8 +178,11 @@ def timed_search(retriever: Retriever, request: SearchRequest) -> SearchOutcome:
     return SearchOutcome(request.query_id, _checked_hits(results, request.query_id), elapsed_ms)
 
 
-def search_all(retriever: Retriever, requests: Sequence[SearchRequest]) -> tuple[SearchOutcome, ...]:
-    """Every request through the retriever: its own ``search_all`` when it has one, else one timed call each."""
+def search_all(
+    retriever: Retriever, requests: Sequence[SearchRequest], description: str = "queries"
+) -> tuple[SearchOutcome, ...]:
+    """Every request through the retriever: its own ``search_all`` when it has one, else one timed call each
+    (with a progress bar labelled ``description`` at a terminal)."""
     batch = getattr(retriever, "search_all", None)
     if callable(batch):
         outcomes = tuple(batch(requests))
@@ -187,7 +191,7 @@ def search_all(retriever: Retriever, requests: Sequence[SearchRequest]) -> tuple
         return tuple(
             SearchOutcome(o.query_id, _checked_hits(o.hits, o.query_id), o.latency_ms, o.error) for o in outcomes
         )
-    return tuple(timed_search(retriever, request) for request in requests)
+    return tuple(timed_search(retriever, request) for request in progress(requests, description, len(requests)))
 
 
 def index_chunks(retriever: Retriever, chunks: Sequence[Chunk]) -> None:
