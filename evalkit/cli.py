@@ -13,7 +13,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from evalkit.ablations import ABLATION_IDS, ALL_ABLATION_IDS, parse_ablations
-from evalkit.data.fixture import FixtureError, load_fixture
+from evalkit.data.fixture import Fixture, FixtureError, load_fixture
+from evalkit.data.repairs import KIND_ACTIONS, RepairKind, RepairLog, RepairPolicy
 from evalkit.data.schema import SLICES
 from evalkit.evaluation import DeterminismError, evaluate
 from evalkit.output import ENV_VAR, OutputPathError, output_path_from_env, resolve_output_path, write_atomic
@@ -134,8 +135,66 @@ def _notebook(args: argparse.Namespace) -> int:
     return EXIT_GATE if run.error_name in CHECK_FAILURES else EXIT_INPUT
 
 
+def _repair_log(args: argparse.Namespace) -> RepairLog:
+    """The repair log of an import, with the policy of its ``--strict`` and ``--on-<kind>`` flags."""
+    chosen = {kind: getattr(args, f"on_{kind}") for kind in KIND_ACTIONS if hasattr(args, f"on_{kind}")}
+    if args.strict:
+        return RepairLog(RepairPolicy.strict())
+    return RepairLog(RepairPolicy.from_choices({k: v for k, v in chosen.items() if v is not None}))
+
+
+def _write_import(fixture: Fixture, log: RepairLog, source_format: str, output_dir: str) -> int:
+    """Write the fixture and its ``import_summary.json`` into the workspace-relative `output_dir`; print both."""
+    from evalkit.data.repairs import SUMMARY_FILE, ImportSummary, format_summary, write_summary
+    from evalkit.data.squad import fixture_json
+
+    workspace = Path.cwd().resolve()
+    target = resolve_output_path(f"{output_dir.rstrip('/')}/fixture.json", Path.cwd())
+    summary_path = resolve_output_path(f"{output_dir.rstrip('/')}/{SUMMARY_FILE}", Path.cwd())
+    answerable = sum(1 for q in fixture.queries if q.answerable)
+    summary = ImportSummary.model_validate(
+        {
+            "source_format": source_format,
+            "documents": len(fixture.documents),
+            "chunks": len(fixture.chunks),
+            "queries": len(fixture.queries),
+            "answerable": answerable,
+            "repairs": log.repairs(),
+        }
+    )
+    write_atomic(target, fixture_json(fixture))
+    write_summary(summary, summary_path.parent)
+    no_answer = len(fixture.queries) - answerable
+    print(
+        f"wrote {target.relative_to(workspace)}: {len(fixture.documents)} documents, "
+        f"{len(fixture.chunks)} chunks, {answerable} answerable and {no_answer} no-answer queries"
+    )
+    print(format_summary(summary))
+    print(f"summary written to {summary_path.relative_to(workspace)}")
+    return EXIT_OK
+
+
+def _add_policy_flags(parser: argparse.ArgumentParser, kinds: Sequence[RepairKind]) -> None:
+    """``--strict``, ``--on-<kind> ACTION`` for each of `kinds` and ``--allow-links-in-text``."""
+    parser.add_argument("--strict", action="store_true", help="fail on every kind of problem (no repairs or skips)")
+    for kind in kinds:
+        actions, meaning = KIND_ACTIONS[kind]
+        parser.add_argument(
+            "--on-" + kind.replace("_", "-"),
+            choices=actions,
+            default=None,
+            help=f"{meaning} (default: {actions[0]})",
+        )
+    parser.add_argument(
+        "--allow-links-in-text",
+        action="store_true",
+        help="keep links, host names and paths in chunk and query text (credentials are always refused; "
+        "default: refuse them)",
+    )
+
+
 def _import_squad(args: argparse.Namespace) -> int:
-    from evalkit.data.squad import SquadImportOptions, fixture_json, import_cross_lingual, import_squad, read_squad
+    from evalkit.data.squad import SquadImportOptions, import_cross_lingual, import_squad, read_squad
 
     options = SquadImportOptions(
         fixture_id=args.fixture_id,
@@ -148,24 +207,21 @@ def _import_squad(args: argparse.Namespace) -> int:
         max_articles=args.max_articles,
         license=args.license,
         attribution=args.attribution,
+        private_paragraphs=args.private_paragraphs,
+        allow_links_in_text=args.allow_links_in_text,
     )
-    corpus = read_squad(Path(args.input))
+    if args.repair_window < 0:
+        raise ValueError(f"--repair-window must be at least 0, got {args.repair_window}")
+    log = _repair_log(args)
+    corpus = read_squad(Path(args.input), log, args.repair_window)
     if args.questions is None:
-        fixture = import_squad(corpus, options)
+        fixture = import_squad(corpus, options, log)
     elif args.question_language is None:
         raise ValueError("--questions needs --question-language")
     else:
-        questions = read_squad(Path(args.questions))
-        fixture = import_cross_lingual(questions, corpus, args.question_language, options)
-    target = resolve_output_path(f"{args.output_dir.rstrip('/')}/fixture.json", Path.cwd())
-    write_atomic(target, fixture_json(fixture))
-    answerable = sum(1 for q in fixture.queries if q.answerable)
-    no_answer = len(fixture.queries) - answerable
-    print(
-        f"wrote {target.relative_to(Path.cwd().resolve())}: {len(fixture.documents)} documents, "
-        f"{len(fixture.chunks)} chunks, {answerable} answerable and {no_answer} no-answer queries"
-    )
-    return EXIT_OK
+        questions = read_squad(Path(args.questions), log, args.repair_window)
+        fixture = import_cross_lingual(questions, corpus, args.question_language, options, log)
+    return _write_import(fixture, log, "squad", args.output_dir)
 
 
 def _add_import_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -188,6 +244,22 @@ def _add_import_parser(commands: argparse._SubParsersAction[argparse.ArgumentPar
     squad.add_argument("--max-articles", type=int, default=None, help="first N articles only")
     squad.add_argument("--license", required=True, help="SPDX licence of the source, e.g. CC-BY-SA-4.0")
     squad.add_argument("--attribution", required=True, help="source and attribution, carried into the fixture")
+    squad.add_argument(
+        "--repair-window",
+        type=int,
+        default=8,
+        help="an answer found this many characters from its offset is moved there (default: %(default)s)",
+    )
+    squad.add_argument(
+        "--private-paragraphs",
+        choices=["error", "hold_out"],
+        default="error",
+        help="a paragraph the privacy rules refuse: fail, or remove it like a held-out one (default: %(default)s)",
+    )
+    _add_policy_flags(
+        squad,
+        ["unknown_key", "answer_offset", "answer_missing", "question_without_answer", "blank_question", "blank_title"],
+    )
     squad.set_defaults(handler=_import_squad)
 
 

@@ -232,12 +232,13 @@ _FIELDS = {
 }
 
 
-def _known_keys(node: dict[str, Any], level: str, where: str, log: RepairLog) -> dict[str, Any]:
+def _known_keys(node: dict[str, Any], level: str, where: str, ident: str, log: RepairLog) -> dict[str, Any]:
     """`node` without the keys SQuAD does not define at `level` (each noted as ``unknown_key``; kept on fail)."""
     kept: dict[str, Any] = {}
     for key, value in node.items():
         known = key in _FIELDS[level]
-        if known or log.note("unknown_key", f"{where}: {key}", f"{where}: field {key!r}: not a SQuAD field") == "fail":
+        problem = f"{where}: field {key!r}: not a SQuAD field"
+        if known or log.note("unknown_key", f"{ident}.{key}", problem) == "fail":
             kept[key] = value
     return kept
 
@@ -250,10 +251,13 @@ def nearest_occurrence(context: str, text: str, start: int, window: int) -> int 
     return min(found, key=lambda i: (abs(i - start), i)) if found else None
 
 
-def _forgive_answers(answers: list[Any], context: str, where: str, log: RepairLog, window: int) -> list[Any]:
+def _forgive_answers(
+    answers: list[Any], context: str, where: str, ident: str, log: RepairLog, window: int
+) -> list[Any]:
     kept: list[Any] = []
     for index, raw in enumerate(answers):
-        answer = _known_keys(raw, "answer", f"{where}, answer {index}", log) if isinstance(raw, dict) else raw
+        at = (f"{where}, answer {index}", f"{ident}.answers[{index}]")
+        answer = _known_keys(raw, "answer", *at, log) if isinstance(raw, dict) else raw
         text, start = child(answer, "text"), child(answer, "answer_start")
         if not isinstance(text, str) or not text.strip() or not isinstance(start, int) or isinstance(start, bool):
             kept.append(answer)  # wrong types are the strict schema's to report
@@ -265,10 +269,10 @@ def _forgive_answers(answers: list[Any], context: str, where: str, log: RepairLo
         nearest = nearest_occurrence(context, text, start, window)
         if nearest is None:
             problem = f"{field}: text {_short(text)} is not in the context within {window} characters of {start}"
-            if log.note("answer_missing", where, problem) == "fail":
+            if log.note("answer_missing", ident, problem) == "fail":
                 kept.append(answer)
             continue
-        action = log.note("answer_offset", where, f"{field}: text {_short(text)} is at {nearest}, not {start}")
+        action = log.note("answer_offset", ident, f"{field}: text {_short(text)} is at {nearest}, not {start}")
         if action == "repair":
             kept.append({**answer, "answer_start": nearest})
         elif action == "fail":
@@ -282,22 +286,27 @@ def _forgive_question(raw: Any, context: Any, where: str, log: RepairLog, window
         return raw
     qid = child(raw, "id")
     where = f"{where}, question {_short(qid)}" if isinstance(qid, str) else where
-    question = _known_keys(raw, "question", where, log)
+    ident = qid if isinstance(qid, str) else where
+    question = _known_keys(raw, "question", where, ident, log)
+    text = child(question, "question")
+    blank = isinstance(text, str) and not text.strip()
+    if blank and log.note("blank_question", ident, f"{where}: field 'question': must not be blank") != "fail":
+        return None
     answers = child(question, "answers")
     if not isinstance(context, str) or not isinstance(answers, list) or not answers:
         return question
-    kept = _forgive_answers(answers, context, where, log, window)
+    kept = _forgive_answers(answers, context, where, ident, log, window)
     if not kept and question.get("is_impossible") is not True:
         problem = f"{where}: field 'answers': no answer is left in the context"
-        if log.note("question_without_answer", where, problem) != "fail":
+        if log.note("question_without_answer", ident, problem) != "fail":
             return None
     return {**question, "answers": kept}
 
 
-def _forgive_paragraph(raw: Any, where: str, log: RepairLog, window: int) -> Any:
+def _forgive_paragraph(raw: Any, where: str, ident: str, log: RepairLog, window: int) -> Any:
     if not isinstance(raw, dict):
         return raw
-    paragraph = _known_keys(raw, "paragraph", where, log)
+    paragraph = _known_keys(raw, "paragraph", where, ident, log)
     qas = child(paragraph, "qas")
     if isinstance(qas, list):
         forgiven = (_forgive_question(q, child(paragraph, "context"), where, log, window) for q in qas)
@@ -311,9 +320,10 @@ def _forgive_article(raw: Any, index: int, log: RepairLog, window: int) -> Any |
         return raw
     title = child(raw, "title")
     where = _item(index, title if isinstance(title, str) and title.strip() else None)
-    article = _known_keys(raw, "article", where, log)
+    ident = f"article {index}"
+    article = _known_keys(raw, "article", where, ident, log)
     if isinstance(title, str) and not title.strip():
-        action = log.note("blank_title", f"article {index}", f"{where}: field 'title': must not be blank")
+        action = log.note("blank_title", ident, f"{where}: field 'title': must not be blank")
         if action == "skip":
             return None
         if action == "repair":
@@ -321,7 +331,8 @@ def _forgive_article(raw: Any, index: int, log: RepairLog, window: int) -> Any |
     paragraphs = child(article, "paragraphs")
     if isinstance(paragraphs, list):
         article["paragraphs"] = [
-            _forgive_paragraph(p, f"{where}, paragraph {pi}", log, window) for pi, p in enumerate(paragraphs)
+            _forgive_paragraph(p, f"{where}, paragraph {pi}", f"{ident} paragraph {pi}", log, window)
+            for pi, p in enumerate(paragraphs)
         ]
     return article
 
@@ -331,10 +342,11 @@ def forgive_squad(raw: dict[str, Any], log: RepairLog, window: int = REPAIR_WIND
 
     Unknown keys are dropped (``unknown_key``); an answer whose exact text is within `window` characters of its
     stated offset is moved to the nearest occurrence (``answer_offset``); an answer not found there is dropped
-    (``answer_missing``); a question left with no answer is dropped (``question_without_answer``); a blank title
-    becomes ``Untitled article <index>`` (``blank_title``). Values of the wrong type are left for the strict schema.
+    (``answer_missing``); a question left with no answer is dropped (``question_without_answer``), and so is a
+    question with blank text (``blank_question``); a blank title becomes ``Untitled article <index>``
+    (``blank_title``). Values of the wrong type are left for the strict schema.
     """
-    dataset = _known_keys(raw, "dataset", "top level", log)
+    dataset = _known_keys(raw, "dataset", "top level", "top level", log)
     data = child(dataset, "data")
     if isinstance(data, list):
         articles = (_forgive_article(a, ai, log, window) for ai, a in enumerate(data))
