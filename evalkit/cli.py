@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from evalkit.ablations import ABLATION_IDS, ALL_ABLATION_IDS, parse_ablations
+from evalkit.data.collection import CollectionOptions
 from evalkit.data.fixture import Fixture, FixtureError, load_fixture
 from evalkit.data.repairs import KIND_ACTIONS, RepairKind, RepairLog, RepairPolicy
 from evalkit.data.schema import SLICES
@@ -261,6 +262,118 @@ def _add_import_parser(commands: argparse._SubParsersAction[argparse.ArgumentPar
         ["unknown_key", "answer_offset", "answer_missing", "question_without_answer", "blank_question", "blank_title"],
     )
     squad.set_defaults(handler=_import_squad)
+    _add_collection_import_parsers(formats)
+
+
+_COLLECTION_KINDS: list[RepairKind] = [
+    "unknown_key",
+    "blank_text",
+    "blank_title",
+    "duplicate_id",
+    "id_rewritten",
+    "unknown_reference",
+    "non_positive_grade",
+    "grade_above_3",
+    "missing_spans",
+]
+
+
+def _collection_options(args: argparse.Namespace) -> CollectionOptions:
+    return CollectionOptions(
+        fixture_id=args.fixture_id,
+        fixture_version=args.fixture_version,
+        license=args.license,
+        attribution=args.attribution,
+        language=args.language,
+        unjudged_queries=args.unjudged_queries,
+        allow_links_in_text=args.allow_links_in_text,
+    )
+
+
+def _import_beir(args: argparse.Namespace) -> int:
+    from evalkit.data.beir import read_beir
+
+    log = _repair_log(args)
+    fixture = read_beir(Path(args.input), args.split, _collection_options(args), log)
+    return _write_import(fixture, log, "beir", args.output_dir)
+
+
+def _import_trec(args: argparse.Namespace) -> int:
+    from evalkit.data.trec import read_trec
+
+    log = _repair_log(args)
+    fixture = read_trec(Path(args.qrels), Path(args.topics), Path(args.corpus), _collection_options(args), log)
+    return _write_import(fixture, log, "trec", args.output_dir)
+
+
+def _add_collection_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--output-dir", required=True, help="workspace-relative fixture directory to write")
+    parser.add_argument("--fixture-id", required=True, help="ID of the new fixture")
+    parser.add_argument("--fixture-version", default="1.0.0", help="version of the new fixture (default: %(default)s)")
+    parser.add_argument("--license", required=True, help="SPDX licence of the source, e.g. CC-BY-SA-4.0")
+    parser.add_argument("--attribution", required=True, help="source and attribution, carried into the fixture")
+    parser.add_argument(
+        "--language",
+        choices=["en", "zh", "auto"],
+        default="auto",
+        help="language of records without metadata.language; auto: zh when Han characters are at least half of "
+        "the units (Han characters and Latin words) of the record (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--unjudged-queries",
+        choices=["no-answer", "skip"],
+        default="no-answer",
+        help="a query without any qrel becomes a no-answer query, or is left out (default: %(default)s)",
+    )
+    _add_policy_flags(parser, _COLLECTION_KINDS)
+
+
+def _add_collection_import_parsers(formats: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    beir = formats.add_parser("beir", help="a BEIR directory (corpus.jsonl, queries.jsonl, qrels/<split>.tsv)")
+    beir.add_argument("input", help="the BEIR directory")
+    beir.add_argument("--split", default="test", help="qrels/<split>.tsv to read (default: %(default)s)")
+    _add_collection_flags(beir)
+    beir.set_defaults(handler=_import_beir)
+    trec = formats.add_parser("trec", help="TREC qrels + topics (TSV or JSONL) + a JSONL corpus")
+    trec.add_argument("--qrels", required=True, help="TREC qrels file: query-id iteration doc-id relevance")
+    trec.add_argument("--topics", required=True, help="topics: .tsv (query-id<TAB>text) or JSONL")
+    trec.add_argument("--corpus", required=True, help="JSONL corpus: _id, title, text, metadata")
+    _add_collection_flags(trec)
+    trec.set_defaults(handler=_import_trec)
+
+
+def _export(args: argparse.Namespace) -> int:
+    from evalkit.data.beir import beir_files
+    from evalkit.data.trec import trec_files
+
+    fixture = load_fixture(Path(args.fixture)).fixture
+    files = beir_files(fixture, args.split) if args.format == "beir" else trec_files(fixture, args.topics_format)
+    workspace = Path.cwd()
+    targets = {
+        resolve_output_path(f"{args.output_dir.rstrip('/')}/{name}", workspace): data for name, data in files.items()
+    }
+    for target, data in targets.items():
+        write_atomic(target, data)
+        print(f"wrote {target.relative_to(workspace.resolve())}")
+    return EXIT_OK
+
+
+def _add_export_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    exporter = commands.add_parser("export", help="write a fixture in a format other IR tools read")
+    formats = exporter.add_subparsers(dest="format", required=True)
+    beir = formats.add_parser("beir", help="corpus.jsonl, queries.jsonl and qrels/<split>.tsv")
+    beir.add_argument("--split", default="test", help="name of the qrels file (default: %(default)s)")
+    trec = formats.add_parser("trec", help="corpus.jsonl, topics.jsonl or topics.tsv and qrels.txt")
+    trec.add_argument(
+        "--topics-format",
+        choices=["jsonl", "tsv"],
+        default="jsonl",
+        help="tsv loses languages, tags and spans (default: %(default)s)",
+    )
+    for parser in (beir, trec):
+        parser.add_argument("fixture", help="fixture directory or fixture.json")
+        parser.add_argument("--output-dir", required=True, help="workspace-relative directory to write")
+        parser.set_defaults(handler=_export)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -316,6 +429,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     notebook.set_defaults(handler=_notebook)
     _add_import_parser(commands)
+    _add_export_parser(commands)
     return parser
 
 
