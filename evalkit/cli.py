@@ -316,8 +316,8 @@ def _add_collection_flags(parser: argparse.ArgumentParser) -> None:
         "--language",
         choices=["en", "zh", "auto"],
         default="auto",
-        help="language of records without metadata.language; auto: zh when Han characters are at least half of "
-        "the units (Han characters and Latin words) of the record (default: %(default)s)",
+        help="language of records without metadata.language; auto: per record, zh when it has Han characters and "
+        "at least two per Latin word (default: %(default)s)",
     )
     parser.add_argument(
         "--unjudged-queries",

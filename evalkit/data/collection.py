@@ -120,14 +120,16 @@ class Qrel:
 
 
 def detect_language(text: str) -> Language:
-    """``zh`` when Han characters are at least half of the text's units, else ``en``.
+    """``zh`` when the text has Han characters and at least two of them per Latin word, else ``en``.
 
-    A unit is a Han character or a run of Latin letters (a word), so Chinese text that names English products
-    (``在 Settings 中打开``) stays Chinese and English text citing a Chinese term (``the 回收站 folder``) stays English.
+    Han characters are counted one by one and Latin letters by word (a Chinese word is about two characters), so
+    Chinese text that names English products (``在 Settings 中打开两步验证``) stays Chinese and English text citing a
+    Chinese term (``Open the 回收站 folder``) stays English. No text of XQuAD's Chinese or English files (1,430 each)
+    nor of the synthetic fixture is misread by this rule.
     """
     han = len(_HAN.findall(text))
     words = len(_LATIN_WORD.findall(text))
-    return "zh" if han and han >= words else "en"
+    return "zh" if han and han >= 2 * words else "en"
 
 
 def read_jsonl(path: Path, label: str) -> Iterator[tuple[str, dict[str, Any]]]:
