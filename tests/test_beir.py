@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import json
+import tempfile
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from evalkit.cli import main
-from evalkit.data.beir import read_beir, write_beir
+from evalkit.data.beir import read_beir, read_qrels_tsv, write_beir
 from evalkit.data.collection import CollectionOptions, detect_language
 from evalkit.data.fixture import Fixture, load_fixture
 from evalkit.data.repairs import SUMMARY_FILE, ImportSummary, RepairLog, RepairPolicy, SourceFormatError
@@ -253,3 +256,17 @@ def test_unjudged_queries_can_be_left_out(tmp_path: Path) -> None:
     # With "skip" only q1 is left: every English query answerable, a degenerate label set the schema refuses.
     with pytest.raises(ValueError, match="has no no-answer query"):
         read_beir(directory, "test", options(unjudged_queries="skip"), RepairLog(RepairPolicy()))
+
+
+@given(
+    st.text(alphabet=st.sampled_from(["q", "d", "1", "0", "-", "3", "9", ".", "\t", "\n", " ", "x", "é"]), max_size=80)
+)
+@settings(max_examples=150, deadline=None)
+def test_qrels_reader_never_raises_and_keeps_grades_in_range(text: str) -> None:
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "test.tsv"
+        path.write_text(text, encoding="utf-8")
+        log = RepairLog(RepairPolicy())
+        qrels = read_qrels_tsv(path, "qrels/test.tsv", log)
+    assert all(1 <= q.grade <= 3 for q in qrels)
+    assert all(problem.startswith("qrels/test.tsv line ") for problem in log.failures)

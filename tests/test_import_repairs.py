@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
+import tempfile
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from evalkit.cli import main
 from evalkit.data.fixture import FixtureError, load_fixture, parse_fixture
@@ -360,3 +363,44 @@ def test_cmrc_trial_strict_import_is_refused(workspace: Path, capsys: pytest.Cap
     err = capsys.readouterr().err
     assert "519 problem(s)" in err and "--on-unknown-key skip" in err
     assert not (workspace / "fx").exists()
+
+
+_KEYS = [
+    "data",
+    "version",
+    "title",
+    "paragraphs",
+    "context",
+    "qas",
+    "id",
+    "question",
+    "answers",
+    "text",
+    "answer_start",
+    "is_impossible",
+    "x",
+]
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers(-3, 60) | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.sampled_from(_KEYS), inner, max_size=4),
+    max_leaves=25,
+)
+
+
+@given(st.dictionaries(st.sampled_from(_KEYS), _JSON, max_size=3))
+@settings(max_examples=200, deadline=None)
+def test_forgiving_reader_raises_only_format_errors(raw: Data) -> None:
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "s.json"
+        path.write_text(json.dumps(raw), encoding="utf-8")
+        try:
+            dataset = read_squad(path, RepairLog(RepairPolicy()))
+        except SquadFormatError as error:
+            assert error.problems
+        else:
+            for article in dataset.data:
+                for paragraph in article.paragraphs:
+                    for question in paragraph.qas:
+                        for answer in question.answers:
+                            found = paragraph.context[answer.answer_start : answer.answer_start + len(answer.text)]
+                            assert found == answer.text
