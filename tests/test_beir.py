@@ -270,3 +270,18 @@ def test_qrels_reader_never_raises_and_keeps_grades_in_range(text: str) -> None:
         qrels = read_qrels_tsv(path, "qrels/test.tsv", log)
     assert all(1 <= q.grade <= 3 for q in qrels)
     assert all(problem.startswith("qrels/test.tsv line ") for problem in log.failures)
+
+
+def test_blank_title_skip_drops_the_document_and_its_qrels(tmp_path: Path) -> None:
+    corpus = [{"_id": "d1", "title": "T", "text": "trash"}, {"_id": "d2", "title": " ", "text": "sync"}]
+    queries = [*GOOD_QUERIES, {"_id": "q3", "text": "sync"}]
+    directory = write_beir_dir(tmp_path, corpus, queries, "q1\td1\t1\nq3\td2\t1\n")
+    log = RepairLog(RepairPolicy.from_choices({"blank_title": "skip"}))
+    fixture = read_beir(directory, "test", options(language="en"), log)
+    assert [c.chunk_id for c in fixture.chunks] == ["d1"] and [d.doc_id for d in fixture.documents] == ["d1"]
+    assert {kind: item.count for kind, item in log.repairs().items()} == {
+        "blank_title": 1,
+        "unknown_reference": 1,
+        "missing_spans": 1,
+    }
+    assert [q.answerable for q in fixture.queries] == [True, False, False]

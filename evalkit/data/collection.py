@@ -344,18 +344,24 @@ def _evalkit_metadata(
     return tuple(tags), spans
 
 
-def _documents(corpus: Sequence[CorpusRecord], log: RepairLog) -> list[dict[str, str]]:
+def _documents(corpus: Sequence[CorpusRecord], log: RepairLog) -> dict[str, dict[str, str]]:
+    """Document ID -> document, in order of first appearance; a document whose title is blank gets its ID as title
+    (``blank_title`` repair) or is left out with its chunks (skip)."""
     documents: dict[str, dict[str, str]] = {}
+    skipped: set[str] = set()
     for record in corpus:
-        if record.doc_id in documents:
+        if record.doc_id in documents or record.doc_id in skipped:
             continue
         title = record.title
         if not title.strip():
             problem = f"corpus record {record.chunk_id!r}: field 'title': must not be blank"
             action = log.note("blank_title", record.doc_id, problem)
+            if action == "skip":
+                skipped.add(record.doc_id)
+                continue
             title = record.doc_id if action == "repair" else title
         documents[record.doc_id] = {"doc_id": record.doc_id, "language": record.language, "title": title}
-    return list(documents.values())
+    return documents
 
 
 def _judgments(
@@ -410,7 +416,9 @@ def build_fixture(
         SourceFormatError: every problem the log's policy refused (naming the record and field).
         FixtureError: any other schema refusal, naming the record.
     """
-    chunks = {record.chunk_id: record for record in corpus}
+    documents = _documents(corpus, log)
+    kept = [record for record in corpus if record.doc_id in documents]
+    chunks = {record.chunk_id: record for record in kept}
     grouped = _grouped_qrels(qrels, queries, chunks, log)
     log.raise_failures(source)
     query_data = [
@@ -424,7 +432,6 @@ def build_fixture(
         for query in queries
         if query.query_id in grouped or options.unjudged_queries == "no-answer"
     ]
-    documents = _documents(corpus, log)
     log.raise_failures(source)
     data = {
         "fixture_id": options.fixture_id,
@@ -432,8 +439,8 @@ def build_fixture(
         "license": options.license,
         "attribution": options.attribution,
         "text_policy": "links_allowed" if options.allow_links_in_text else "strict",
-        "documents": documents,
-        "chunks": [{"chunk_id": r.chunk_id, "doc_id": r.doc_id, "text": r.text} for r in corpus],
+        "documents": list(documents.values()),
+        "chunks": [{"chunk_id": r.chunk_id, "doc_id": r.doc_id, "text": r.text} for r in kept],
         "queries": query_data,
     }
     return parse_fixture(json.dumps(data, ensure_ascii=False), f"imported from {source} as {options.fixture_id!r}")
