@@ -14,7 +14,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from evalkit.ablations import ABLATION_IDS, Ablation, ablation_order, external_ablation, parse_ablations
-from evalkit.data.fixture import FixtureError, load_fixture
+from evalkit.data.collection import CollectionOptions
+from evalkit.data.fixture import Fixture, FixtureError, load_fixture
+from evalkit.data.repairs import KIND_ACTIONS, RepairKind, RepairLog, RepairPolicy
 from evalkit.data.runs import check_run, read_run
 from evalkit.data.schema import SLICES
 from evalkit.evaluation import DeterminismError, evaluate
@@ -175,8 +177,66 @@ def _notebook(args: argparse.Namespace) -> int:
     return EXIT_GATE if run.error_name in CHECK_FAILURES else EXIT_INPUT
 
 
+def _repair_log(args: argparse.Namespace) -> RepairLog:
+    """The repair log of an import, with the policy of its ``--strict`` and ``--on-<kind>`` flags."""
+    chosen = {kind: getattr(args, f"on_{kind}") for kind in KIND_ACTIONS if hasattr(args, f"on_{kind}")}
+    if args.strict:
+        return RepairLog(RepairPolicy.strict())
+    return RepairLog(RepairPolicy.from_choices({k: v for k, v in chosen.items() if v is not None}))
+
+
+def _write_import(fixture: Fixture, log: RepairLog, source_format: str, output_dir: str) -> int:
+    """Write the fixture and its ``import_summary.json`` into the workspace-relative `output_dir`; print both."""
+    from evalkit.data.repairs import SUMMARY_FILE, ImportSummary, format_summary, write_summary
+    from evalkit.data.squad import fixture_json
+
+    workspace = Path.cwd().resolve()
+    target = resolve_output_path(f"{output_dir.rstrip('/')}/fixture.json", Path.cwd())
+    summary_path = resolve_output_path(f"{output_dir.rstrip('/')}/{SUMMARY_FILE}", Path.cwd())
+    answerable = sum(1 for q in fixture.queries if q.answerable)
+    summary = ImportSummary.model_validate(
+        {
+            "source_format": source_format,
+            "documents": len(fixture.documents),
+            "chunks": len(fixture.chunks),
+            "queries": len(fixture.queries),
+            "answerable": answerable,
+            "repairs": log.repairs(),
+        }
+    )
+    write_atomic(target, fixture_json(fixture))
+    write_summary(summary, summary_path.parent)
+    no_answer = len(fixture.queries) - answerable
+    print(
+        f"wrote {target.relative_to(workspace)}: {len(fixture.documents)} documents, "
+        f"{len(fixture.chunks)} chunks, {answerable} answerable and {no_answer} no-answer queries"
+    )
+    print(format_summary(summary))
+    print(f"summary written to {summary_path.relative_to(workspace)}")
+    return EXIT_OK
+
+
+def _add_policy_flags(parser: argparse.ArgumentParser, kinds: Sequence[RepairKind]) -> None:
+    """``--strict``, ``--on-<kind> ACTION`` for each of `kinds` and ``--allow-links-in-text``."""
+    parser.add_argument("--strict", action="store_true", help="fail on every kind of problem (no repairs or skips)")
+    for kind in kinds:
+        actions, meaning = KIND_ACTIONS[kind]
+        parser.add_argument(
+            "--on-" + kind.replace("_", "-"),
+            choices=actions,
+            default=None,
+            help=f"{meaning} (default: {actions[0]})",
+        )
+    parser.add_argument(
+        "--allow-links-in-text",
+        action="store_true",
+        help="keep links, host names and paths in chunk and query text (credentials are always refused; "
+        "default: refuse them)",
+    )
+
+
 def _import_squad(args: argparse.Namespace) -> int:
-    from evalkit.data.squad import SquadImportOptions, fixture_json, import_cross_lingual, import_squad, read_squad
+    from evalkit.data.squad import SquadImportOptions, import_cross_lingual, import_squad, read_squad
 
     options = SquadImportOptions(
         fixture_id=args.fixture_id,
@@ -189,24 +249,21 @@ def _import_squad(args: argparse.Namespace) -> int:
         max_articles=args.max_articles,
         license=args.license,
         attribution=args.attribution,
+        private_paragraphs=args.private_paragraphs,
+        allow_links_in_text=args.allow_links_in_text,
     )
-    corpus = read_squad(Path(args.input))
+    if args.repair_window < 0:
+        raise ValueError(f"--repair-window must be at least 0, got {args.repair_window}")
+    log = _repair_log(args)
+    corpus = read_squad(Path(args.input), log, args.repair_window)
     if args.questions is None:
-        fixture = import_squad(corpus, options)
+        fixture = import_squad(corpus, options, log)
     elif args.question_language is None:
         raise ValueError("--questions needs --question-language")
     else:
-        questions = read_squad(Path(args.questions))
-        fixture = import_cross_lingual(questions, corpus, args.question_language, options)
-    target = resolve_output_path(f"{args.output_dir.rstrip('/')}/fixture.json", Path.cwd())
-    write_atomic(target, fixture_json(fixture))
-    answerable = sum(1 for q in fixture.queries if q.answerable)
-    no_answer = len(fixture.queries) - answerable
-    print(
-        f"wrote {target.relative_to(Path.cwd().resolve())}: {len(fixture.documents)} documents, "
-        f"{len(fixture.chunks)} chunks, {answerable} answerable and {no_answer} no-answer queries"
-    )
-    return EXIT_OK
+        questions = read_squad(Path(args.questions), log, args.repair_window)
+        fixture = import_cross_lingual(questions, corpus, args.question_language, options, log)
+    return _write_import(fixture, log, "squad", args.output_dir)
 
 
 def _add_import_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -229,7 +286,135 @@ def _add_import_parser(commands: argparse._SubParsersAction[argparse.ArgumentPar
     squad.add_argument("--max-articles", type=int, default=None, help="first N articles only")
     squad.add_argument("--license", required=True, help="SPDX licence of the source, e.g. CC-BY-SA-4.0")
     squad.add_argument("--attribution", required=True, help="source and attribution, carried into the fixture")
+    squad.add_argument(
+        "--repair-window",
+        type=int,
+        default=8,
+        help="an answer found this many characters from its offset is moved there (default: %(default)s)",
+    )
+    squad.add_argument(
+        "--private-paragraphs",
+        choices=["error", "hold_out"],
+        default="error",
+        help="a paragraph the privacy rules refuse: fail, or remove it like a held-out one (default: %(default)s)",
+    )
+    _add_policy_flags(
+        squad,
+        ["unknown_key", "answer_offset", "answer_missing", "question_without_answer", "blank_question", "blank_title"],
+    )
     squad.set_defaults(handler=_import_squad)
+    _add_collection_import_parsers(formats)
+
+
+_COLLECTION_KINDS: list[RepairKind] = [
+    "unknown_key",
+    "blank_text",
+    "blank_title",
+    "duplicate_id",
+    "id_rewritten",
+    "unknown_reference",
+    "non_positive_grade",
+    "grade_above_3",
+    "missing_spans",
+]
+
+
+def _collection_options(args: argparse.Namespace) -> CollectionOptions:
+    return CollectionOptions(
+        fixture_id=args.fixture_id,
+        fixture_version=args.fixture_version,
+        license=args.license,
+        attribution=args.attribution,
+        language=args.language,
+        unjudged_queries=args.unjudged_queries,
+        allow_links_in_text=args.allow_links_in_text,
+    )
+
+
+def _import_beir(args: argparse.Namespace) -> int:
+    from evalkit.data.beir import read_beir
+
+    log = _repair_log(args)
+    fixture = read_beir(Path(args.input), args.split, _collection_options(args), log)
+    return _write_import(fixture, log, "beir", args.output_dir)
+
+
+def _import_trec(args: argparse.Namespace) -> int:
+    from evalkit.data.trec import read_trec
+
+    log = _repair_log(args)
+    fixture = read_trec(Path(args.qrels), Path(args.topics), Path(args.corpus), _collection_options(args), log)
+    return _write_import(fixture, log, "trec", args.output_dir)
+
+
+def _add_collection_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--output-dir", required=True, help="workspace-relative fixture directory to write")
+    parser.add_argument("--fixture-id", required=True, help="ID of the new fixture")
+    parser.add_argument("--fixture-version", default="1.0.0", help="version of the new fixture (default: %(default)s)")
+    parser.add_argument("--license", required=True, help="SPDX licence of the source, e.g. CC-BY-SA-4.0")
+    parser.add_argument("--attribution", required=True, help="source and attribution, carried into the fixture")
+    parser.add_argument(
+        "--language",
+        choices=["en", "zh", "auto"],
+        default="auto",
+        help="language of records without metadata.language; auto: per record, zh when it has Han characters and "
+        "at least two per Latin word (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--unjudged-queries",
+        choices=["no-answer", "skip"],
+        default="no-answer",
+        help="a query without any qrel becomes a no-answer query, or is left out (default: %(default)s)",
+    )
+    _add_policy_flags(parser, _COLLECTION_KINDS)
+
+
+def _add_collection_import_parsers(formats: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    beir = formats.add_parser("beir", help="a BEIR directory (corpus.jsonl, queries.jsonl, qrels/<split>.tsv)")
+    beir.add_argument("input", help="the BEIR directory")
+    beir.add_argument("--split", default="test", help="qrels/<split>.tsv to read (default: %(default)s)")
+    _add_collection_flags(beir)
+    beir.set_defaults(handler=_import_beir)
+    trec = formats.add_parser("trec", help="TREC qrels + topics (TSV or JSONL) + a JSONL corpus")
+    trec.add_argument("--qrels", required=True, help="TREC qrels file: query-id iteration doc-id relevance")
+    trec.add_argument("--topics", required=True, help="topics: .tsv (query-id<TAB>text) or JSONL")
+    trec.add_argument("--corpus", required=True, help="JSONL corpus: _id, title, text, metadata")
+    _add_collection_flags(trec)
+    trec.set_defaults(handler=_import_trec)
+
+
+def _export(args: argparse.Namespace) -> int:
+    from evalkit.data.beir import beir_files
+    from evalkit.data.trec import trec_files
+
+    fixture = load_fixture(Path(args.fixture)).fixture
+    files = beir_files(fixture, args.split) if args.format == "beir" else trec_files(fixture, args.topics_format)
+    workspace = Path.cwd()
+    targets = {
+        resolve_output_path(f"{args.output_dir.rstrip('/')}/{name}", workspace): data for name, data in files.items()
+    }
+    for target, data in targets.items():
+        write_atomic(target, data)
+        print(f"wrote {target.relative_to(workspace.resolve())}")
+    return EXIT_OK
+
+
+def _add_export_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    exporter = commands.add_parser("export", help="write a fixture in a format other IR tools read")
+    formats = exporter.add_subparsers(dest="format", required=True)
+    beir = formats.add_parser("beir", help="corpus.jsonl, queries.jsonl and qrels/<split>.tsv")
+    beir.add_argument("--split", default="test", help="name of the qrels file (default: %(default)s)")
+    trec = formats.add_parser("trec", help="corpus.jsonl, topics.jsonl or topics.tsv and qrels.txt")
+    trec.add_argument(
+        "--topics-format",
+        choices=["jsonl", "tsv"],
+        default="jsonl",
+        help="tsv loses languages, tags and spans (default: %(default)s)",
+    )
+    for parser in (beir, trec):
+        parser.add_argument("fixture", help="fixture directory or fixture.json")
+        parser.add_argument("--output-dir", required=True, help="workspace-relative directory to write")
+        parser.set_defaults(handler=_export)
 
 
 def _external_systems(args: argparse.Namespace) -> tuple[tuple[Ablation, ...], dict[str, Retriever]]:
@@ -427,6 +612,7 @@ def build_parser() -> argparse.ArgumentParser:
     notebook.set_defaults(handler=_notebook)
     _add_import_parser(commands)
     _add_score_parser(commands)
+    _add_export_parser(commands)
     _document_defaults(parser)
     return parser
 

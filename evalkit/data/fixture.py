@@ -14,10 +14,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, ValidationError, model_validator
+from pydantic import (
+    Field,
+    SerializerFunctionWrapHandler,
+    ValidationError,
+    ValidationInfo,
+    model_serializer,
+    model_validator,
+)
 
 from evalkit.data.schema import (
     LANGUAGES,
+    LINKS_ALLOWED,
     MAX_CHUNKS,
     MAX_DOCUMENTS,
     MAX_JUDGMENTS_PER_QUERY,
@@ -112,16 +120,30 @@ class Fixture(StrictModel):
         description="SPDX licence identifier of the fixture content"
     )
     attribution: AttributionText = Field(description="source and attribution")
+    text_policy: Literal["strict", "links_allowed"] = Field(
+        default="strict",
+        description="links_allowed: chunk and query text of an imported corpus may hold links, host names and paths",
+    )
     documents: tuple[Document, ...] = Field(min_length=1, max_length=MAX_DOCUMENTS)
     chunks: tuple[Chunk, ...] = Field(min_length=1, max_length=MAX_CHUNKS)
     queries: tuple[Query, ...] = Field(min_length=1, max_length=MAX_QUERIES)
 
     @model_validator(mode="after")
-    def _consistent(self) -> Fixture:
+    def _consistent(self, info: ValidationInfo) -> Fixture:
         problems = list(_cross_record_problems(self))
+        if info.context and info.context.get(LINKS_ALLOWED) and self.text_policy != "links_allowed":
+            problems.append(f"fixture {self.fixture_id!r}: field 'text_policy': links in text need 'links_allowed'")
         if problems:
             raise RecordProblems(problems)
         return self
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """The strict text policy is the default and left out, so strict fixtures dump as they did before it."""
+        data: dict[str, Any] = handler(self)
+        if data.get("text_policy") == "strict":
+            del data["text_policy"]
+        return data
 
     def chunk_languages(self) -> dict[str, Language]:
         """Every chunk's language (its document's language), by chunk ID."""
@@ -296,10 +318,21 @@ def _read_json(path: Path) -> tuple[str, Any]:
         raise FixtureError(str(path), [f"file {path.name!r} is not JSON: {exc}"]) from None
 
 
+def _links_allowed(text: str) -> bool:
+    """True when the fixture JSON declares ``"text_policy": "links_allowed"`` at its top level."""
+    if '"links_allowed"' not in text:  # the common case, without decoding the text twice
+        return False
+    try:
+        raw = _decode(text)
+    except ValueError:
+        return False
+    return isinstance(raw, dict) and raw.get("text_policy") == "links_allowed"
+
+
 def parse_fixture(text: str, source: str = "<memory>") -> Fixture:
     """Validate fixture JSON text; raise :class:`FixtureError` listing every problem."""
     try:
-        return Fixture.model_validate_json(text)
+        return Fixture.model_validate_json(text, context={LINKS_ALLOWED: _links_allowed(text)})
     except ValidationError as exc:
         try:
             raw = _decode(text)

@@ -13,7 +13,7 @@ from typing import Annotated, Any, Literal
 
 import numpy as np
 import numpy.typing as npt
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, ValidationInfo
 from pydantic_core import ErrorDetails
 
 Matrix = npt.NDArray[np.float32]
@@ -61,7 +61,13 @@ _URL = re.compile(
     re.IGNORECASE,
 )
 _EMAIL = re.compile(r"[\w.+-]@[\w-]+\.[.-]*\w")
-_HOST_PORT = re.compile(rf"{_B}(?:localhost|[0-9]{{1,3}}(?:\.[0-9]{{1,3}}){{3}})(?::[0-9]{{1,5}})?{_E}", re.IGNORECASE)
+# Four dotted numbers inside a longer token (``1.2.3.4.5``, ``v1.2.3.4``) or after a hyphen (taxonomic numbering
+# ``1-3.1.4.2``) are not an address.
+_HOST_PORT = re.compile(
+    rf"{_B}localhost(?::[0-9]{{1,5}})?{_E}"
+    r"|(?<![A-Za-z0-9_.-])[0-9]{1,3}(?:\.[0-9]{1,3}){3}(?::[0-9]{1,5})?(?![A-Za-z0-9_-]|\.[0-9])",
+    re.IGNORECASE,
+)
 _POSIX_PATH = re.compile(
     r"(?:^|[\s\"'(=`])(?:(?:~|\.{1,2})/[\w.-]|/[\w.-]+/[\w.-])"  # /etc/x, ~/x, ./a, ../a after a space, quote, ( = `
     rf"|{_NON_ASCII}(?:~|\.{{1,2}})/[\w.-]"  # 见~/x: Chinese text has no space before a path
@@ -88,6 +94,8 @@ _PRIVACY_RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("a filesystem path", _WINDOWS_PATH),
     ("a secret (API key, token or private key)", _SECRETS),
 )
+_LINK_RULES = (_EMAIL, _SECRETS)
+"""The rules that still apply to the text of a corpus imported with links allowed."""
 
 
 def is_identifier(value: str) -> bool:
@@ -95,8 +103,11 @@ def is_identifier(value: str) -> bool:
     return len(value) <= MAX_ID_LENGTH and _ID.fullmatch(value) is not None
 
 
-def privacy_problem(value: str) -> str | None:
+def privacy_problem(value: str, *, allow_links: bool = False) -> str | None:
     """Name what `value` looks like when it resembles a path, URL, endpoint or secret; None when it is clean.
+
+    With `allow_links` only credential-like values (keys, tokens, passwords, private keys) and e-mail addresses are
+    refused: links, host names and paths pass (the text policy of an imported real corpus).
 
     The rules avoid quadratic scans of long runs and also fire inside Chinese text (``文件在/etc/passwd``,
     ``地址10.0.0.1``).
@@ -104,7 +115,8 @@ def privacy_problem(value: str) -> str | None:
     They err on the side of refusing. Known harmless texts that are refused:
 
     - Chinese text directly followed by two ASCII slash segments (``格式/PDF/HTML``): read as a POSIX path;
-    - four dotted numbers (``version 1.2.3.4``): read as an IP address;
+    - four dotted numbers (``version 1.2.3.4``): read as an IP address (but not inside a longer dotted token or
+      after a hyphen: ``1.2.3.4.5``, ``1-3.1.4.2``);
     - ``name.ext:NN`` (``README.md:12``): read as host:port;
     - ``password:``, ``token:``, ``secret:`` or ``api key=`` followed by six or more non-space characters
       (``Password: minimum 8 characters``), and ``bearer`` followed by a word of eight or more characters
@@ -116,6 +128,8 @@ def privacy_problem(value: str) -> str | None:
     as do versions with up to three parts (``2.3.1``), times (``10:30``) and ``@mentions``.
     """
     for label, pattern in _PRIVACY_RULES:
+        if allow_links and pattern not in _LINK_RULES:
+            continue
         if pattern.search(value):
             return label
     return None
@@ -125,6 +139,21 @@ def _no_private_values(value: str) -> str:
     problem = privacy_problem(value)
     if problem is not None:
         raise ValueError(f"looks like {problem}; fixtures must not carry paths, endpoints or credentials")
+    return value
+
+
+ALLOW_LINKS_FLAG = "evalkit import ... --allow-links-in-text"
+LINKS_ALLOWED = "allow_links_in_text"
+"""Validation-context key: chunk and query text may hold links, host names and paths (credentials never)."""
+
+
+def _no_private_text(value: str, info: ValidationInfo) -> str:
+    allow_links = bool(info.context and info.context.get(LINKS_ALLOWED))
+    problem = privacy_problem(value, allow_links=allow_links)
+    if problem is not None:
+        allowed = not allow_links and privacy_problem(value, allow_links=True) is None
+        hint = f" (an imported corpus may allow them in text: {ALLOW_LINKS_FLAG})" if allowed else ""
+        raise ValueError(f"looks like {problem}; fixtures must not carry paths, endpoints or credentials{hint}")
     return value
 
 
@@ -154,8 +183,10 @@ SafeText = Annotated[str, *_SAFE]
 # The length bound comes before the checks, so an over-long value is refused as a string ("at most N characters")
 # before the privacy rules scan it.
 Title = Annotated[str, Field(max_length=MAX_TITLE_LENGTH), *_SAFE]
-ChunkText = Annotated[str, Field(max_length=MAX_CHUNK_LENGTH), *_SAFE]
-QueryText = Annotated[str, Field(max_length=MAX_QUERY_LENGTH), *_SAFE]
+_TEXT = (AfterValidator(_not_blank), AfterValidator(_no_private_text))
+# Chunk and query text follow the fixture's text policy, passed as validation context (see LINKS_ALLOWED).
+ChunkText = Annotated[str, Field(max_length=MAX_CHUNK_LENGTH), *_TEXT]
+QueryText = Annotated[str, Field(max_length=MAX_QUERY_LENGTH), *_TEXT]
 AttributionText = Annotated[str, Field(max_length=MAX_ATTRIBUTION_LENGTH), *_SAFE]
 AliasTerm = Annotated[str, Field(max_length=MAX_ALIAS_TERM_LENGTH), *_SAFE]
 Grade = Annotated[int, Field(ge=1, le=3)]

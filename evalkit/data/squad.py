@@ -53,6 +53,7 @@ import numpy as np
 from pydantic import Field, ValidationError, model_validator
 
 from evalkit.data.fixture import FIXTURE_FILE, Fixture, parse_fixture
+from evalkit.data.repairs import RepairLog
 from evalkit.data.schema import (
     MAX_ID_LENGTH,
     AttributionText,
@@ -79,8 +80,10 @@ __all__ = [
     "chunk_ranges",
     "find_private_paragraphs",
     "fixture_json",
+    "forgive_squad",
     "import_cross_lingual",
     "import_squad",
+    "nearest_occurrence",
     "query_id",
     "read_squad",
     "split_sentences",
@@ -215,12 +218,150 @@ def _problems_from(error: ValidationError, raw: Any) -> list[str]:
     return validation_problems(error, raw, _locate)
 
 
-def read_squad(path: Path) -> SquadDataset:
+# --- forgiving pass over the raw JSON ------------------------------------------------------------------------------
+
+REPAIR_WINDOW = 8
+"""An answer found at most this many characters from its stated offset is moved there (``answer_offset``)."""
+
+_FIELDS = {
+    "dataset": frozenset({"version", "data"}),
+    "article": frozenset({"title", "paragraphs"}),
+    "paragraph": frozenset({"context", "qas"}),
+    "question": frozenset({"id", "question", "answers", "is_impossible", "plausible_answers"}),
+    "answer": frozenset({"text", "answer_start"}),
+}
+
+
+def _known_keys(node: dict[str, Any], level: str, where: str, ident: str, log: RepairLog) -> dict[str, Any]:
+    """`node` without the keys SQuAD does not define at `level` (each noted as ``unknown_key``; kept on fail)."""
+    kept: dict[str, Any] = {}
+    for key, value in node.items():
+        known = key in _FIELDS[level]
+        problem = f"{where}: field {key!r}: not a SQuAD field"
+        if known or log.note("unknown_key", f"{ident}.{key}", problem) == "fail":
+            kept[key] = value
+    return kept
+
+
+def nearest_occurrence(context: str, text: str, start: int, window: int) -> int | None:
+    """The offset of the occurrence of `text` in `context` nearest to `start` (the earlier on a tie), at most
+    `window` characters away; None when there is none."""
+    low, high = max(0, start - window), max(0, start + window)
+    found = [i for i in range(low, min(high, len(context) - len(text)) + 1) if context.startswith(text, i)]
+    return min(found, key=lambda i: (abs(i - start), i)) if found else None
+
+
+def _forgive_answers(
+    answers: list[Any], context: str, where: str, ident: str, log: RepairLog, window: int
+) -> list[Any]:
+    kept: list[Any] = []
+    for index, raw in enumerate(answers):
+        at = (f"{where}, answer {index}", f"{ident}.answers[{index}]")
+        answer = _known_keys(raw, "answer", *at, log) if isinstance(raw, dict) else raw
+        text, start = child(answer, "text"), child(answer, "answer_start")
+        if not isinstance(text, str) or not text.strip() or not isinstance(start, int) or isinstance(start, bool):
+            kept.append(answer)  # wrong types are the strict schema's to report
+            continue
+        if context[start : start + len(text)] == text and start >= 0:
+            kept.append(answer)
+            continue
+        field = f"{where}: field 'answers[{index}].answer_start'"
+        nearest = nearest_occurrence(context, text, start, window)
+        if nearest is None:
+            problem = f"{field}: text {_short(text)} is not in the context within {window} characters of {start}"
+            if log.note("answer_missing", ident, problem) == "fail":
+                kept.append(answer)
+            continue
+        action = log.note("answer_offset", ident, f"{field}: text {_short(text)} is at {nearest}, not {start}")
+        if action == "repair":
+            kept.append({**answer, "answer_start": nearest})
+        elif action == "fail":
+            kept.append(answer)
+    return kept
+
+
+def _forgive_question(raw: Any, context: Any, where: str, log: RepairLog, window: int) -> Any | None:
+    """The question with its answers checked against `context`; None when it is skipped."""
+    if not isinstance(raw, dict):
+        return raw
+    qid = child(raw, "id")
+    where = f"{where}, question {_short(qid)}" if isinstance(qid, str) else where
+    ident = qid if isinstance(qid, str) else where
+    question = _known_keys(raw, "question", where, ident, log)
+    text = child(question, "question")
+    blank = isinstance(text, str) and not text.strip()
+    if blank and log.note("blank_question", ident, f"{where}: field 'question': must not be blank") != "fail":
+        return None
+    answers = child(question, "answers")
+    if not isinstance(context, str) or not isinstance(answers, list) or not answers:
+        return question
+    kept = _forgive_answers(answers, context, where, ident, log, window)
+    if not kept and question.get("is_impossible") is not True:
+        problem = f"{where}: field 'answers': no answer is left in the context"
+        if log.note("question_without_answer", ident, problem) != "fail":
+            return None
+    return {**question, "answers": kept}
+
+
+def _forgive_paragraph(raw: Any, where: str, ident: str, log: RepairLog, window: int) -> Any:
+    if not isinstance(raw, dict):
+        return raw
+    paragraph = _known_keys(raw, "paragraph", where, ident, log)
+    qas = child(paragraph, "qas")
+    if isinstance(qas, list):
+        forgiven = (_forgive_question(q, child(paragraph, "context"), where, log, window) for q in qas)
+        paragraph["qas"] = [q for q in forgiven if q is not None]
+    return paragraph
+
+
+def _forgive_article(raw: Any, index: int, log: RepairLog, window: int) -> Any | None:
+    """The article with unknown keys removed, a blank title replaced and its paragraphs forgiven; None if skipped."""
+    if not isinstance(raw, dict):
+        return raw
+    title = child(raw, "title")
+    where = _item(index, title if isinstance(title, str) and title.strip() else None)
+    ident = f"article {index}"
+    article = _known_keys(raw, "article", where, ident, log)
+    if isinstance(title, str) and not title.strip():
+        action = log.note("blank_title", ident, f"{where}: field 'title': must not be blank")
+        if action == "skip":
+            return None
+        if action == "repair":
+            article["title"] = f"Untitled article {index}"
+    paragraphs = child(article, "paragraphs")
+    if isinstance(paragraphs, list):
+        article["paragraphs"] = [
+            _forgive_paragraph(p, f"{where}, paragraph {pi}", f"{ident} paragraph {pi}", log, window)
+            for pi, p in enumerate(paragraphs)
+        ]
+    return article
+
+
+def forgive_squad(raw: dict[str, Any], log: RepairLog, window: int = REPAIR_WINDOW) -> dict[str, Any]:
+    """A copy of raw SQuAD JSON with what `log`'s policy repairs repaired and what it skips removed.
+
+    Unknown keys are dropped (``unknown_key``); an answer whose exact text is within `window` characters of its
+    stated offset is moved to the nearest occurrence (``answer_offset``); an answer not found there is dropped
+    (``answer_missing``); a question left with no answer is dropped (``question_without_answer``), and so is a
+    question with blank text (``blank_question``); a blank title becomes ``Untitled article <index>``
+    (``blank_title``). Values of the wrong type are left for the strict schema.
+    """
+    dataset = _known_keys(raw, "dataset", "top level", "top level", log)
+    data = child(dataset, "data")
+    if isinstance(data, list):
+        articles = (_forgive_article(a, ai, log, window) for ai, a in enumerate(data))
+        dataset["data"] = [a for a in articles if a is not None]
+    return dataset
+
+
+def read_squad(path: Path, log: RepairLog | None = None, window: int = REPAIR_WINDOW) -> SquadDataset:
     """Read a SQuAD v1.1 or v2.0 JSON file; raise :class:`SquadFormatError` naming the item and field of any problem.
 
-    A missing or unreadable file, text that is not UTF-8 or not JSON, a top level that is not an object, wrong or
-    missing fields, unknown fields, an ``answer_start`` that does not locate the answer text, a blank context or
-    question, inconsistent ``is_impossible`` and duplicate question IDs are all reported as SquadFormatError.
+    Without `log` the reader is strict: a missing or unreadable file, text that is not UTF-8 or not JSON, a top level
+    that is not an object, wrong or missing fields, unknown fields, an ``answer_start`` that does not locate the
+    answer text, a blank context or question, inconsistent ``is_impossible`` and duplicate question IDs are all
+    reported as SquadFormatError. With `log`, :func:`forgive_squad` first repairs or skips what the log's policy
+    allows (and records it); what its policy refuses, and every other problem, is still a SquadFormatError.
     """
     source = str(path)
     try:
@@ -237,6 +378,11 @@ def read_squad(path: Path) -> SquadDataset:
         raise SquadFormatError(
             source, [f"top level: must be a JSON object with a 'data' list, not {type(raw).__name__}"]
         )
+    if log is not None:
+        raw = forgive_squad(raw, log, window)
+        if log.failures:
+            raise SquadFormatError(source, log.failures)
+        text = json.dumps(raw, ensure_ascii=False)
     try:
         return SquadDataset.model_validate_json(text)
     except ValidationError as exc:
@@ -270,6 +416,10 @@ class SquadImportOptions(StrictModel):
     private_paragraphs: Literal["error", "hold_out"] = Field(
         default="error",
         description="a paragraph the privacy rules refuse: fail (error) or remove it like a held-out one",
+    )
+    allow_links_in_text: bool = Field(
+        default=False,
+        description="keep links, host names and paths in chunk and query text (credential-like values never)",
     )
 
 
@@ -446,15 +596,31 @@ def _plan_corpus(dataset: SquadDataset, options: SquadImportOptions) -> _Corpus:
     return _Corpus(tuple(documents), tuple(paragraphs), gold)
 
 
-def _private(corpus: _Corpus) -> dict[int, str]:
+def _private(corpus: _Corpus, allow_links: bool = False) -> dict[int, str]:
     """Corpus paragraph index -> what the privacy rules see in its text or one of its chunks."""
     found: dict[int, str] = {}
     for index, paragraph in enumerate(corpus.paragraphs):
         texts = [paragraph.context, *(paragraph.context[c.start : c.end] for c in paragraph.chunks)]
-        problem = next((p for p in map(privacy_problem, texts) if p is not None), None)
+        problems = (privacy_problem(text, allow_links=allow_links) for text in texts)
+        problem = next((p for p in problems if p is not None), None)
         if problem is not None:
             found[index] = problem
     return found
+
+
+def _note_links(job: _Import, log: RepairLog) -> None:
+    """Note each kept paragraph and question whose text holds a link, host name or path (``links_in_text``)."""
+    for index, paragraph in enumerate(job.corpus.paragraphs):
+        problem = privacy_problem(paragraph.context)
+        if index not in job.removed and problem is not None:
+            log.note("links_in_text", paragraph.paragraph_id, f"paragraph {paragraph.paragraph_id}: {problem}")
+    for article in _articles(job.questions, job.options):
+        for source in article.paragraphs:
+            for question in source.qas:
+                problem = privacy_problem(question.question)
+                if problem is not None:
+                    ident = query_id(job.question_language, question.id)
+                    log.note("links_in_text", ident, f"question {question.id!r}: {problem}")
 
 
 def find_private_paragraphs(dataset: SquadDataset, options: SquadImportOptions) -> dict[str, str]:
@@ -508,6 +674,7 @@ class _Import:
     removed: frozenset[int]
     options: SquadImportOptions
     cross_lingual: bool
+    log: RepairLog | None = None
 
 
 def _query(job: _Import, question: SquadQuestion, gold: _Gold) -> dict[str, Any]:
@@ -569,7 +736,7 @@ def _label_problems(queries: Sequence[dict[str, Any]], chunks: Sequence[dict[str
 def _removed(corpus: _Corpus, options: SquadImportOptions) -> frozenset[int]:
     removed = _held_out(len(corpus.paragraphs), options)
     if options.private_paragraphs == "hold_out":
-        removed |= _private(corpus).keys()
+        removed |= _private(corpus, options.allow_links_in_text).keys()
     return removed
 
 
@@ -585,11 +752,14 @@ def _build(job: _Import) -> Fixture:
     if problems:
         raise SquadFormatError(f"for fixture {job.options.fixture_id!r}", problems)
     options = job.options
+    if job.log is not None and options.allow_links_in_text:
+        _note_links(job, job.log)
     data = {
         "fixture_id": options.fixture_id,
         "fixture_version": options.fixture_version,
         "license": options.license,
         "attribution": options.attribution,
+        "text_policy": "links_allowed" if options.allow_links_in_text else "strict",
         "documents": list(job.corpus.documents),
         "chunks": chunks,
         "queries": queries,
@@ -597,7 +767,7 @@ def _build(job: _Import) -> Fixture:
     return parse_fixture(json.dumps(data, ensure_ascii=False), f"imported from SQuAD as {options.fixture_id!r}")
 
 
-def import_squad(dataset: SquadDataset, options: SquadImportOptions) -> Fixture:
+def import_squad(dataset: SquadDataset, options: SquadImportOptions, log: RepairLog | None = None) -> Fixture:
     """A monolingual fixture: the questions of `dataset` judged against its own paragraphs (``options.language``).
 
     Raises:
@@ -607,12 +777,16 @@ def import_squad(dataset: SquadDataset, options: SquadImportOptions) -> Fixture:
             naming the record.
     """
     corpus = _plan_corpus(dataset, options)
-    job = _Import(dataset, options.language, corpus, _removed(corpus, options), options, cross_lingual=False)
+    job = _Import(dataset, options.language, corpus, _removed(corpus, options), options, cross_lingual=False, log=log)
     return _build(job)
 
 
 def import_cross_lingual(
-    questions: SquadDataset, corpus: SquadDataset, question_language: Language, options: SquadImportOptions
+    questions: SquadDataset,
+    corpus: SquadDataset,
+    question_language: Language,
+    options: SquadImportOptions,
+    log: RepairLog | None = None,
 ) -> Fixture:
     """A cross-lingual fixture: `questions` (in `question_language`) judged against the paragraphs of `corpus`.
 
@@ -631,7 +805,7 @@ def import_cross_lingual(
             f"question language {question_language!r} equals the corpus language; use import_squad for one language"
         )
     plan = _plan_corpus(corpus, options)
-    job = _Import(questions, question_language, plan, _removed(plan, options), options, cross_lingual=True)
+    job = _Import(questions, question_language, plan, _removed(plan, options), options, cross_lingual=True, log=log)
     return _build(job)
 
 

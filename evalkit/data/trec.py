@@ -1,0 +1,144 @@
+"""Read and write TREC-style collections: a qrels file, a topics file (TSV or JSONL) and a JSONL corpus.
+
+- **qrels**: whitespace-separated ``query-id iteration doc-id relevance`` lines, as trec_eval reads them; extra
+  columns are ignored and the iteration column is not used.
+- **topics**: TSV ``query-id<TAB>text`` (no header; a first line ``qid``/``query_id``/``id`` is read as a header)
+  or JSONL as in :mod:`evalkit.data.collection` (``_id``/``query_id``/``qid`` and ``text``/``query``/``title``).
+- **corpus**: the JSONL corpus of :mod:`evalkit.data.collection` (TREC has no single corpus format).
+
+:func:`read_trec` forgives and records like every source reader; :func:`write_trec` writes ``corpus.jsonl``,
+``topics.jsonl`` (or ``topics.tsv``) and ``qrels.txt``. TSV topics carry no language, tags or spans: read back, their
+languages come from the ``language`` option (``auto`` detects per query) and judgments get whole-chunk spans.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from evalkit.data.collection import (
+    CollectionOptions,
+    IdMapper,
+    Qrel,
+    QueryRecord,
+    build_fixture,
+    corpus_jsonl,
+    detect_language,
+    parse_qrel,
+    queries_jsonl,
+    read_corpus,
+    read_queries,
+)
+from evalkit.data.fixture import Fixture
+from evalkit.data.repairs import RepairLog, SourceFormatError
+from evalkit.output import write_atomic
+
+__all__ = ["QRELS_FILE", "qrels_text", "read_qrels", "read_topics_tsv", "read_trec", "trec_files", "write_trec"]
+
+QRELS_FILE = "qrels.txt"
+TopicsFormat = Literal["jsonl", "tsv"]
+
+
+def _read(path: Path, label: str) -> str:
+    try:
+        return Path(path).read_bytes().decode("utf-8")
+    except FileNotFoundError:
+        raise SourceFormatError(str(path), [f"{label}: file not found"]) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SourceFormatError(str(path), [f"{label}: file cannot be read as UTF-8 text: {exc}"]) from None
+
+
+def read_qrels(path: Path, log: RepairLog) -> list[Qrel]:
+    """The graded qrels of a TREC qrels file, in file order (see the module docstring)."""
+    label = Path(path).name
+    qrels: list[Qrel] = []
+    for number, line in enumerate(_read(path, label).splitlines(), start=1):
+        fields = line.split()
+        if not fields:
+            continue
+        where = f"{label} line {number}"
+        if len(fields) < 4:
+            log.failures.append(f"{where}: needs 4 fields (query-id iteration doc-id relevance), has {len(fields)}")
+            continue
+        qrel = parse_qrel(fields[0], fields[2], fields[3], where, log)
+        if qrel is not None:
+            qrels.append(qrel)
+    return qrels
+
+
+def read_topics_tsv(path: Path, options: CollectionOptions, log: RepairLog) -> list[QueryRecord]:
+    """The queries of a TSV topics file, in file order (see the module docstring)."""
+    label = Path(path).name
+    ids = IdMapper("query", log)
+    queries: list[QueryRecord] = []
+    for number, line in enumerate(_read(path, label).splitlines(), start=1):
+        if not line.strip():
+            continue
+        where = f"{label} line {number}"
+        fields = line.split("\t")
+        if number == 1 and fields[0].strip().lower() in {"qid", "query_id", "query-id", "id"}:
+            continue
+        if len(fields) < 2:
+            log.failures.append(f"{where}: needs 2 tab-separated fields (query-id, text), has {len(fields)}")
+            continue
+        source, text = fields[0].strip(), "\t".join(fields[1:]).strip()
+        if not source:
+            log.failures.append(f"{where}: field 'query-id': must not be blank")
+            continue
+        if not text:
+            log.note("blank_text", source, f"{where}: field 'text': must not be blank")
+            continue
+        ident = ids.fixture_id(source, where, "query-id")
+        if ident is not None:
+            language = detect_language(text) if options.language == "auto" else options.language
+            queries.append(QueryRecord(ident, text, language))
+    return queries
+
+
+def read_trec(qrels: Path, topics: Path, corpus: Path, options: CollectionOptions, log: RepairLog) -> Fixture:
+    """The fixture of a TREC-style collection; topics ending in ``.tsv`` are TSV, any other name JSONL.
+
+    Raises:
+        SourceFormatError: a missing or malformed file, or a problem the log's policy refuses, naming file, line
+            and field.
+        FixtureError: any other schema refusal, naming the record.
+    """
+    records = read_corpus(corpus, Path(corpus).name, options, log)
+    if Path(topics).suffix.lower() == ".tsv":
+        queries = read_topics_tsv(topics, options, log)
+    else:
+        queries = read_queries(topics, Path(topics).name, options, log)
+    judged = read_qrels(qrels, log)
+    return build_fixture(records, queries, judged, options, log, f"TREC {qrels}")
+
+
+def qrels_text(fixture: Fixture) -> bytes:
+    """The fixture's judgments as TREC qrels (``query-id 0 doc-id grade``), in fixture order."""
+    rows = [f"{q.query_id} 0 {j.chunk_id} {j.grade}\n" for q in fixture.queries for j in q.judgments]
+    return "".join(rows).encode("utf-8")
+
+
+def _topics_tsv(fixture: Fixture) -> bytes:
+    rows = []
+    for query in fixture.queries:
+        text = " ".join(query.text.split())  # a tab or newline in the text would break the TSV row
+        rows.append(f"{query.query_id}\t{text}\n")
+    return "".join(rows).encode("utf-8")
+
+
+def trec_files(fixture: Fixture, topics_format: TopicsFormat = "jsonl") -> dict[str, bytes]:
+    """Relative path -> content of the TREC files of `fixture`."""
+    topics = queries_jsonl(fixture) if topics_format == "jsonl" else _topics_tsv(fixture)
+    return {"corpus.jsonl": corpus_jsonl(fixture), f"topics.{topics_format}": topics, QRELS_FILE: qrels_text(fixture)}
+
+
+def write_trec(fixture: Fixture, directory: Path, topics_format: TopicsFormat = "jsonl") -> list[Path]:
+    """Write the fixture's corpus, topics and qrels into `directory` (atomically, all built before any is written)."""
+    files = trec_files(fixture, topics_format)
+    written: list[Path] = []
+    for name, data in files.items():
+        path = Path(directory) / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(path, data)
+        written.append(path)
+    return written
