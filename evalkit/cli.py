@@ -56,7 +56,8 @@ SUMMARY_HEADERS = ("R@1", "R@5", "R@10", "MRR@10", "nDCG@10", "ctxP", "ctxR", "n
 
 def format_summary(report: Report) -> str:
     """A plain-text table: one row per ablation and slice (all, then each language that has queries)."""
-    header = f"{'ablation':<18} {'slice':<5} " + " ".join(f"{h:>8}" for h in SUMMARY_HEADERS)
+    width = max([18, *(len(ablation_id) for ablation_id in report.ablations)])
+    header = f"{'ablation':<{width}} {'slice':<5} " + " ".join(f"{h:>8}" for h in SUMMARY_HEADERS)
     lines = [header, "-" * len(header)]
     for ablation_id, result in sorted(report.ablations.items(), key=lambda item: ablation_order(item[0])):
         for slice_name in SLICES:
@@ -71,7 +72,7 @@ def format_summary(report: Report) -> str:
                     _cell(latency.median_ms if latency.count else None),
                     _cell(latency.p95_ms if latency.count else None),
                 ]
-            lines.append(f"{ablation_id:<18} {slice_name:<5} " + " ".join(cells))
+            lines.append(f"{ablation_id:<{width}} {slice_name:<5} " + " ".join(cells))
     return "\n".join(lines)
 
 
