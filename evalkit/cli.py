@@ -207,9 +207,10 @@ def _compare(args: argparse.Namespace) -> int:
             reports.append(parse_report(Path(name).read_bytes()))
         except ValueError as exc:
             raise ValueError(f"{side} report {name}: {exc}") from None
-    target = resolve_output_path(args.output, Path.cwd()) if args.output is not None else None
     comparison = compare_reports(reports[0], reports[1])
     verdict = find_regressions(comparison, args.alpha, args.max_drop, measures)
+    # Only now, with every input checked, may the output path's missing folders be created.
+    target = resolve_output_path(args.output, Path.cwd()) if args.output is not None else None
     print(format_comparison(comparison))
     print()
     print(verdict.describe())
