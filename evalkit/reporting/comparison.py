@@ -30,7 +30,7 @@ from evalkit.measures.statistics import (
     sign_flip_p_values,
 )
 from evalkit.reporting.gates import GateFailure
-from evalkit.reporting.per_query import ANSWERABLE_MEASURES, NO_ANSWER_MEASURES, PerQueryColumns
+from evalkit.reporting.per_query import ANSWERABLE_MEASURES, NO_ANSWER_MEASURES, PerQueryColumns, QueryIndex
 from evalkit.reporting.report import GateOutcome, Report
 
 COMPARISON_SCHEMA_VERSION: Literal[1] = 1
@@ -164,34 +164,38 @@ def _ordered(ablations: Collection[str]) -> list[str]:
     )
 
 
-def _column(columns: PerQueryColumns, ablation: str, measure: str, rows: Sequence[int], side: str) -> np.ndarray:
+Pair = tuple[str, PerQueryColumns, PerQueryColumns]
+"""A label (the ablation) with the base and head per-query columns it compares."""
+
+
+def _column(columns: PerQueryColumns, label: str, measure: str, rows: Sequence[int], side: str) -> np.ndarray:
     if measure not in columns:
-        raise ComparisonError(f"{side} report: ablation {ablation} has no per-query values for {measure}")
+        raise ComparisonError(f"{side}: ablation {label} has no per-query values for {measure}")
     column = columns[measure]
     return np.array([column[row] for row in rows], dtype=np.float64)
 
 
 def _slice_rows(
-    base: Report, head: Report, ablations: Sequence[str], slice_name: Slice, answerable: bool
+    index: QueryIndex, pairs: Sequence[Pair], settings: StatisticsSettings, slice_name: Slice, answerable: bool
 ) -> list[ComparisonRow]:
-    """Every ablation and measure of one slice and query kind, in one vectorized call (Holm p still unset)."""
-    rows = base.queries.members(slice_name, answerable)
-    if not rows:
+    """Every pair and measure of one slice and query kind, in one vectorized call (Holm p still unset)."""
+    rows = index.members(slice_name, answerable)
+    if not rows or not pairs:
         return []
     measures = ANSWERABLE_MEASURES if answerable else NO_ANSWER_MEASURES
-    keys = [(a, m) for a in ablations for m in measures]
-    before = np.column_stack([_column(base.ablations[a].per_query, a, m, rows, "base") for a, m in keys])  # type: ignore[index]
-    after = np.column_stack([_column(head.ablations[a].per_query, a, m, rows, "head") for a, m in keys])  # type: ignore[index]
+    keys = [(pair, m) for pair in pairs for m in measures]
+    before = np.column_stack([_column(p[1], p[0], m, rows, "base") for p, m in keys])
+    after = np.column_stack([_column(p[2], p[0], m, rows, "head") for p, m in keys])
     differences = after - before
-    intervals = paired_bootstrap_intervals(before, after, head.statistics)
-    p_values = sign_flip_p_values(differences, head.statistics)
+    intervals = paired_bootstrap_intervals(before, after, settings)
+    p_values = sign_flip_p_values(differences, settings)
     out = []
-    for column, (ablation, measure) in enumerate(keys):
+    for column, ((label, _, _), measure) in enumerate(keys):
         higher = measure not in LOWER_IS_BETTER
         better = differences[:, column] if higher else -differences[:, column]
         out.append(
             ComparisonRow(
-                ablation=ablation,
+                ablation=label,
                 measure=measure,
                 slice=slice_name,
                 queries=len(rows),
@@ -211,6 +215,19 @@ def _slice_rows(
     return out
 
 
+def compared_rows(index: QueryIndex, pairs: Sequence[Pair], settings: StatisticsSettings) -> tuple[ComparisonRow, ...]:
+    """Rows of every pair, measure and slice in report order, with Holm-adjusted p-values over all of them."""
+    raw: list[ComparisonRow] = []
+    for slice_name in SLICES:
+        for answerable in (True, False):
+            raw += _slice_rows(index, pairs, settings, slice_name, answerable)
+    labels = [label for label, _, _ in pairs]
+    measures = (*ANSWERABLE_MEASURES, *NO_ANSWER_MEASURES)
+    raw.sort(key=lambda r: (labels.index(r.ablation), measures.index(r.measure), SLICES.index(r.slice)))
+    adjusted = holm_adjust([r.p_value for r in raw])
+    return tuple(r.model_copy(update={"p_holm": float(p)}) for r, p in zip(raw, adjusted, strict=True))
+
+
 def compare_reports(base: Report, head: Report) -> Comparison:
     """Compare every ablation present in both reports, every measure and slice; Holm over the whole family.
 
@@ -219,14 +236,8 @@ def compare_reports(base: Report, head: Report) -> Comparison:
     """
     _check_comparable(base, head)
     shared = _ordered(set(base.ablations) & set(head.ablations))
-    raw: list[ComparisonRow] = []
-    for slice_name in SLICES:
-        for answerable in (True, False):
-            raw += _slice_rows(base, head, shared, slice_name, answerable)
-    measures = (*ANSWERABLE_MEASURES, *NO_ANSWER_MEASURES)
-    raw.sort(key=lambda r: (shared.index(r.ablation), measures.index(r.measure), SLICES.index(r.slice)))
-    adjusted = holm_adjust([r.p_value for r in raw])
-    rows = tuple(r.model_copy(update={"p_holm": float(p)}) for r, p in zip(raw, adjusted, strict=True))
+    pairs = [(a, base.ablations[a].per_query, head.ablations[a].per_query) for a in shared]  # type: ignore[index]
+    rows = compared_rows(base.queries, pairs, head.statistics)
     return Comparison(
         base=_identity(base, "base"),
         head=_identity(head, "head"),
@@ -237,6 +248,19 @@ def compare_reports(base: Report, head: Report) -> Comparison:
         family_size=len(rows),
         rows=rows,
     )
+
+
+def compare_ablations(report: Report, base: str, head: str) -> tuple[ComparisonRow, ...]:
+    """Inside one evaluation: ``head`` against ``base`` over the same queries (rows labelled ``head vs base``).
+
+    The same paired intervals and sign-flip tests as :func:`compare_reports`, Holm over this pair's measures and
+    slices. Raises ``ValueError`` naming a missing ablation.
+    """
+    for name in (base, head):
+        if name not in report.ablations:
+            raise ValueError(f"ablation {name!r} is not in the report; it holds {', '.join(report.ablations)}")
+    pair = (f"{head} vs {base}", report.ablations[base].per_query, report.ablations[head].per_query)  # type: ignore[index]
+    return compared_rows(report.queries, [pair], report.statistics)
 
 
 @dataclass(frozen=True)
