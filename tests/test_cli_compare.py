@@ -3,15 +3,23 @@
 from __future__ import annotations
 
 import json
+import shutil
+import uuid
 from pathlib import Path
 from typing import Any
 
+import nbformat
 import pytest
 
 from evalkit.cli import main
 from evalkit.evaluation import Evaluation
 from evalkit.reporting.comparison import parse_comparison
 from evalkit.reporting.report import build_report, report_json
+from evalkit.runner import run_notebook
+
+from .conftest import ROOT
+
+COMPARE_NOTEBOOK = Path("notebooks") / "compare_reports.ipynb"
 
 
 def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -122,3 +130,26 @@ def test_metric_version_and_settings_differences_are_said_plainly(
     Path("head.json").write_text(json.dumps(dict(reports, metrics_version="3")), encoding="utf-8")
     code, out, _ = run_cli(capsys, "compare", "base.json", "head.json")
     assert code == 0 and "note: the metric definitions differ: metrics_version base 2, head 3" in out
+
+
+def test_compare_notebook_fails_its_last_cell_on_a_regression(
+    reports: dict[str, Any], capsys: pytest.CaptureFixture[str]
+) -> None:
+    run_id = f"pytest-compare-{uuid.uuid4().hex[:8]}"
+    folder = ROOT / "reports" / run_id
+    try:
+        folder.mkdir(parents=True)
+        shutil.copy("base.json", folder / "base.json")
+        shutil.copy("worse-zh.json", folder / "worse-zh.json")
+        parameters = {"base": f"reports/{run_id}/base.json", "head": f"reports/{run_id}/worse-zh.json"}
+        run = run_notebook(ROOT, parameters, notebook=COMPARE_NOTEBOOK, run_id=run_id)
+        assert run.error_name == "GateFailure"
+        assert "hybrid-rerank ndcg@10 [zh] difference" in (run.error_message or "")
+        executed = nbformat.read(run.notebook, as_version=4)
+        code_cells = [c for c in executed.cells if c.cell_type == "code"]
+        failing = [c for c in code_cells if any(o.get("output_type") == "error" for o in c.outputs)]
+        assert failing == [code_cells[-1]]
+        assert (folder / "comparison.json").is_file() and (folder / "figures" / "forest.svg").is_file()
+        assert str(ROOT.resolve()) not in run.notebook.read_text(encoding="utf-8")
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)

@@ -16,12 +16,21 @@ from evalkit.measures.statistics import StatisticsSettings
 from evalkit.reporting.comparison import (
     ComparisonError,
     check_regressions,
+    compare_ablations,
     compare_reports,
     comparison_json,
     find_regressions,
     format_comparison,
     parse_comparison,
 )
+from evalkit.reporting.comparison_views import (
+    comparison_frame,
+    interval_frame,
+    per_query_difference_frame,
+    plot_forest,
+    plot_per_query_differences,
+)
+from evalkit.reporting.figures import figure_bytes, plot_language_metrics
 from evalkit.reporting.gates import GateFailure
 from evalkit.reporting.per_query import ANSWERABLE_MEASURES, NO_ANSWER_MEASURES, QueryIndex
 from evalkit.reporting.report import AblationReport, QueryCounts, Report, build_report, parse_report, report_json
@@ -225,3 +234,49 @@ def test_aa_false_alarm_rate_is_at_most_alpha() -> None:
     assert alarms / simulations <= alpha
     # The unadjusted test is calibrated (neither broken nor trivially conservative): about alpha per comparison.
     assert 0.02 <= raw_rejections / raw_tests <= 0.08
+
+
+def test_inside_one_evaluation_rerank_is_tested_against_hybrid(synthetic_evaluation: Evaluation) -> None:
+    report = build_report(synthetic_evaluation)
+    rows = compare_ablations(report, "hybrid", "hybrid-rerank")
+    assert {r.ablation for r in rows} == {"hybrid-rerank vs hybrid"} and len(rows) == 24
+    ndcg = next(r for r in rows if r.measure == "ndcg@10" and r.slice == "all")
+    expected = synthetic_evaluation.ablations["hybrid-rerank"].aggregates["all"]["ndcg@10"]
+    expected -= synthetic_evaluation.ablations["hybrid"].aggregates["all"]["ndcg@10"]
+    assert ndcg.difference == pytest.approx(expected, abs=1e-6)
+    assert ndcg.ci_low < ndcg.difference < ndcg.ci_high and ndcg.wins > 0 and ndcg.losses > 0
+    with pytest.raises(ValueError, match="'bm25s' is not in the report"):
+        compare_ablations(report, "bm25s", "hybrid")
+
+
+def test_views_of_a_comparison(same_code: Report, worse_chinese: Report) -> None:
+    comparison = compare_reports(same_code, worse_chinese)
+    frame = comparison_frame(comparison.rows)
+    assert len(frame) == comparison.family_size
+    assert frame.loc[("hybrid", "recall@1", "zh"), "difference"] < 0
+    assert frame.loc[("hybrid", "recall@1", "en"), "difference"] == 0
+    differences = per_query_difference_frame(same_code, worse_chinese, "hybrid", "ndcg@10")
+    assert set(differences.language[differences.difference != 0]) == {"zh"}
+    forest = plot_forest(comparison.rows)
+    assert len(forest.axes) == 6 and forest.axes[0].get_title() == "recall@1"
+    assert figure_bytes(forest, "svg") == figure_bytes(plot_forest(comparison.rows), "svg")
+    chart = plot_per_query_differences(differences, "hybrid", "ndcg@10")
+    gained, lost = int((differences.difference > 0).sum()), int((differences.difference < 0).sum())
+    assert chart.axes[0].get_title() == f"hybrid ndcg@10 per query: {gained} better, {lost} worse" and lost > gained
+    with pytest.raises(ValueError, match="not in both reports"):
+        per_query_difference_frame(same_code, worse_chinese, "lexical", "ndcg@10")
+
+
+def test_language_chart_draws_the_intervals_as_error_bars(synthetic_evaluation: Evaluation) -> None:
+    report = build_report(synthetic_evaluation)
+    figure = plot_language_metrics(report)
+    bars = [c for c in figure.axes[0].containers if getattr(c, "errorbar", None) is not None]
+    assert len(bars) == 2, "en and zh bars both carry error bars"
+    segments = bars[0].errorbar.lines[2][0].get_segments()
+    low, high = report.ablations["lexical"].intervals["en"]["recall@10"]
+    assert segments[0][0][1] == pytest.approx(low) and segments[0][1][1] == pytest.approx(high)
+    table = interval_frame(report)
+    assert (
+        table.loc[("lexical", "en"), "recall@10"]
+        == f"{report.ablations['lexical'].metrics['en']['recall@10']:.3f} [{low:.3f}, {high:.3f}]"
+    )
