@@ -10,6 +10,7 @@ from evalkit.data.squad import SquadImportOptions, import_cross_lingual, import_
 from evalkit.evaluation import DeterminismError, Evaluation, evaluate
 from evalkit.measures.metrics import Measure
 from evalkit.output import OutputPathError, resolve_output_path
+from evalkit.reporting.comparison import compare_reports, find_regressions
 from evalkit.reporting.gates import GateFailure, GateThresholds, check_gates, evaluate_gates, load_baselines
 from evalkit.reporting.report import Report, build_report, parse_report, report_json
 from evalkit.retrieval.database import Hit, KnowledgeDatabase
@@ -53,8 +54,10 @@ __all__ = [
     "Usem3Provider",
     "build_report",
     "check_gates",
+    "compare_reports",
     "evaluate",
     "evaluate_gates",
+    "find_regressions",
     "fingerprint",
     "import_cross_lingual",
     "import_squad",
