@@ -11,6 +11,7 @@ from evalkit.data.squad import SquadImportOptions, import_cross_lingual, import_
 from evalkit.evaluation import DeterminismError, Evaluation, evaluate
 from evalkit.measures.metrics import Measure
 from evalkit.output import OutputPathError, resolve_output_path
+from evalkit.reporting.comparison import compare_reports, find_regressions
 from evalkit.reporting.gates import GateFailure, GateThresholds, check_gates, evaluate_gates, load_baselines
 from evalkit.reporting.report import Report, build_report, parse_report, report_json
 from evalkit.retrieval.database import Hit, KnowledgeDatabase
@@ -58,9 +59,11 @@ __all__ = [
     "Usem3Provider",
     "build_report",
     "check_gates",
+    "compare_reports",
     "evaluate",
     "evaluate_gates",
     "external_ablation",
+    "find_regressions",
     "fingerprint",
     "import_cross_lingual",
     "import_squad",

@@ -540,6 +540,59 @@ def _add_score_parser(commands: argparse._SubParsersAction[argparse.ArgumentPars
     score.set_defaults(handler=_score)
 
 
+def _compare(args: argparse.Namespace) -> int:
+    from evalkit.reporting.comparison import (
+        check_regressions,
+        compare_reports,
+        comparison_json,
+        find_regressions,
+        format_comparison,
+    )
+
+    measures = [m.strip() for m in args.gate_measures.split(",") if m.strip()] if args.gate_measures else None
+    reports = []
+    for side, name in (("base", args.base), ("head", args.head)):
+        try:
+            reports.append(parse_report(Path(name).read_bytes()))
+        except ValueError as exc:
+            raise ValueError(f"{side} report {name}: {exc}") from None
+    comparison = compare_reports(reports[0], reports[1])
+    verdict = find_regressions(comparison, args.alpha, args.max_drop, measures)
+    # Only now, with every input checked, may the output path's missing folders be created.
+    target = resolve_output_path(args.output, Path.cwd()) if args.output is not None else None
+    print(format_comparison(comparison))
+    print()
+    print(verdict.describe())
+    if target is not None:
+        write_atomic(target, comparison_json(comparison))
+        print(f"comparison written to {target.relative_to(Path.cwd().resolve())}")
+    if args.fail_on_regression:
+        check_regressions(verdict)
+    return EXIT_OK
+
+
+def _add_compare_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    compare = commands.add_parser(
+        "compare", help="compare two reports query by query: paired differences, intervals, tests, regression gate"
+    )
+    compare.add_argument("base", help="the base report (JSON written by `evalkit run --output`)")
+    compare.add_argument("head", help="the head report, over the same queries and judgments")
+    compare.add_argument("--output", default=None, help="write the comparison as JSON to this workspace-relative path")
+    compare.add_argument(
+        "--fail-on-regression",
+        action="store_true",
+        help="exit 1 when a gated measure dropped in a language by more than --max-drop with Holm p < --alpha",
+    )
+    compare.add_argument("--alpha", type=float, default=0.05, help="significance level (default: %(default)s)")
+    compare.add_argument(
+        "--max-drop", type=float, default=0.01, help="tolerated drop of a measure's mean (default: %(default)s)"
+    )
+    compare.add_argument(
+        "--gate-measures", default=None, help="comma-separated measures the gate checks (default: every measure)"
+    )
+    compare.set_defaults(handler=_compare)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the evalkit command."""
     parser = argparse.ArgumentParser(prog="evalkit", description=__doc__.splitlines()[0] if __doc__ else None)
@@ -614,6 +667,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_import_parser(commands)
     _add_score_parser(commands)
     _add_export_parser(commands)
+    _add_compare_parser(commands)
     _document_defaults(parser)
     return parser
 

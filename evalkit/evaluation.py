@@ -32,6 +32,7 @@ from evalkit.measures.metrics import (
     reciprocal_rank_at_k,
     returned_any,
 )
+from evalkit.measures.statistics import DEFAULT_STATISTICS
 from evalkit.measures.ties import DEFAULT_TIE_POLICY, order_ranking, tie_policy
 from evalkit.retrieval.bm25 import Bm25sBaseline
 from evalkit.retrieval.database import KnowledgeDatabase
@@ -131,6 +132,14 @@ def corpus_sha256(fixture: Fixture) -> str:
     return sha256_of({"documents": documents, "chunks": chunks})
 
 
+def judgments_sha256(fixture: Fixture) -> str:
+    """Hash of the queries and their judgments alone (IDs, languages, text, grades, spans), independent of order.
+
+    Two reports may be compared query by query only when this hash agrees; corpus, settings and providers may differ.
+    """
+    return sha256_of(sorted((q.model_dump(mode="json") for q in fixture.queries), key=lambda q: q["query_id"]))
+
+
 def provider_definitions(providers: Mapping[str, EmbeddingProvider]) -> dict[str, Any]:
     """Definitions of the providers in use, keyed by provider ID."""
     return {pid: dict(provider.definition) for pid, provider in sorted(providers.items())}
@@ -160,6 +169,7 @@ def evaluation_definition_hash(
             "analyzer_version": ANALYZER_VERSION,
             "context_k": CONTEXT_K,
             "failure_cutoff": FAILURE_CUTOFF,
+            "statistics": DEFAULT_STATISTICS.model_dump(mode="json"),
         }
     )
 

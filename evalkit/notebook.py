@@ -25,6 +25,7 @@ from evalkit.retrieval.presets import DEFAULT_PRESET, PRESETS, load_settings_fil
 
 if TYPE_CHECKING:
     from evalkit.benchmark import BenchmarkConfig
+    from evalkit.reporting.report import Report
     from evalkit.retrieval.retriever import Retriever
     from evalkit.retrieval.service import RetrievalSettings
 
@@ -270,6 +271,44 @@ class BenchmarkParameters(NotebookParameters):
     def summary_path(self) -> Path | None:
         """Where the JSON summary goes, or None."""
         return self.output_file(self.summary_output)
+
+    def figures_path(self) -> Path | None:
+        """The folder for figures, or None."""
+        return self.output_folder(self.figures_dir)
+
+
+class CompareParameters(NotebookParameters):
+    """Parameters of ``notebooks/compare_reports.ipynb``."""
+
+    base: str | None = Field(description="workspace-relative base report; None: evaluate the default fixture now")
+    head: str | None = Field(description="workspace-relative head report; None: evaluate the default fixture now")
+    alpha: float = Field(gt=0.0, lt=1.0, description="significance level of the Holm-adjusted p-values")
+    max_drop: float = Field(ge=0.0, allow_inf_nan=False, description="tolerated drop of a measure in a language")
+    fail_on_regression: bool = Field(description="the last cell raises GateFailure when something regressed")
+    ablation: str = Field(description="ablation of the per-query difference chart")
+    measure: str = Field(description="measure of the per-query difference chart, e.g. ndcg@10")
+    comparison_output: str | None = Field(description="workspace-relative JSON path of the comparison; None: none")
+    figures_dir: str | None = Field(description="workspace-relative folder for PNG and SVG figures; None: none")
+
+    def report(self, side: str) -> Report:
+        """The base or head report: read from its path, or, when None, a fresh evaluation of the default fixture."""
+        from evalkit.ablations import ABLATION_IDS
+        from evalkit.data.fixture import load_fixture
+        from evalkit.evaluation import evaluate
+        from evalkit.reporting.report import build_report, parse_report
+
+        relative = self.base if side == "base" else self.head
+        if relative is None:
+            fixture = load_fixture(self.root / "fixtures" / "synthetic-bilingual-v1")
+            return build_report(evaluate(fixture, select_ablations(list(ABLATION_IDS)), runs=1))
+        try:
+            return parse_report((self.root / relative).read_bytes())
+        except (OSError, ValueError) as exc:
+            raise ValueError(f"{side} report {relative}: {exc}") from None
+
+    def comparison_path(self) -> Path | None:
+        """Where the comparison JSON goes, or None."""
+        return self.output_file(self.comparison_output)
 
     def figures_path(self) -> Path | None:
         """The folder for figures, or None."""

@@ -18,7 +18,12 @@ from evalkit.output import resolve_output_path, write_atomic
 
 DEFAULT_NOTEBOOK = Path("notebooks") / "retrieval_evaluation.ipynb"
 REPORTS_DIR = "reports"
-OUTPUT_PARAMETERS = {"report_output": "report.json", "summary_output": "summary.json", "figures_dir": "figures"}
+OUTPUT_PARAMETERS = {
+    "report_output": "report.json",
+    "summary_output": "summary.json",
+    "figures_dir": "figures",
+    "comparison_output": "comparison.json",
+}
 """Output parameters a notebook may declare, and where a headless run puts them inside reports/<run-id>/."""
 
 

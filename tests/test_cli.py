@@ -291,7 +291,7 @@ def test_invalid_input_leaves_the_workspace_untouched(
 # --- help and usage --------------------------------------------------------------------------------------------
 
 
-COMMANDS = ("run", "validate", "baseline", "notebook", "import", "score", "export")
+COMMANDS = ("run", "validate", "baseline", "notebook", "import", "score", "export", "compare")
 
 
 @pytest.mark.parametrize("argv", [["--help"]] + [[command, "--help"] for command in COMMANDS])

@@ -6,10 +6,12 @@ import json
 import re
 from typing import Any
 
+import numpy as np
 import pytest
 
 from evalkit.data.fixture import LoadedFixture
-from evalkit.evaluation import Evaluation, make_providers
+from evalkit.evaluation import Evaluation, judgments_sha256, make_providers
+from evalkit.reporting.per_query import QueryIndex
 from evalkit.reporting.report import Report, ReportVersionError, build_report, parse_report, report_json
 from evalkit.retrieval.embeddings import canonical_json, fingerprint
 
@@ -50,6 +52,7 @@ def _assert_private(loaded: LoadedFixture, evaluation: Evaluation) -> None:
         evaluation.evaluation_definition_hash,
         evaluation.provider_definitions_hash,
         evaluation.projection_sha256,
+        judgments_sha256(evaluation.fixture),
     }
     for text in _strings(json.loads(serialized)):
         # Every string is short and structural: no prose can hide in a long free-text value.
@@ -80,7 +83,7 @@ def test_report_carries_required_fields(tiny_evaluation: Evaluation) -> None:
         "provider_definitions_hash",
     ):
         assert field in data
-    assert data["schema_version"] == 1
+    assert data["schema_version"] == 2
     assert data["corpus_sha256"] == tiny_evaluation.corpus_sha256
     hybrid = data["ablations"]["hybrid-rerank"]
     assert set(hybrid["metrics"]) == {"all", "en", "zh"}
@@ -116,7 +119,7 @@ def test_round_trip_and_stable_bytes(tiny_evaluation: Evaluation) -> None:
     assert list(json.loads(data)) == sorted(json.loads(data))
 
 
-@pytest.mark.parametrize("version", [0, 2, "1", None])
+@pytest.mark.parametrize("version", [0, 1, 3, "2", None])
 def test_other_schema_versions_are_refused(tiny_evaluation: Evaluation, version: object) -> None:
     data = json.loads(report_json(build_report(tiny_evaluation)))
     data["schema_version"] = version
@@ -136,3 +139,73 @@ def test_report_model_rejects_metric_outside_unit_interval(tiny_evaluation: Eval
     data["ablations"]["lexical"]["metrics"]["all"]["ndcg@10"] = 1.5
     with pytest.raises(ValueError):
         Report.model_validate_json(json.dumps(data))
+
+
+def test_per_query_values_are_columns_aligned_with_the_query_index(tiny_evaluation: Evaluation) -> None:
+    report = build_report(tiny_evaluation)
+    index = report.queries
+    assert list(index.query_ids) == sorted(q.query_id for q in tiny_evaluation.fixture.queries)
+    result = tiny_evaluation.ablations["lexical"]
+    columns = report.ablations["lexical"].per_query
+    for row, query_id in enumerate(index.query_ids):
+        for measure, column in columns.items():
+            expected = result.per_query[query_id].get(measure)
+            assert column[row] == (None if expected is None else round(expected, 6)), (query_id, measure)
+    assert sum(v is not None for v in columns["no_answer_fpr"]) == index.answerable.count(False)
+
+
+def test_every_aggregate_has_an_interval_around_it(synthetic_evaluation: Evaluation) -> None:
+    report = build_report(synthetic_evaluation)
+    for ablation_id, ablation in report.ablations.items():
+        assert set(ablation.intervals) == set(ablation.metrics)
+        for slice_name, row in ablation.metrics.items():
+            assert set(ablation.intervals[slice_name]) == set(row), (ablation_id, slice_name)
+            for measure, value in row.items():
+                low, high = ablation.intervals[slice_name][measure]
+                assert low - 1e-9 <= value <= high + 1e-9, (ablation_id, slice_name, measure)
+    rerank = report.ablations["hybrid-rerank"].intervals["all"]["ndcg@10"]
+    assert 0.0 < rerank[1] - rerank[0] < 0.3, "85 queries give an informative, non-degenerate interval"
+
+
+def test_misaligned_per_query_columns_are_refused_naming_ablation_and_measure(tiny_evaluation: Evaluation) -> None:
+    data = json.loads(report_json(build_report(tiny_evaluation)))
+    data["ablations"]["lexical"]["per_query"]["ndcg@10"].pop()
+    with pytest.raises(ValueError, match=r"ablation lexical: per_query\['ndcg@10'\] has"):
+        parse_report(json.dumps(data))
+    data = json.loads(report_json(build_report(tiny_evaluation)))
+    column = data["ablations"]["lexical"]["per_query"]["no_answer_fpr"]
+    data["ablations"]["lexical"]["per_query"]["no_answer_fpr"] = [0.0 if v is None else v for v in column]
+    with pytest.raises(ValueError, match="value present for query"):
+        parse_report(json.dumps(data))
+
+
+def test_a_version_1_report_is_refused_with_how_to_regenerate(tiny_evaluation: Evaluation) -> None:
+    data = json.loads(report_json(build_report(tiny_evaluation)))
+    data["schema_version"] = 1
+    with pytest.raises(ReportVersionError, match=r"reads 2\); regenerate the report with `evalkit run --output"):
+        parse_report(json.dumps(data))
+
+
+def test_a_20000_query_report_stays_a_few_megabytes(tiny_evaluation: Evaluation) -> None:
+    report = build_report(tiny_evaluation)
+    n = 20_000
+    rng = np.random.default_rng(0)
+    index = QueryIndex(
+        query_ids=tuple(f"q-{i:05d}" for i in range(n)),
+        languages=tuple("en" if i % 2 else "zh" for i in range(n)),  # type: ignore[arg-type]
+        answerable=tuple(i % 10 != 0 for i in range(n)),
+    )
+    ablations = {}
+    for ablation_id, ablation in report.ablations.items():
+        columns: dict[str, tuple[float | None, ...]] = {}
+        for measure in ablation.per_query:
+            no_answer = measure == "no_answer_fpr"
+            values = np.round(rng.random(n), 6)
+            columns[measure] = tuple(
+                float(v) if answerable != no_answer else None
+                for v, answerable in zip(values, index.answerable, strict=True)
+            )
+        ablations[ablation_id] = ablation.model_copy(update={"per_query": columns})
+    big = report.model_copy(update={"queries": index, "ablations": ablations})
+    size = len(report_json(big))
+    assert size < 8_000_000, f"{size / 1e6:.1f} MB for {n} queries and {len(ablations)} ablations"

@@ -43,16 +43,38 @@ def plot_language_metrics(report: Report, measures: Sequence[str] = CHART_MEASUR
             for offset, language in ((-0.2, "en"), (0.2, "zh")):
                 rows = frame[(frame.measure == measure) & (frame.language == language)].set_index("ablation")
                 values = [float(rows.value.get(a, np.nan)) for a in ablations]
-                axis.bar(positions + offset, values, width=0.4, label=language, color=LANGUAGE_COLORS[language])
+                errors = _interval_errors(report, ablations, language, measure, values)
+                axis.bar(
+                    positions + offset,
+                    values,
+                    width=0.4,
+                    label=language,
+                    color=LANGUAGE_COLORS[language],
+                    yerr=errors,
+                    capsize=2,
+                    error_kw={"elinewidth": 0.8},
+                )
             axis.set_title(measure)
             axis.set_xticks(positions, ablations, rotation=45, ha="right")
             axis.set_ylim(0, 1.05)
             axis.grid(axis="y", alpha=0.3)
-        axes[0].set_ylabel("score (0 to 1, macro-averaged over queries)")
+        axes[0].set_ylabel("score (0 to 1, macro-averaged over queries; bars: 95% CI)")
         handles, labels = axes[0].get_legend_handles_labels()
         figure.legend(handles, labels, title="query language", loc="outside right center")
         figure.suptitle(f"Retrieval metrics per language: {report.fixture_id} {report.fixture_version}")
     return figure
+
+
+def _interval_errors(
+    report: Report, ablations: Sequence[str], language: str, measure: str, values: Sequence[float]
+) -> np.ndarray:
+    """Error bar lengths (below, above) from the report's bootstrap intervals; 0 where there is none."""
+    errors = np.zeros((2, len(ablations)))
+    for column, (ablation, value) in enumerate(zip(ablations, values, strict=True)):
+        interval = report.ablations[ablation].intervals.get(language, {}).get(measure)  # type: ignore[call-overload]
+        if interval is not None and not np.isnan(value):
+            errors[:, column] = (max(value - interval[0], 0.0), max(interval[1] - value, 0.0))
+    return errors
 
 
 def plot_latency(evaluation: Evaluation) -> Figure:

@@ -4,25 +4,41 @@ A report names the fixture by ID and version and identifies the corpus, the eval
 provider definitions by SHA-256 only. It never contains query text, titles, chunk text, snippets, paths,
 endpoints, provider fingerprints, model names, credentials, metadata or vectors. ``schema_version`` is checked on
 load: a report of another version is refused with a message saying how to regenerate it.
+
+Version 2 adds what a comparison of two reports needs: the per-query values of every ablation (one column per
+measure aligned with ``queries``, see :mod:`evalkit.reporting.per_query`), a 95% bootstrap interval beside every
+aggregate, the statistics settings (seed included), and ``judgments_sha256``, the hash of the queries and their
+judgments alone, which must match for two reports to be compared.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import Field, ValidationError
+from pydantic import Field, ValidationError, model_validator
 
 from evalkit.ablations import AblationId
 from evalkit.data.schema import SLICES, Identifier, Language, PositiveInt, Sha256, Slice, StrictModel, model_json
-from evalkit.evaluation import CONTEXT_K, FAILURE_CUTOFF, Evaluation
+from evalkit.evaluation import CONTEXT_K, FAILURE_CUTOFF, Evaluation, judgments_sha256
 from evalkit.measures.metrics import METRICS_VERSION, LatencySummary
+from evalkit.measures.statistics import DEFAULT_STATISTICS, StatisticsSettings
 from evalkit.measures.ties import DEFAULT_TIE_POLICY, TiePolicyName
 from evalkit.output import write_atomic
+from evalkit.reporting.per_query import (
+    Interval,
+    PerQueryColumns,
+    QueryIndex,
+    aggregate_intervals,
+    check_columns,
+    per_query_columns,
+    query_index,
+)
 from evalkit.retrieval.service import RetrievalSettings
 
-SCHEMA_VERSION: Literal[1] = 1
+SCHEMA_VERSION: Literal[2] = 2
 
 MetricTable = dict[str, Annotated[float, Field(ge=0.0, le=1.0)]]
 
@@ -74,6 +90,12 @@ class AblationReport(StrictModel):
     failures: tuple[ReportFailure, ...]
     system: SystemReport | None = Field(default=None, description="external systems only")
     query_errors: tuple[ReportQueryError, ...] = Field(default=(), description="queries the system failed")
+    intervals: dict[Slice, dict[str, Interval]] = Field(
+        default_factory=dict, description="bootstrap confidence interval (low, high) of each aggregate in metrics"
+    )
+    per_query: PerQueryColumns = Field(
+        default_factory=dict, description="measure -> one value per query of Report.queries (None: not defined)"
+    )
 
 
 class GateOutcome(StrictModel):
@@ -90,7 +112,7 @@ class GateOutcome(StrictModel):
 class Report(StrictModel):
     """The JSON report of one evaluation."""
 
-    schema_version: Literal[1] = SCHEMA_VERSION
+    schema_version: Literal[2] = SCHEMA_VERSION
     fixture_id: Identifier
     fixture_version: str
     corpus_sha256: Sha256
@@ -105,6 +127,15 @@ class Report(StrictModel):
     tie_policy: TiePolicyName = Field(default=DEFAULT_TIE_POLICY, description="how equal scores were ordered")
     ablations: dict[AblationId | Identifier, AblationReport]
     gates: tuple[GateOutcome, ...] = ()
+    judgments_sha256: Sha256 | None = Field(default=None, description="hash of the queries and judgments alone")
+    statistics: StatisticsSettings = Field(default=DEFAULT_STATISTICS, description="how intervals were computed")
+    queries: QueryIndex = Field(default_factory=QueryIndex, description="the row index of every per-query column")
+
+    @model_validator(mode="after")
+    def _per_query_matches_queries(self) -> Report:
+        for ablation_id, ablation in self.ablations.items():
+            check_columns(self.queries, ablation_id, ablation.per_query)
+        return self
 
 
 class ReportVersionError(ValueError):
@@ -119,6 +150,9 @@ def build_report(evaluation: Evaluation, gates: tuple[GateOutcome, ...] = ()) ->
         members = [q for q in queries if name == "all" or q.language == name]
         answerable = sum(1 for q in members if q.answerable)
         counts[name] = QueryCounts(answerable=answerable, no_answer=len(members) - answerable)
+    index = query_index(queries)
+    per_query = {ablation_id: result.per_query for ablation_id, result in evaluation.ablations.items()}
+    intervals = aggregate_intervals(index, per_query, DEFAULT_STATISTICS)
     ablations = {
         ablation_id: AblationReport(
             mode=result.ablation.mode,
@@ -146,6 +180,8 @@ def build_report(evaluation: Evaluation, gates: tuple[GateOutcome, ...] = ()) ->
                 for r in result.results
                 if r.error is not None
             ),
+            intervals=intervals[ablation_id],
+            per_query=per_query_columns(index, result.per_query),
         )
         for ablation_id, result in evaluation.ablations.items()
     }
@@ -161,6 +197,9 @@ def build_report(evaluation: Evaluation, gates: tuple[GateOutcome, ...] = ()) ->
         tie_policy=evaluation.tie_policy,  # type: ignore[arg-type]
         ablations=ablations,
         gates=gates,
+        judgments_sha256=judgments_sha256(evaluation.fixture),
+        statistics=DEFAULT_STATISTICS,
+        queries=index,
     )
 
 
@@ -171,9 +210,18 @@ def _system_report(evaluation: Evaluation, ablation_id: str) -> SystemReport | N
     return SystemReport(kind=provenance.kind, sha256=provenance.sha256, counts=dict(provenance.counts))
 
 
+_SCALAR = r'(?:-?[0-9][0-9.eE+-]*|null|true|false|"[A-Za-z0-9._:-]*")'
+_FLAT_ARRAY = re.compile(rf"\[\s+({_SCALAR}(?:,\s+{_SCALAR})*)\s+\]")
+
+
 def report_json(report: Report) -> bytes:
-    """Serialize with sorted keys and a trailing newline (stable bytes for the deterministic part)."""
-    return model_json(report)
+    """Serialize with sorted keys and a trailing newline (stable bytes for the deterministic part).
+
+    Arrays of numbers and IDs (per-query columns, intervals, the query index) are written on one line each, so
+    a report's size grows by a few bytes per value rather than a line per value.
+    """
+    text = model_json(report).decode("utf-8")
+    return _FLAT_ARRAY.sub(lambda match: "[" + re.sub(r",\s+", ",", match.group(1)) + "]", text).encode("utf-8")
 
 
 def write_report(report: Report, path: Path | None) -> Path | None:

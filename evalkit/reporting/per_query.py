@@ -1,0 +1,118 @@
+"""Per-query values and aggregate intervals for the report (schema version 2): numbers and IDs only.
+
+The report lists the evaluated queries once (:class:`QueryIndex`: IDs, languages, answerability, in query-ID
+order); each ablation then holds one column per measure, aligned with that index, with ``None`` where a measure
+is not defined (the ranking and context measures on a no-answer query, ``no_answer_fpr`` on an answerable one).
+Values are rounded to :data:`PER_QUERY_DECIMALS` places, which keeps a 20,000-query report a few megabytes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Final
+
+import numpy as np
+from pydantic import Field, model_validator
+
+from evalkit.data.fixture import Query
+from evalkit.data.schema import SLICES, Identifier, Language, Slice, StrictModel
+from evalkit.measures.metrics import NO_ANSWER_FPR, STANDARD_MEASURES
+from evalkit.measures.statistics import StatisticsSettings, bootstrap_mean_intervals
+
+PER_QUERY_DECIMALS: Final = 6
+"""Per-query values are rounded to this many decimal places in the report."""
+ANSWERABLE_MEASURES: Final = tuple(str(m) for m in STANDARD_MEASURES)
+NO_ANSWER_MEASURES: Final = (str(NO_ANSWER_FPR),)
+
+PerQueryColumns = dict[str, tuple[float | None, ...]]
+"""Measure text -> one value per query of the report's :class:`QueryIndex` (None: not defined for that query)."""
+Interval = tuple[float, float]
+
+
+class QueryIndex(StrictModel):
+    """The evaluated queries in query-ID order: the row index of every per-query column."""
+
+    query_ids: tuple[Identifier, ...] = Field(default=(), description="query IDs, ascending")
+    languages: tuple[Language, ...] = Field(default=(), description="language of each query")
+    answerable: tuple[bool, ...] = Field(default=(), description="whether each query has relevant chunks")
+
+    @model_validator(mode="after")
+    def _aligned(self) -> QueryIndex:
+        if not len(self.query_ids) == len(self.languages) == len(self.answerable):
+            raise ValueError(
+                f"queries: query_ids ({len(self.query_ids)}), languages ({len(self.languages)}) and answerable "
+                f"({len(self.answerable)}) must have the same length"
+            )
+        if list(self.query_ids) != sorted(set(self.query_ids)):
+            raise ValueError("queries: query_ids must be unique and ascending")
+        return self
+
+    def members(self, slice_name: Slice, answerable: bool) -> list[int]:
+        """Row positions of the slice's answerable (or no-answer) queries."""
+        return [
+            row
+            for row, (language, has_answer) in enumerate(zip(self.languages, self.answerable, strict=True))
+            if has_answer == answerable and slice_name in ("all", language)
+        ]
+
+
+def query_index(queries: Sequence[Query]) -> QueryIndex:
+    """The index of a fixture's queries."""
+    ordered = sorted(queries, key=lambda q: q.query_id)
+    return QueryIndex(
+        query_ids=tuple(q.query_id for q in ordered),
+        languages=tuple(q.language for q in ordered),
+        answerable=tuple(q.answerable for q in ordered),
+    )
+
+
+def per_query_columns(index: QueryIndex, per_query: Mapping[str, Mapping[str, float]]) -> PerQueryColumns:
+    """One rounded column per measure, aligned with ``index``."""
+    columns: PerQueryColumns = {}
+    for measure in (*ANSWERABLE_MEASURES, *NO_ANSWER_MEASURES):
+        column = []
+        for query_id in index.query_ids:
+            value = per_query[query_id].get(measure)
+            column.append(None if value is None else round(value, PER_QUERY_DECIMALS))
+        columns[measure] = tuple(column)
+    return columns
+
+
+def check_columns(index: QueryIndex, name: str, columns: PerQueryColumns) -> None:
+    """Raise ``ValueError`` naming the ablation and measure when a column does not match the query index."""
+    for measure, column in columns.items():
+        if len(column) != len(index.query_ids):
+            raise ValueError(
+                f"ablation {name}: per_query[{measure!r}] has {len(column)} values for {len(index.query_ids)} queries"
+            )
+        expected = measure in NO_ANSWER_MEASURES
+        for query_id, answerable, value in zip(index.query_ids, index.answerable, column, strict=True):
+            if (value is not None) == (answerable != expected):
+                continue
+            state = "missing" if value is None else "present"
+            raise ValueError(f"ablation {name}: per_query[{measure!r}] value {state} for query {query_id}")
+
+
+def aggregate_intervals(
+    index: QueryIndex,
+    per_query: Mapping[str, Mapping[str, Mapping[str, float]]],
+    settings: StatisticsSettings,
+) -> dict[str, dict[Slice, dict[str, Interval]]]:
+    """Bootstrap interval of every aggregate: ablation -> slice -> measure -> (low, high).
+
+    ``per_query`` maps ablation -> query ID -> measure -> value (unrounded, as the aggregates are computed). One
+    call per slice and query kind covers every ablation and measure, so all aggregates of a slice share the same
+    resamples; a slice without queries of a kind has no aggregate of that kind and no interval.
+    """
+    intervals: dict[str, dict[Slice, dict[str, Interval]]] = {name: {} for name in per_query}
+    for slice_name in SLICES:
+        for answerable, measures in ((True, ANSWERABLE_MEASURES), (False, NO_ANSWER_MEASURES)):
+            query_ids = [index.query_ids[row] for row in index.members(slice_name, answerable)]
+            if not query_ids:
+                continue
+            keys = [(name, measure) for name in sorted(per_query) for measure in measures]
+            matrix = np.array([[per_query[name][q][m] for name, m in keys] for q in query_ids], dtype=np.float64)
+            bounds = bootstrap_mean_intervals(matrix, settings)
+            for (name, measure), (low, high) in zip(keys, bounds.tolist(), strict=True):
+                intervals[name].setdefault(slice_name, {})[measure] = (low, high)
+    return intervals
