@@ -354,11 +354,11 @@ def write_atomic(path: Path, data: bytes) -> None:
     naming `path`. Stale temporary files of dead evalkit processes in the folder are removed first.
 
     Call :func:`resolve_output_path` first for a user-supplied path: this function refuses symlinked folders
-    but does not apply the workspace rules.
+    but does not apply the workspace rules. A symlink or special file at the target itself is replaced by the
+    rename, never written through.
 
     Raises:
-        OutputPathError: a folder of `path` is (or became) a symlink or not a directory, or the target is a
-            symlink, a directory or a special file.
+        OutputPathError: a folder of `path` is (or became) a symlink or not a directory.
         OutputWriteError: the file system refused the write (disk full, read-only, permissions).
     """
     path = Path(path)
@@ -368,12 +368,6 @@ def write_atomic(path: Path, data: bytes) -> None:
     try:
         walk.open(path.parent)
         _remove_stale_temps(walk.fd)
-        try:
-            status = os.stat(path.name, dir_fd=walk.fd, follow_symlinks=False)
-        except FileNotFoundError:
-            pass
-        else:
-            _check_target_mode(requested, path.name, status.st_mode)
         _write_into(walk.fd, path.name, data)
         done = True
     except OutputPathError:

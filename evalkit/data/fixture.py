@@ -7,7 +7,6 @@ for the alias embedding provider). :func:`load_fixture` reads both and turns eve
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -16,6 +15,14 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, ValidationError, model_validator
 
+from evalkit.data.inputs import (
+    DEFAULT_MAX_INPUT_BYTES,
+    InputError,
+    cap_problems,
+    clip,
+    loads_strict,
+    read_json_file,
+)
 from evalkit.data.schema import (
     LANGUAGES,
     MAX_CHUNKS,
@@ -37,6 +44,8 @@ from evalkit.data.schema import (
     Title,
     child,
     is_identifier,
+    privacy_problem,
+    text_problem,
     validation_problems,
 )
 
@@ -107,7 +116,9 @@ class Fixture(StrictModel):
     """A complete evaluation fixture, checked as a whole for cross-record consistency."""
 
     fixture_id: Identifier = Field(description="stable fixture ID, e.g. synthetic-bilingual-v1")
-    fixture_version: Annotated[str, Field(pattern=r"^\d+\.\d+\.\d+$")] = Field(description="semantic version")
+    fixture_version: Annotated[str, Field(pattern=r"^[0-9]+\.[0-9]+\.[0-9]+$")] = Field(
+        description="semantic version, ASCII digits only"
+    )
     license: Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9.+-]+$")] = Field(
         description="SPDX licence identifier of the fixture content"
     )
@@ -214,7 +225,7 @@ class FixtureError(ValueError):
     def __init__(self, source: str, problems: list[str]) -> None:
         self.source = source
         self.problems = problems
-        listing = "\n".join(f"  - {p}" for p in problems)
+        listing = "\n".join(f"  - {p}" for p in cap_problems(problems))
         super().__init__(f"invalid fixture {source}: {len(problems)} problem(s)\n{listing}")
 
 
@@ -236,9 +247,12 @@ _COLLECTIONS: dict[str, tuple[str, str]] = {
 
 
 def _record_id(node: Any, key: str) -> str | None:
-    """The record's ID when it is a valid ID (an invalid one may be long or not text, so it is not echoed)."""
+    """The record's ID when it is a valid ID (an invalid one may be long, not text, or secret-shaped, so it is not
+    echoed: the record is then named by its position)."""
     value = node.get(key) if isinstance(node, dict) else None
-    return value if isinstance(value, str) and is_identifier(value) else None
+    if not isinstance(value, str) or not is_identifier(value):
+        return None
+    return value if privacy_problem(value) is None and text_problem(value) is None else None
 
 
 def _field_path(parts: tuple[int | str, ...]) -> str:
@@ -247,7 +261,7 @@ def _field_path(parts: tuple[int | str, ...]) -> str:
         if isinstance(part, int):
             path += f"[{part}]"
         else:
-            path += f".{part}" if path else part
+            path += f".{clip(part)}" if path else clip(part)
     return path
 
 
@@ -276,24 +290,19 @@ def _problems_from(error: ValidationError, raw: Any) -> list[str]:
 
 
 def _decode(text: str) -> Any:
-    """``json.loads`` with every failure (syntax, nesting too deep, oversized integers) raised as ValueError."""
+    """Strict JSON of text that already passed :func:`_read_json` (None when it does not decode)."""
     try:
-        return json.loads(text)
-    except RecursionError:
-        raise ValueError("JSON nested too deeply") from None
+        return loads_strict(text)
+    except ValueError:
+        return None
 
 
-def _read_json(path: Path) -> tuple[str, Any]:
+def _read_json(path: Path, max_bytes: int) -> tuple[str, Any]:
+    """Text and strict JSON of a regular file of at most `max_bytes` (see :mod:`evalkit.data.inputs`)."""
     try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise FixtureError(str(path), [f"file {path.name!r} not found"]) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise FixtureError(str(path), [f"file {path.name!r} cannot be read: {exc}"]) from None
-    try:
-        return text, _decode(text)
-    except ValueError as exc:
-        raise FixtureError(str(path), [f"file {path.name!r} is not JSON: {exc}"]) from None
+        return read_json_file(path, max_bytes)
+    except InputError as exc:
+        raise FixtureError(str(path), [f"file {clip(path.name)!r} {exc.reason}"]) from None
 
 
 def parse_fixture(text: str, source: str = "<memory>") -> Fixture:
@@ -301,26 +310,26 @@ def parse_fixture(text: str, source: str = "<memory>") -> Fixture:
     try:
         return Fixture.model_validate_json(text)
     except ValidationError as exc:
-        try:
-            raw = _decode(text)
-        except ValueError:
-            raw = None
-        raise FixtureError(source, _problems_from(exc, raw)) from None
+        raise FixtureError(source, _problems_from(exc, _decode(text))) from None
 
 
-def load_fixture(path: Path | str) -> LoadedFixture:
-    """Load ``fixture.json`` (and ``aliases.json`` when present) from a fixture directory or file."""
+def load_fixture(path: Path | str, max_bytes: int = DEFAULT_MAX_INPUT_BYTES) -> LoadedFixture:
+    """Load ``fixture.json`` (and ``aliases.json`` when present) from a fixture directory or file.
+
+    Each file must be a regular file of at most `max_bytes` with strict JSON (no duplicate keys, no ``NaN``); see
+    :mod:`evalkit.data.inputs`.
+    """
     location = Path(path)
     directory = location if location.is_dir() else location.parent
     fixture_path = location / FIXTURE_FILE if location.is_dir() else location
     if not fixture_path.exists():
         raise FixtureError(str(location), [f"no {FIXTURE_FILE} at {location}"])
-    text, _ = _read_json(fixture_path)
+    text, _ = _read_json(fixture_path, max_bytes)
     fixture = parse_fixture(text, str(fixture_path))
     aliases_path = directory / ALIASES_FILE
     aliases = AliasTable()
     if aliases_path.exists():
-        alias_text, alias_raw = _read_json(aliases_path)
+        alias_text, alias_raw = _read_json(aliases_path, max_bytes)
         try:
             aliases = AliasTable.model_validate_json(alias_text)
         except ValidationError as exc:

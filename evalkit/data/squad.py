@@ -53,6 +53,7 @@ import numpy as np
 from pydantic import Field, ValidationError, model_validator
 
 from evalkit.data.fixture import FIXTURE_FILE, Fixture, parse_fixture
+from evalkit.data.inputs import DEFAULT_MAX_INPUT_BYTES, InputError, read_json_file
 from evalkit.data.schema import (
     MAX_ID_LENGTH,
     AttributionText,
@@ -215,24 +216,23 @@ def _problems_from(error: ValidationError, raw: Any) -> list[str]:
     return validation_problems(error, raw, _locate)
 
 
-def read_squad(path: Path) -> SquadDataset:
+def read_squad(path: Path, max_bytes: int = DEFAULT_MAX_INPUT_BYTES) -> SquadDataset:
     """Read a SQuAD v1.1 or v2.0 JSON file; raise :class:`SquadFormatError` naming the item and field of any problem.
 
     A missing or unreadable file, text that is not UTF-8 or not JSON, a top level that is not an object, wrong or
     missing fields, unknown fields, an ``answer_start`` that does not locate the answer text, a blank context or
-    question, inconsistent ``is_impossible`` and duplicate question IDs are all reported as SquadFormatError.
+    question, inconsistent ``is_impossible`` and duplicate question IDs are all reported as SquadFormatError. So are
+    a file that is not a regular file or is larger than `max_bytes`, and JSON with duplicate keys or ``NaN`` (see
+    :mod:`evalkit.data.inputs`).
     """
     source = str(path)
     try:
-        text = Path(path).read_bytes().decode("utf-8")
-    except FileNotFoundError:
-        raise SquadFormatError(source, ["file not found"]) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise SquadFormatError(source, [f"file cannot be read as UTF-8 text: {exc}"]) from None
-    try:
-        raw = json.loads(text)
-    except (ValueError, RecursionError) as exc:
-        raise SquadFormatError(source, [f"file is not JSON: {exc}"]) from None
+        text, raw = read_json_file(Path(path), max_bytes)
+    except InputError as exc:
+        reason = exc.reason
+        if reason.startswith("cannot be read: not UTF-8"):
+            reason = "cannot be read as UTF-8 text: " + reason.removeprefix("cannot be read: ")
+        raise SquadFormatError(source, [f"file {reason}"]) from None
     if not isinstance(raw, dict):
         raise SquadFormatError(
             source, [f"top level: must be a JSON object with a 'data' list, not {type(raw).__name__}"]
@@ -644,8 +644,8 @@ def write_fixture(fixture: Fixture, directory: Path) -> Path:
     """Write ``directory/fixture.json`` atomically (creating `directory` if needed) and return its path.
 
     The caller vets `directory` (for example with :func:`evalkit.output.resolve_output_path`); this function does not.
+    Missing folders are created by :func:`evalkit.output.write_atomic`, which never follows a symlinked folder.
     """
-    directory.mkdir(parents=True, exist_ok=True)
     path = directory / FIXTURE_FILE
     write_atomic(path, fixture_json(fixture))
     return path
