@@ -250,7 +250,7 @@ class SquadImportOptions(StrictModel):
     """How a SQuAD file becomes a fixture."""
 
     fixture_id: Identifier = Field(description="ID of the produced fixture")
-    fixture_version: Annotated[str, Field(pattern=r"^\d+\.\d+\.\d+$")] = Field(
+    fixture_version: Annotated[str, Field(pattern=r"^[0-9]+\.[0-9]+\.[0-9]+$")] = Field(
         default="1.0.0", description="semantic version of the produced fixture"
     )
     language: Language = Field(description="corpus language (and question language of a monolingual import)")
@@ -261,7 +261,9 @@ class SquadImportOptions(StrictModel):
     held_out_fraction: Annotated[float, Field(ge=0.0, lt=1.0)] = Field(
         default=0.0, description="fraction of paragraphs removed from the corpus (their questions: no-answer)"
     )
-    seed: int = Field(default=0, description="seed of numpy.random.default_rng choosing held-out paragraphs")
+    seed: Annotated[int, Field(ge=0)] = Field(
+        default=0, description="seed of numpy.random.default_rng choosing held-out paragraphs"
+    )
     max_articles: PositiveInt | None = Field(default=None, description="import only the first N articles")
     license: Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9.+-]+$")] = Field(
         description="SPDX licence identifier carried into the fixture"
