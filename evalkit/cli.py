@@ -159,7 +159,7 @@ def _baseline(args: argparse.Namespace) -> int:
 def _notebook(args: argparse.Namespace) -> int:
     root = Path.cwd()
     parameters = {name: parse_value(value) for name, value in args.parameter}
-    run = run_notebook(root, parameters, notebook=Path(args.notebook), run_id=args.run_id)
+    run = run_notebook(root, parameters, notebook=Path(args.notebook), run_id=args.run_id, replace=args.replace_run)
     if run.report is not None:
         report = parse_report(run.report.read_bytes())
         print(format_summary(report))
@@ -306,6 +306,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     notebook.add_argument("--notebook", default=str(DEFAULT_NOTEBOOK), help="notebook path (default: %(default)s)")
     notebook.add_argument("--run-id", default=None, help="folder name under reports/ (default: UTC time)")
+    notebook.add_argument(
+        "--replace-run", action="store_true", help="allow reusing an existing --run-id (its files are overwritten)"
+    )
     notebook.add_argument(
         "-p",
         "--parameter",

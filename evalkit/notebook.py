@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Iterable, Mapping
-from pathlib import Path
+from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import TYPE_CHECKING, Any, Self
 
 from pydantic import Field, ValidationError, field_validator
@@ -111,6 +111,18 @@ class AblationParameters(NotebookParameters):
         select_ablations(value)
         return value
 
+    @field_validator("fixture")
+    @classmethod
+    def _relative_fixture(cls, value: str) -> str:
+        # Documented as relative to the project root; an absolute path would also show up in the executed notebook.
+        if PurePosixPath(value).is_absolute() or PureWindowsPath(value).anchor:
+            raise ValueError("must be relative to the project root, not an absolute path")
+        return value
+
+    def has_ablations(self, *ablation_ids: str) -> bool:
+        """True when every one of `ablation_ids` was selected (charts that compare them need them all)."""
+        return set(ablation_ids) <= set(self.ablations)
+
     @property
     def fixture_path(self) -> Path:
         """The fixture directory, resolved from the project root."""
@@ -132,6 +144,7 @@ class EvaluationParameters(AblationParameters):
     min_reranked_ndcg_at_10: float = Field(allow_inf_nan=False)
     max_no_answer_fpr: float = Field(allow_inf_nan=False)
     max_rerank_ndcg_drop: float = Field(allow_inf_nan=False)
+    no_gates: bool = Field(default=False, description="print the gates but do not fail on them (CLI --no-gates)")
 
     @property
     def thresholds(self) -> GateThresholds:
