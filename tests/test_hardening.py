@@ -398,3 +398,29 @@ def test_property_validate_accepts_or_exits_2_never_a_traceback(data: st.DataObj
     else:
         assert code == 2
         assert err.getvalue().startswith("evalkit: ")
+
+
+@pytest.fixture
+def notebook_run_id() -> Any:
+    name = f"pytest-hardening-{uuid.uuid4().hex[:8]}"
+    yield name
+    shutil.rmtree(ROOT / "reports" / name, ignore_errors=True)
+
+
+def test_notebook_runs_an_ablation_subset_without_gates(notebook_run_id: str) -> None:
+    run = run_notebook(ROOT, {"ablations": ["lexical", "alias-vector"], "no_gates": True}, run_id=notebook_run_id)
+    assert run.passed, run.error_message
+    figures = sorted(p.name for p in run.figures)
+    assert figures == ["language_metrics.png", "language_metrics.svg", "latency.png", "latency.svg"]
+    text = run.notebook.read_text(encoding="utf-8")
+    assert "skipped: the rerank chart" in text
+    assert "gates not enforced (no_gates)" in text
+
+
+def test_failing_cell_traceback_shows_no_absolute_workspace_path(notebook_run_id: str) -> None:
+    run = run_notebook(ROOT, {"fixture": "no-such-fixture"}, run_id=notebook_run_id)
+    assert run.error_name == "FixtureError"
+    private = str(ROOT.resolve())
+    assert private not in run.notebook.read_text(encoding="utf-8")
+    assert private not in run.html.read_text(encoding="utf-8")
+    assert "no-such-fixture" in run.notebook.read_text(encoding="utf-8")
