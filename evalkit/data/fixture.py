@@ -7,6 +7,7 @@ for the alias embedding provider). :func:`load_fixture` reads both and turns eve
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -17,6 +18,7 @@ from pydantic import Field, ValidationError, model_validator
 
 from evalkit.data.inputs import (
     DEFAULT_MAX_INPUT_BYTES,
+    MAX_PROBLEMS,
     InputError,
     cap_problems,
     clip,
@@ -222,11 +224,14 @@ class AliasTable(StrictModel):
 class FixtureError(ValueError):
     """A fixture could not be loaded; ``problems`` lists every problem found, each naming record and field."""
 
-    def __init__(self, source: str, problems: list[str]) -> None:
+    def __init__(self, source: str, problems: list[str], total: int | None = None) -> None:
         self.source = source
         self.problems = problems
+        self.total = max(total or 0, len(problems))
         listing = "\n".join(f"  - {p}" for p in cap_problems(problems))
-        super().__init__(f"invalid fixture {source}: {len(problems)} problem(s)\n{listing}")
+        if self.total > len(problems) and len(problems) > MAX_PROBLEMS:
+            listing = listing.rsplit("\n", 1)[0] + f"\n  - ... and {self.total - MAX_PROBLEMS} more"
+        super().__init__(f"invalid fixture {source}: {self.total} problem(s)\n{listing}")
 
 
 @dataclass(frozen=True)
@@ -285,8 +290,34 @@ def _locate(raw: Any, loc: tuple[int | str, ...]) -> str:
     return f"{record}: {where}" if record else where
 
 
-def _problems_from(error: ValidationError, raw: Any) -> list[str]:
-    return validation_problems(error, raw, _locate)
+MAX_DESCRIBED_ERRORS = 1_000
+"""At most this many schema errors are described (the message lists fewer, with the total count)."""
+
+
+def _first_records(raw: Any) -> Any:
+    """`raw` with every top-level list cut to its first records (to describe the first errors of a huge file)."""
+    if not isinstance(raw, dict):
+        return raw
+    return {key: value[:MAX_DESCRIBED_ERRORS] if isinstance(value, list) else value for key, value in raw.items()}
+
+
+def _fixture_error(source: str, error: ValidationError, raw: Any, model: type[StrictModel] = Fixture) -> FixtureError:
+    """The error listing the first problems and the total count.
+
+    Building pydantic's error details is slow for millions of errors (tens of seconds), so for a file with more
+    than :data:`MAX_DESCRIBED_ERRORS` errors the first records alone are validated again and their problems listed.
+    """
+    total = error.error_count()
+    if total > MAX_DESCRIBED_ERRORS:
+        sample = _first_records(raw)
+        try:
+            model.model_validate_json(json.dumps(sample))
+        except ValidationError as first:
+            if first.error_count() and not any(
+                isinstance(e.get("ctx", {}).get("error"), RecordProblems) for e in first.errors(include_url=False)
+            ):
+                return FixtureError(source, validation_problems(first, sample, _locate, MAX_DESCRIBED_ERRORS), total)
+    return FixtureError(source, validation_problems(error, raw, _locate, MAX_DESCRIBED_ERRORS), total)
 
 
 def _decode(text: str) -> Any:
@@ -305,12 +336,15 @@ def _read_json(path: Path, max_bytes: int) -> tuple[str, Any]:
         raise FixtureError(str(path), [f"file {clip(path.name)!r} {exc.reason}"]) from None
 
 
-def parse_fixture(text: str, source: str = "<memory>") -> Fixture:
-    """Validate fixture JSON text; raise :class:`FixtureError` listing every problem."""
+def parse_fixture(text: str, source: str = "<memory>", raw: Any = None) -> Fixture:
+    """Validate fixture JSON text; raise :class:`FixtureError` listing every problem.
+
+    `raw` is the already decoded JSON, when the caller has it (it is used to name records in messages).
+    """
     try:
         return Fixture.model_validate_json(text)
     except ValidationError as exc:
-        raise FixtureError(source, _problems_from(exc, _decode(text))) from None
+        raise _fixture_error(source, exc, _decode(text) if raw is None else raw) from None
 
 
 def load_fixture(path: Path | str, max_bytes: int = DEFAULT_MAX_INPUT_BYTES) -> LoadedFixture:
@@ -324,8 +358,8 @@ def load_fixture(path: Path | str, max_bytes: int = DEFAULT_MAX_INPUT_BYTES) -> 
     fixture_path = location / FIXTURE_FILE if location.is_dir() else location
     if not fixture_path.exists():
         raise FixtureError(str(location), [f"no {FIXTURE_FILE} at {location}"])
-    text, _ = _read_json(fixture_path, max_bytes)
-    fixture = parse_fixture(text, str(fixture_path))
+    text, raw = _read_json(fixture_path, max_bytes)
+    fixture = parse_fixture(text, str(fixture_path), raw)
     aliases_path = directory / ALIASES_FILE
     aliases = AliasTable()
     if aliases_path.exists():
@@ -333,5 +367,5 @@ def load_fixture(path: Path | str, max_bytes: int = DEFAULT_MAX_INPUT_BYTES) -> 
         try:
             aliases = AliasTable.model_validate_json(alias_text)
         except ValidationError as exc:
-            raise FixtureError(str(aliases_path), _problems_from(exc, alias_raw)) from None
+            raise _fixture_error(str(aliases_path), exc, alias_raw, AliasTable) from None
     return LoadedFixture(fixture=fixture, aliases=aliases)

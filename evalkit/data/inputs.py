@@ -132,17 +132,26 @@ def _too_large(size: int, max_bytes: int) -> str:
 
 
 class _Object(dict[str, Any]):
-    """A decoded JSON object that remembers the keys it saw more than once."""
+    """A decoded JSON object that saw some keys more than once (only such objects get this type)."""
 
     duplicates: tuple[str, ...] = ()
 
 
-def _pairs(pairs: list[tuple[str, Any]]) -> _Object:
-    result = _Object(pairs)
-    if len(result) != len(pairs):
+class _Pairs:
+    """``object_pairs_hook`` that builds plain dicts and notes whether any object repeated a key."""
+
+    def __init__(self) -> None:
+        self.found = False
+
+    def __call__(self, pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        result = dict(pairs)
+        if len(result) == len(pairs):
+            return result
+        self.found = True
+        marked = _Object(pairs)
         counts = Counter(key for key, _ in pairs)
-        result.duplicates = tuple(key for key, count in counts.items() if count > 1)
-    return result
+        marked.duplicates = tuple(key for key, count in counts.items() if count > 1)
+        return marked
 
 
 def _refuse_constant(name: str) -> Any:
@@ -184,10 +193,13 @@ def _duplicate_keys(data: Any) -> list[str]:
 
 def loads_strict(text: str) -> Any:
     """Decode standard JSON, refusing ``NaN``/``Infinity``, nesting too deep and duplicate keys (ValueError)."""
+    hook = _Pairs()
     try:
-        data = json.loads(text, object_pairs_hook=_pairs, parse_constant=_refuse_constant)
+        data = json.loads(text, object_pairs_hook=hook, parse_constant=_refuse_constant)
     except RecursionError:
         raise ValueError("JSON nested too deeply") from None
+    if not hook.found:  # the common case: no walk over the whole document
+        return data
     problems = _duplicate_keys(data)
     if problems:
         raise ValueError("; ".join(cap_problems(problems, 5)))

@@ -251,12 +251,16 @@ def _is_count_artifact(item: ErrorDetails, raw: Any) -> bool:
 
 
 def validation_problems(
-    error: ValidationError, raw: Any, locate: Callable[[Any, tuple[int | str, ...]], str]
+    error: ValidationError,
+    raw: Any,
+    locate: Callable[[Any, tuple[int | str, ...]], str],
+    limit: int | None = None,
 ) -> list[str]:
     """One line per problem of a pydantic error: ``locate`` names the record and field in the raw data, and the
-    problems a container validator raised as :class:`RecordProblems` are listed one by one."""
+    problems a container validator raised as :class:`RecordProblems` are listed one by one. With `limit`, only the
+    first `limit` errors are described (a file of millions of bad records would otherwise take minutes)."""
     problems: list[str] = []
-    for item in error.errors(include_url=False):
+    for item in error.errors(include_url=False)[:limit]:
         cause = item.get("ctx", {}).get("error")
         if isinstance(cause, RecordProblems):
             problems.extend(cause.problems)
