@@ -53,7 +53,7 @@ import numpy as np
 from pydantic import Field, ValidationError, model_validator
 
 from evalkit.data.fixture import FIXTURE_FILE, Fixture, parse_fixture
-from evalkit.data.inputs import DEFAULT_MAX_INPUT_BYTES, InputError, read_json_file
+from evalkit.data.inputs import DEFAULT_MAX_INPUT_BYTES, InputError, clip, read_json_file
 from evalkit.data.schema import (
     MAX_ID_LENGTH,
     AttributionText,
@@ -207,13 +207,13 @@ def _locate(raw: Any, loc: tuple[int | str, ...]) -> str:
         else:
             names.append(f"{kind} {rest[1]}" + (f" ({_short(name)})" if isinstance(name, str) else ""))
         rest = rest[2:]
-    path = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in rest).removeprefix(".")
+    path = "".join(f"[{p}]" if isinstance(p, int) else f".{clip(p)}" for p in rest).removeprefix(".")
     field = f"field {path or '(record)'!r}"
     return f"{', '.join(names)}: {field}" if names else field
 
 
 def _problems_from(error: ValidationError, raw: Any) -> list[str]:
-    return validation_problems(error, raw, _locate)
+    return validation_problems(error, raw, _locate, 1_000)  # the message lists MAX_PROBLEMS of them
 
 
 def read_squad(path: Path, max_bytes: int = DEFAULT_MAX_INPUT_BYTES) -> SquadDataset:
