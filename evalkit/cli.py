@@ -9,19 +9,33 @@ from __future__ import annotations
 import argparse
 import hashlib
 import os
+import signal
 import sys
+import threading
 from collections.abc import Sequence
 from pathlib import Path
+from types import FrameType
+from typing import TYPE_CHECKING
+
+from pydantic import ValidationError
 
 from evalkit.ablations import ABLATION_IDS, Ablation, ablation_order, external_ablation, parse_ablations
 from evalkit.data.collection import CollectionOptions
-from evalkit.data.fixture import Fixture, FixtureError, load_fixture
+from evalkit.data.fixture import ALIASES_FILE, FIXTURE_FILE, Fixture, FixtureError, load_fixture
+from evalkit.data.inputs import DEFAULT_MAX_INPUT_BYTES
 from evalkit.data.repairs import KIND_ACTIONS, RepairKind, RepairLog, RepairPolicy
 from evalkit.data.runs import check_run, read_run
 from evalkit.data.schema import SLICES
 from evalkit.evaluation import DeterminismError, evaluate
 from evalkit.measures.ties import DEFAULT_TIE_POLICY, TIE_POLICIES
-from evalkit.output import ENV_VAR, OutputPathError, output_path_from_env, resolve_output_path, write_atomic
+from evalkit.output import (
+    ENV_VAR,
+    OutputPathError,
+    output_path_from_env,
+    refuse_input_overwrite,
+    resolve_output_path,
+    write_atomic,
+)
 from evalkit.plugins import load_http_retriever, load_retriever
 from evalkit.reporting.gates import (
     BASELINES_FILE,
@@ -30,6 +44,7 @@ from evalkit.reporting.gates import (
     assess,
     baselines_from_report,
     baselines_json,
+    check_baselines_match,
     check_gates,
     format_gates,
     load_baselines,
@@ -43,11 +58,15 @@ from evalkit.retrieval.retriever import Retriever, RunRetriever
 from evalkit.retrieval.service import RetrievalSettings
 from evalkit.runner import DEFAULT_NOTEBOOK, parse_value, run_notebook
 
+if TYPE_CHECKING:
+    from evalkit.data.squad import SquadImportOptions
+
 DEFAULT_FIXTURE = Path("fixtures") / "synthetic-bilingual-v1"
 DEFAULT_CACHE_DIR = Path(".cache") / "evalkit"
 MAX_RUNS = 10
 """Upper bound of --runs (the determinism check needs 2; more only repeats the latency samples)."""
 EXIT_OK, EXIT_GATE, EXIT_INPUT = 0, 1, 2
+EXIT_SIGINT, EXIT_SIGTERM = 130, 143
 CHECK_FAILURES = frozenset({"GateFailure", "DeterminismError"})
 """Errors of a notebook run that mean a check failed (exit 1); any other error is bad input (exit 2)."""
 SUMMARY_COLUMNS = ("recall@1", "recall@5", "recall@10", "mrr@10", "ndcg@10", "context_precision", "context_recall")
@@ -80,13 +99,30 @@ def _cell(value: float | None) -> str:
     return f"{'-':>8}" if value is None else f"{value:8.3f}"
 
 
+def _max_bytes(args: argparse.Namespace) -> int:
+    """The input size limit in bytes from ``--max-input-mb`` (the default when the command has no such flag)."""
+    megabytes = getattr(args, "max_input_mb", None)
+    if megabytes is None:
+        return DEFAULT_MAX_INPUT_BYTES
+    if megabytes <= 0:
+        raise ValueError(f"--max-input-mb must be positive, got {megabytes}")
+    return int(megabytes * 2**20)
+
+
+def _fixture_inputs(fixture: Path) -> list[Path]:
+    """The files a run over `fixture` (a folder or its fixture.json) reads, which no output may overwrite."""
+    folder = fixture if fixture.is_dir() else fixture.parent
+    files = [fixture / FIXTURE_FILE] if fixture.is_dir() else [fixture]
+    return [*files, folder / ALIASES_FILE, folder / BASELINES_FILE]
+
+
 def _run(args: argparse.Namespace) -> int:
     workspace = Path.cwd()
     fixture_dir = Path(args.fixture)
-    loaded = load_fixture(fixture_dir)
+    loaded = load_fixture(fixture_dir, _max_bytes(args))
     external, systems = _external_systems(args)
     ablations = (*(parse_ablations(args.ablations) if args.ablations.strip() or not systems else ()), *external)
-    baselines = load_baselines(fixture_dir) if fixture_dir.is_dir() else None
+    baselines = load_baselines(fixture_dir, _max_bytes(args)) if fixture_dir.is_dir() else None
     thresholds = GateThresholds.from_values(args)
     if not 1 <= args.runs <= MAX_RUNS:
         raise ValueError(f"--runs must be between 1 and {MAX_RUNS}, got {args.runs}")
@@ -98,6 +134,8 @@ def _run(args: argparse.Namespace) -> int:
         if args.output is not None
         else output_path_from_env(os.environ, workspace)
     )
+    if target is not None:
+        refuse_input_overwrite(target, _fixture_inputs(fixture_dir), args.output or os.environ.get(ENV_VAR))
     trec_folder = _trec_folder(args.trec_runs, workspace)
     evaluation = evaluate(loaded, ablations, settings, runs=args.runs, cache=cache, systems=systems, ties=args.ties)
     report = assess(evaluation, thresholds, baselines)
@@ -133,20 +171,26 @@ def format_settings(settings: RetrievalSettings) -> str:
 
 
 def _validate(args: argparse.Namespace) -> int:
-    loaded = load_fixture(Path(args.path))
+    location = Path(args.path)
+    loaded = load_fixture(location, _max_bytes(args))
     fixture = loaded.fixture
+    # Read baselines.json too, so that a folder validate accepts is not refused by run.
+    baselines = load_baselines(location if location.is_dir() else location.parent, _max_bytes(args))
+    if baselines is not None:
+        check_baselines_match(baselines, fixture.fixture_id, fixture.fixture_version)
     answerable = sum(1 for q in fixture.queries if q.answerable)
     print(
         f"fixture {fixture.fixture_id} {fixture.fixture_version} is valid: {len(fixture.documents)} documents, "
         f"{len(fixture.chunks)} chunks, {len(fixture.queries)} queries ({answerable} answerable, "
         f"{len(fixture.queries) - answerable} no-answer), {len(loaded.aliases.groups)} alias groups"
+        + ("" if baselines is None else f", {BASELINES_FILE} matches")
     )
     return EXIT_OK
 
 
 def _baseline(args: argparse.Namespace) -> int:
     fixture_dir = Path(args.fixture)
-    evaluation = evaluate(load_fixture(fixture_dir), parse_ablations(",".join(ABLATION_IDS)), runs=2)
+    evaluation = evaluate(load_fixture(fixture_dir, _max_bytes(args)), parse_ablations(",".join(ABLATION_IDS)), runs=2)
     data = baselines_json(baselines_from_report(build_report(evaluation)))
     if args.write:
         write_atomic(fixture_dir / BASELINES_FILE, data)
@@ -159,7 +203,7 @@ def _baseline(args: argparse.Namespace) -> int:
 def _notebook(args: argparse.Namespace) -> int:
     root = Path.cwd()
     parameters = {name: parse_value(value) for name, value in args.parameter}
-    run = run_notebook(root, parameters, notebook=Path(args.notebook), run_id=args.run_id)
+    run = run_notebook(root, parameters, notebook=Path(args.notebook), run_id=args.run_id, replace=args.replace_run)
     if run.report is not None:
         report = parse_report(run.report.read_bytes())
         print(format_summary(report))
@@ -237,9 +281,9 @@ def _add_policy_flags(parser: argparse.ArgumentParser, kinds: Sequence[RepairKin
 
 
 def _import_squad(args: argparse.Namespace) -> int:
-    from evalkit.data.squad import SquadImportOptions, import_cross_lingual, import_squad, read_squad
+    from evalkit.data.squad import import_cross_lingual, import_squad, read_squad
 
-    options = SquadImportOptions(
+    options = _squad_options(
         fixture_id=args.fixture_id,
         fixture_version=args.fixture_version,
         language=args.language,
@@ -255,16 +299,42 @@ def _import_squad(args: argparse.Namespace) -> int:
     )
     if args.repair_window < 0:
         raise ValueError(f"--repair-window must be at least 0, got {args.repair_window}")
+    target = resolve_output_path(f"{args.output_dir.rstrip('/')}/fixture.json", Path.cwd())
+    inputs = [Path(args.input)] + ([] if args.questions is None else [Path(args.questions)])
+    refuse_input_overwrite(target, inputs, f"{args.output_dir.rstrip('/')}/fixture.json")
     log = _repair_log(args)
-    corpus = read_squad(Path(args.input), log, args.repair_window)
+    corpus = read_squad(Path(args.input), log, args.repair_window, _max_bytes(args))
     if args.questions is None:
         fixture = import_squad(corpus, options, log)
     elif args.question_language is None:
         raise ValueError("--questions needs --question-language")
     else:
-        questions = read_squad(Path(args.questions), log, args.repair_window)
+        questions = read_squad(Path(args.questions), log, args.repair_window, _max_bytes(args))
         fixture = import_cross_lingual(questions, corpus, args.question_language, options, log)
     return _write_import(fixture, log, "squad", args.output_dir)
+
+
+def _squad_options(**values: object) -> SquadImportOptions:
+    """Import options validated with each problem naming its ``--option`` (no raw pydantic dump)."""
+    from evalkit.data.squad import SquadImportOptions
+
+    try:
+        return SquadImportOptions.model_validate(values)
+    except ValidationError as exc:
+        problems = [
+            f"--{str(item['loc'][0]).replace('_', '-') if item['loc'] else 'options'}: {item['msg']}"
+            for item in exc.errors(include_url=False)
+        ]
+        raise ValueError("invalid import option(s): " + "; ".join(problems)) from None
+
+
+def _add_input_limit(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--max-input-mb",
+        type=float,
+        default=None,
+        help=f"refuse input files larger than this many MiB (default: {DEFAULT_MAX_INPUT_BYTES // 2**20})",
+    )
 
 
 def _add_import_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -303,6 +373,7 @@ def _add_import_parser(commands: argparse._SubParsersAction[argparse.ArgumentPar
         squad,
         ["unknown_key", "answer_offset", "answer_missing", "question_without_answer", "blank_question", "blank_title"],
     )
+    _add_input_limit(squad)
     squad.set_defaults(handler=_import_squad)
     _add_collection_import_parsers(formats)
 
@@ -639,21 +710,27 @@ def build_parser() -> argparse.ArgumentParser:
         "--no-gates", action="store_true", help="print the gates but do not fail on them (e.g. for another fixture)"
     )
     _add_system_arguments(run)
+    _add_input_limit(run)
     run.set_defaults(handler=_run)
 
     validate = commands.add_parser("validate", help="check a fixture against the strict schema")
     validate.add_argument("path", help="fixture directory or fixture.json")
+    _add_input_limit(validate)
     validate.set_defaults(handler=_validate)
 
     baseline = commands.add_parser("baseline", help="print (or --write) context baselines for review")
     baseline.add_argument("--fixture", default=str(DEFAULT_FIXTURE), help="fixture directory")
     baseline.add_argument("--write", action="store_true", help=f"overwrite the fixture's {BASELINES_FILE}")
+    _add_input_limit(baseline)
     baseline.set_defaults(handler=_baseline)
     notebook = commands.add_parser(
         "notebook", help="run a notebook headless into reports/<run-id>/ (notebook, figures, report, HTML)"
     )
     notebook.add_argument("--notebook", default=str(DEFAULT_NOTEBOOK), help="notebook path (default: %(default)s)")
     notebook.add_argument("--run-id", default=None, help="folder name under reports/ (default: UTC time)")
+    notebook.add_argument(
+        "--replace-run", action="store_true", help="allow reusing an existing --run-id (its files are overwritten)"
+    )
     notebook.add_argument(
         "-p",
         "--parameter",
@@ -691,8 +768,35 @@ def _document_defaults(parser: argparse.ArgumentParser) -> None:
                 action.help += " (default: %(default)s)"
 
 
+class Terminated(BaseException):
+    """Raised in the main thread on SIGTERM, so that ``finally`` blocks (temporary files) run before exiting."""
+
+
+def _raise_terminated(signum: int, frame: FrameType | None) -> None:
+    raise Terminated
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``evalkit`` console script."""
+    """Entry point of the ``evalkit`` console script.
+
+    SIGINT (Ctrl-C) prints one line and exits 130; SIGTERM removes any temporary file being written and exits 143.
+    """
+    in_main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _raise_terminated) if in_main_thread else None
+    try:
+        return _dispatch(argv)
+    except KeyboardInterrupt:
+        print("evalkit: interrupted (SIGINT); nothing partial was written", file=sys.stderr)
+        return EXIT_SIGINT
+    except Terminated:
+        print("evalkit: terminated (SIGTERM); nothing partial was written", file=sys.stderr)
+        return EXIT_SIGTERM
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _dispatch(argv: Sequence[str] | None) -> int:
     args = build_parser().parse_args(argv)
     try:
         code: int = args.handler(args)

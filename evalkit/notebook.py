@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Iterable, Mapping
-from pathlib import Path
+from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import TYPE_CHECKING, Any, Self
 
 from pydantic import Field, ValidationError, field_validator, model_validator
@@ -116,6 +116,18 @@ class AblationParameters(NotebookParameters):
             select_ablations(value)
         return value
 
+    @field_validator("fixture")
+    @classmethod
+    def _relative_fixture(cls, value: str) -> str:
+        # Documented as relative to the project root; an absolute path would also show up in the executed notebook.
+        if PurePosixPath(value).is_absolute() or PureWindowsPath(value).anchor:
+            raise ValueError("must be relative to the project root, not an absolute path")
+        return value
+
+    def has_ablations(self, *ablation_ids: str) -> bool:
+        """True when every one of `ablation_ids` was selected (charts that compare them need them all)."""
+        return set(ablation_ids) <= set(self.ablations)
+
     @property
     def fixture_path(self) -> Path:
         """The fixture directory, resolved from the project root."""
@@ -186,6 +198,8 @@ class EvaluationParameters(AblationParameters):
             ablation_id, retriever = load_retriever(self.retriever)
         built_in = select_ablations(self.ablations) if self.ablations else ()  # [] runs the retriever alone
         return (*built_in, external_ablation(ablation_id, "retriever")), {ablation_id: retriever}
+
+    no_gates: bool = Field(default=False, description="print the gates but do not fail on them (CLI --no-gates)")
 
     @property
     def thresholds(self) -> GateThresholds:

@@ -1,29 +1,57 @@
-"""Where a retained report may be written, and writing it safely.
+"""Where a retained report may be written, and writing it safely, also while the folder changes underneath.
 
 A report path comes from a user (a CLI flag, a notebook parameter or the ``GOODBUDDY_RETRIEVAL_EVAL_OUTPUT``
 environment variable), so it is treated as untrusted: it must be a relative path that stays inside the
-workspace, it may not traverse or land on a symlink, and it may not name a directory. Missing parent
-directories are created one level at a time, each re-checked after creation.
+workspace, it may not traverse or land on a symlink, and it may not name a directory.
 
-The checks narrow, but cannot close, the window between checking a path and writing to it: a process that
-can rewrite the workspace concurrently can still race them. They protect against mistakes and hostile
-*input*, not against a hostile co-tenant of the workspace.
+:func:`resolve_output_path` only *checks* (it creates nothing, so a refused run leaves the workspace as it found
+it). :func:`write_atomic` then writes through directory file descriptors: it opens ``/`` (or the working directory
+for a relative path) and walks each folder with ``O_DIRECTORY | O_NOFOLLOW``, creating missing folders relative
+to their parent's descriptor, creates the temporary file with ``O_CREAT | O_EXCL | O_NOFOLLOW`` in the final
+folder's descriptor and renames it there. A symlink swapped in for any folder at any moment is therefore never
+followed: the write either lands in the real folder inside the workspace or is refused. What is not covered: a
+process that *moves a real folder* out of the workspace (rather than swapping in a symlink) takes the file with it.
+
+Interrupted writes leave no partial destination: the temporary file is removed on any exception, including
+``KeyboardInterrupt`` and the exception :mod:`evalkit.cli` raises on SIGTERM. A temporary file left by a process
+killed with SIGKILL is named ``.<name>.evalkit-tmp-<pid>-<token>.tmp`` and is removed by the next write into the
+same folder once process ``<pid>`` no longer exists.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
+import re
+import secrets
 import stat
-import tempfile
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path, PurePosixPath, PureWindowsPath
+from typing import NoReturn
 
-__all__ = ["ENV_VAR", "OutputPathError", "output_path_from_env", "resolve_output_path", "write_atomic"]
+__all__ = [
+    "ENV_VAR",
+    "TEMP_MARKER",
+    "OutputPathError",
+    "OutputWriteError",
+    "is_stale_temp_name",
+    "output_path_from_env",
+    "refuse_input_overwrite",
+    "resolve_output_path",
+    "write_atomic",
+]
 
 ENV_VAR = "GOODBUDDY_RETRIEVAL_EVAL_OUTPUT"
 
 _FILE_MODE = 0o644
+_NAME_MAX = 255
+"""Longest file name (in bytes) accepted in a path; Linux and macOS file systems allow 255."""
+_PATH_MAX = 4096
+TEMP_MARKER = ".evalkit-tmp-"
+"""Marks evalkit's temporary files: ``.<name>.evalkit-tmp-<pid>-<token>.tmp``."""
+_TEMP_NAME = re.compile(r"^\..*\.evalkit-tmp-([0-9]+)-[0-9a-f]{16}\.tmp$", re.DOTALL)
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 class OutputPathError(ValueError):
@@ -61,7 +89,24 @@ def _split_components(requested: str) -> tuple[str, ...]:
         raise OutputPathError(requested, "'..' components are not allowed (they could escape the workspace)")
     if segments[-1] in ("", "."):
         raise OutputPathError(requested, "path names a directory, not a file")
-    return tuple(segment for segment in segments if segment not in ("", "."))
+    if len(os.fsencode(requested)) > _PATH_MAX:
+        raise OutputPathError(requested, f"path is too long (over {_PATH_MAX} bytes)")
+    components = tuple(segment for segment in segments if segment not in ("", "."))
+    for segment in components:
+        if len(os.fsencode(segment)) > _NAME_MAX:
+            raise OutputPathError(requested, f"a path component is too long (over {_NAME_MAX} bytes)")
+    return components
+
+
+class OutputWriteError(OSError):
+    """Writing an output file failed (disk full, read-only folder, ...); the message names the requested file."""
+
+    def __init__(self, requested: str, error: OSError) -> None:
+        super().__init__(error.errno, error.strerror or str(error))
+        self.requested = requested
+
+    def __str__(self) -> str:
+        return f"cannot write {self.requested!r}: {self.strerror}"
 
 
 def _resolve_workspace(requested: str, workspace: Path) -> Path:
@@ -93,37 +138,20 @@ def _check_parent(requested: str, path: Path, status: os.stat_result) -> None:
         raise OutputPathError(requested, f"parent component {str(path)!r} exists and is not a directory")
 
 
-def _ensure_parent_dir(requested: str, path: Path) -> None:
-    """Make sure `path` is a real directory (not a symlink), creating it if missing."""
-    status = _lstat_or_none(requested, path)
-    if status is None:
-        try:
-            path.mkdir()
-        except FileExistsError:
-            pass  # Created concurrently; the re-check below decides whether it is acceptable.
-        except OSError as exc:
-            raise OutputPathError(requested, f"cannot create directory {str(path)!r}: {exc.strerror}") from exc
-        status = _lstat_or_none(requested, path)
-        if status is None:
-            raise OutputPathError(requested, f"directory {str(path)!r} vanished after creation")
-    _check_parent(requested, path, status)
-
-
-def _check_target(requested: str, target: Path) -> None:
-    """Refuse a final target that exists and is a symlink (even dangling), a directory or a special file."""
-    status = _lstat_or_none(requested, target)
-    if status is None:
-        return
-    if stat.S_ISLNK(status.st_mode):
-        raise OutputPathError(requested, f"target {str(target)!r} is a symlink (symlink destination)")
-    if stat.S_ISDIR(status.st_mode):
-        raise OutputPathError(requested, f"target {str(target)!r} is an existing directory")
-    if not stat.S_ISREG(status.st_mode):
-        raise OutputPathError(requested, f"target {str(target)!r} exists and is not a regular file")
+def _check_target_mode(requested: str, target: str, mode: int) -> None:
+    if stat.S_ISLNK(mode):
+        raise OutputPathError(requested, f"target {target!r} is a symlink (symlink destination)")
+    if stat.S_ISDIR(mode):
+        raise OutputPathError(requested, f"target {target!r} is an existing directory")
+    if not stat.S_ISREG(mode):
+        raise OutputPathError(requested, f"target {target!r} exists and is not a regular file")
 
 
 def resolve_output_path(requested: str, workspace: Path) -> Path:
     """Resolve a user-requested report path relative to the workspace, refusing anything unsafe.
+
+    Nothing is created: missing folders are created by :func:`write_atomic` at write time, through directory file
+    descriptors, so a run refused later leaves no folder behind.
 
     Args:
         requested: a relative, ``/``-separated path naming a file, e.g. ``"reports/run-1.json"``.
@@ -131,26 +159,30 @@ def resolve_output_path(requested: str, workspace: Path) -> Path:
             that is itself reached through a symlink is fine.
 
     Returns:
-        The absolute path of the file inside the resolved workspace. Missing parent directories have been
-        created (one level at a time, each re-checked not to be a symlink); the file itself is not created.
+        The absolute path of the file inside the resolved workspace (no component of it is a symlink).
 
     Raises:
         OutputPathError: naming `requested` and the rule it broke: empty; NUL byte; absolute (POSIX or
             Windows-looking); backslash; a ``..`` component or an escape from the workspace; a directory
-            name (trailing ``/`` or ``.``); a parent component that is a symlink or not a directory; a
-            target that is a symlink (dangling or not), a directory or a special file; or a workspace that
-            does not exist or is not a directory.
+            name (trailing ``/`` or ``.``); a name or path too long; an existing parent component that is a
+            symlink or not a directory; a target that is a symlink (dangling or not), a directory or a special
+            file; or a workspace that does not exist or is not a directory.
     """
     components = _split_components(requested)
     root = _resolve_workspace(requested, workspace)
+    target = root.joinpath(*components)
+    if not target.is_relative_to(root) or target == root:
+        raise OutputPathError(requested, "path escapes the workspace")
     current = root
     for name in components[:-1]:
         current = current / name
-        _ensure_parent_dir(requested, current)
-    target = current / components[-1]
-    if not target.is_relative_to(root) or target == root:
-        raise OutputPathError(requested, "path escapes the workspace")
-    _check_target(requested, target)
+        status = _lstat_or_none(requested, current)
+        if status is None:
+            return target  # The rest is created at write time.
+        _check_parent(requested, current, status)
+    status = _lstat_or_none(requested, target)
+    if status is not None:
+        _check_target_mode(requested, str(target), status.st_mode)
     return target
 
 
@@ -170,37 +202,181 @@ def output_path_from_env(environ: Mapping[str, str], workspace: Path) -> Path | 
     return resolve_output_path(requested, workspace)
 
 
-def _fsync_directory(directory: Path) -> None:
-    """Best-effort fsync of a directory so a completed rename survives a crash (not all systems allow it)."""
-    with contextlib.suppress(OSError):
-        fd = os.open(directory, os.O_RDONLY)
+def _same_file(first: Path, second: Path) -> bool:
+    try:
+        return os.path.samefile(first, second)
+    except OSError:
+        return os.path.abspath(first) == os.path.abspath(second)
+
+
+def refuse_input_overwrite(target: Path, inputs: Iterable[Path], requested: str | None = None) -> None:
+    """Refuse an output `target` that is one of the run's `inputs` (same file, or same path when missing).
+
+    Raises:
+        OutputPathError: naming the requested output path and the input it would overwrite.
+    """
+    for source in inputs:
+        if _same_file(target, source):
+            raise OutputPathError(
+                requested or str(target), f"it is an input of this run ({source.name!r}) and would overwrite it"
+            )
+
+
+def is_stale_temp_name(name: str, alive: frozenset[int] = frozenset()) -> bool:
+    """True when `name` is an evalkit temporary file whose writing process no longer exists.
+
+    Process IDs in `alive` are treated as running (the current process is always treated as running).
+    """
+    match = _TEMP_NAME.match(name)
+    if match is None:
+        return False
+    pid = int(match.group(1))
+    if pid == os.getpid() or pid in alive:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except (PermissionError, OverflowError):
+        return False
+    return False
+
+
+def _display(path: Path) -> str:
+    """`path` as shown in messages: relative to the working directory when inside it, else its name."""
+    try:
+        return path.resolve().relative_to(Path.cwd().resolve()).as_posix()
+    except (OSError, ValueError):
+        return path.name
+
+
+class _Walk:
+    """Open directory descriptors from an anchor down to one folder, creating missing folders on the way."""
+
+    def __init__(self, requested: str) -> None:
+        self.requested = requested
+        self.fds: list[int] = []
+        self.created: list[tuple[int, str]] = []  # (parent descriptor, name), in creation order
+
+    @property
+    def fd(self) -> int:
+        return self.fds[-1]
+
+    def open(self, path: Path) -> None:
+        anchor = "/" if path.is_absolute() else "."
+        parts = path.parts[1:] if path.is_absolute() else path.parts
+        self.fds.append(os.open(anchor, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC))
+        for name in parts:
+            self.fds.append(self._step(name))
+
+    def _step(self, name: str) -> int:
         try:
+            return os.open(name, _DIR_FLAGS, dir_fd=self.fd)
+        except FileNotFoundError:
+            pass
+        except (NotADirectoryError, OSError) as exc:
+            self._refuse_step(name, exc)
+        try:
+            os.mkdir(name, 0o777, dir_fd=self.fd)
+            self.created.append((self.fd, name))
+        except FileExistsError:
+            pass  # Created concurrently; the O_NOFOLLOW open below decides whether it is acceptable.
+        try:
+            return os.open(name, _DIR_FLAGS, dir_fd=self.fd)
+        except OSError as exc:
+            self._refuse_step(name, exc)
+
+    def _refuse_step(self, name: str, exc: OSError) -> NoReturn:
+        if isinstance(exc, NotADirectoryError) or exc.errno == errno.ELOOP:
+            raise OutputPathError(
+                self.requested, f"folder {name!r} is a symlink or not a directory (possibly swapped during the write)"
+            ) from None
+        raise OutputWriteError(self.requested, exc) from None
+
+    def remove_created(self) -> None:
+        """Remove the folders this walk created (innermost first) when they are still empty."""
+        for parent, name in reversed(self.created):
+            with contextlib.suppress(OSError):
+                os.rmdir(name, dir_fd=parent)
+
+    def close(self) -> None:
+        for fd in self.fds:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+
+def _remove_stale_temps(directory: int) -> None:
+    """Remove temporary files left in the folder by evalkit processes that no longer exist (killed by SIGKILL)."""
+    with contextlib.suppress(OSError):
+        for name in os.listdir(directory):
+            if TEMP_MARKER in name and is_stale_temp_name(name):
+                with contextlib.suppress(OSError):
+                    os.unlink(name, dir_fd=directory)
+
+
+def _temp_name(name: str) -> str:
+    stem = os.fsdecode(os.fsencode(name)[:120]) if len(os.fsencode(name)) > 120 else name
+    return f".{stem}{TEMP_MARKER}{os.getpid()}-{secrets.token_hex(8)}.tmp"
+
+
+def _write_into(directory: int, name: str, data: bytes) -> None:
+    """Write a new temporary file in `directory` (never following a symlink) and rename it onto `name`."""
+    temp = _temp_name(name)
+    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=directory)
+    try:
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
             os.fsync(fd)
+            os.fchmod(fd, _FILE_MODE)
         finally:
             os.close(fd)
+        os.replace(temp, name, src_dir_fd=directory, dst_dir_fd=directory)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temp, dir_fd=directory)
+        raise
+    with contextlib.suppress(OSError):
+        os.fsync(directory)  # best effort: the rename survives a crash (not all systems allow it)
 
 
 def write_atomic(path: Path, data: bytes) -> None:
-    """Write `data` to `path` atomically, leaving no partial file behind on any failure.
+    """Write `data` to `path` atomically through directory file descriptors, leaving nothing partial behind.
 
-    Writes to a temporary file in the same directory, flushes and fsyncs it, then ``os.replace``s it onto
-    `path`; on any failure the temporary file is removed and the exception re-raised.
+    Every folder of `path` is opened with ``O_NOFOLLOW`` relative to its parent's descriptor (from ``/`` for an
+    absolute path, from the working directory for a relative one) and missing folders are created the same way,
+    so a symlink swapped in at any moment is refused rather than followed. The data goes to
+    ``.<name>.evalkit-tmp-<pid>-<token>.tmp`` (``O_CREAT | O_EXCL | O_NOFOLLOW``) in the final folder, is flushed
+    and fsynced, gets mode ``0o644`` and is renamed onto `path` relative to the same descriptor: readers see either
+    the old file or the complete new one. On any failure (also ``KeyboardInterrupt``) the temporary file and the
+    folders this call created are removed and the exception re-raised; OS errors become :class:`OutputWriteError`
+    naming `path`. Stale temporary files of dead evalkit processes in the folder are removed first.
 
-    The temporary file is ``.<name>.<random>.tmp`` next to `path`, so the final ``os.replace`` is an
-    atomic rename on the same file system: readers see either the old file or the complete new one. The
-    written file has mode ``0o644``. Call `resolve_output_path` first; this function does not re-validate
-    `path`.
+    Call :func:`resolve_output_path` first for a user-supplied path: this function refuses symlinked folders
+    but does not apply the workspace rules. A symlink or special file at the target itself is replaced by the
+    rename, never written through.
+
+    Raises:
+        OutputPathError: a folder of `path` is (or became) a symlink or not a directory.
+        OutputWriteError: the file system refused the write (disk full, read-only, permissions).
     """
-    fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    path = Path(path)
+    requested = _display(path)
+    walk = _Walk(requested)
+    done = False
     try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-            os.fchmod(handle.fileno(), _FILE_MODE)
-        os.replace(tmp_name, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp_name)
+        walk.open(path.parent)
+        _remove_stale_temps(walk.fd)
+        _write_into(walk.fd, path.name, data)
+        done = True
+    except OutputPathError:
         raise
-    _fsync_directory(path.parent)
+    except OSError as exc:
+        if isinstance(exc, OutputWriteError):
+            raise
+        raise OutputWriteError(requested, exc) from exc
+    finally:
+        if not done:
+            walk.remove_created()
+        walk.close()

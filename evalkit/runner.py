@@ -3,18 +3,35 @@
 :func:`run_notebook` checks the parameters against those the notebook declares (an unknown name is refused
 before anything runs), executes the notebook with papermill in the project's own kernel, exports the executed
 notebook to HTML with nbconvert (also when a cell failed, so the failure can be read), and returns what happened.
+
+Everything is checked before anything is created (:func:`check_run`): parameter names, parameter values (with the
+notebook's own parameter model, defaults filled in from its ``parameters`` cell), output paths and the run ID; a
+run ID whose folder exists is refused unless ``replace=True``. papermill writes into a private temporary folder;
+the executed notebook is then scrubbed of absolute workspace paths (also in tracebacks) and written into
+``reports/<run-id>/`` with :func:`evalkit.output.write_atomic`, like every other file of the run.
 """
 
 from __future__ import annotations
 
+import ast
 import datetime as dt
 import json
+import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from evalkit.output import resolve_output_path, write_atomic
+from pydantic import ValidationError
+
+from evalkit.data.schema import is_identifier
+from evalkit.notebook import (
+    BenchmarkParameters,
+    EvaluationParameters,
+    FailureAnalysisParameters,
+    NotebookParameters,
+)
+from evalkit.output import OutputPathError, resolve_output_path, write_atomic
 
 DEFAULT_NOTEBOOK = Path("notebooks") / "retrieval_evaluation.ipynb"
 REPORTS_DIR = "reports"
@@ -25,6 +42,13 @@ OUTPUT_PARAMETERS = {
     "comparison_output": "comparison.json",
 }
 """Output parameters a notebook may declare, and where a headless run puts them inside reports/<run-id>/."""
+FOLDER_PARAMETERS = frozenset({"figures_dir", "cache_dir"})
+PARAMETER_MODELS: dict[str, type[NotebookParameters]] = {
+    "retrieval_evaluation.ipynb": EvaluationParameters,
+    "failure_analysis.ipynb": FailureAnalysisParameters,
+    "xquad_benchmark.ipynb": BenchmarkParameters,
+}
+"""The parameter model each project notebook validates its parameters with (also checked before a run)."""
 
 
 class NotebookParameterError(ValueError):
@@ -90,17 +114,117 @@ def export_html(executed: Path, target: Path) -> None:
     write_atomic(target, body.encode("utf-8"))
 
 
-def _relativize_papermill_paths(executed: Path, root: Path) -> None:
-    """papermill records absolute input and output paths in the notebook's metadata; keep them project-relative."""
+def _declared_defaults(declared: Mapping[str, Any]) -> dict[str, Any]:
+    """The literal default of each declared parameter (papermill reports them as source text)."""
+    defaults = {}
+    for name, info in declared.items():
+        text = info.get("default") if isinstance(info, dict) else None
+        if isinstance(text, str):
+            try:
+                defaults[name] = ast.literal_eval(text)
+            except (ValueError, SyntaxError):
+                continue
+    return defaults
+
+
+def _check_values(source: Path, values: Mapping[str, Any], declared: Mapping[str, Any]) -> None:
+    """Validate the merged parameter values with the notebook's parameter model (when it is a project notebook)."""
+    model = PARAMETER_MODELS.get(source.name)
+    if model is None:
+        return
+    merged = {**_declared_defaults(declared), **values}
+    try:
+        model.model_validate({name: merged[name] for name in model.model_fields if name in merged})
+    except ValidationError as exc:
+        problems = [
+            f"{'.'.join(str(part) for part in item['loc']) or '(parameters)'}: "
+            + item["msg"].removeprefix("Value error, ")
+            for item in exc.errors(include_url=False)
+        ]
+        raise NotebookParameterError(f"invalid parameter value(s) for {source.name}: " + "; ".join(problems)) from None
+
+
+def _check_outputs(root: Path, values: Mapping[str, Any]) -> None:
+    """Refuse unsafe output paths now (nothing is created), rather than in a cell after the run folder exists."""
+    for name in (*OUTPUT_PARAMETERS, *FOLDER_PARAMETERS):
+        value = values.get(name)
+        if value is None:
+            continue
+        if not isinstance(value, str):
+            raise NotebookParameterError(f"parameter {name} must be a workspace-relative path or null")
+        requested = value.rstrip("/") + "/.folder" if name in FOLDER_PARAMETERS else value
+        try:
+            resolve_output_path(requested, root)
+        except OutputPathError as exc:
+            raise NotebookParameterError(f"parameter {name}: {exc}") from None
+
+
+def check_run(
+    root: Path, source: Path, parameters: Mapping[str, Any], run_id: str, replace: bool = False
+) -> dict[str, Any]:
+    """Check everything a run needs before anything is created; return the parameter values to inject.
+
+    Raises:
+        NotebookParameterError: an undeclared name, an invalid value, an unsafe output path, an invalid run ID,
+            or a run ID whose folder exists (unless `replace`).
+    """
+    check_parameters(source, parameters)
+    if not is_identifier(run_id):
+        raise NotebookParameterError(
+            f"run ID {run_id[:60]!r} is not valid: use ASCII letters, digits and . _ : - (at most 128 characters)"
+        )
+    declared = declared_parameters(source)
+    relative_dir = f"{REPORTS_DIR}/{run_id}"
+    values = dict(parameters)
+    for name, default in OUTPUT_PARAMETERS.items():
+        if name in declared:
+            values.setdefault(name, f"{relative_dir}/{default}")
+    _check_values(source, values, declared)
+    _check_outputs(root, values)
+    try:
+        run_dir = resolve_output_path(f"{relative_dir}/{source.name}", root).parent
+    except OutputPathError as exc:
+        raise NotebookParameterError(str(exc)) from None
+    if run_dir.exists() and not replace:
+        raise NotebookParameterError(
+            f"run ID {run_id!r} was used before ({relative_dir}/ exists): choose another --run-id, "
+            "or pass --replace-run to overwrite its files"
+        )
+    return values
+
+
+def _scrub_paths(notebook: Any, root: Path, private: tuple[str, ...]) -> None:
+    """Replace absolute workspace (and temporary) paths in every cell output, tracebacks included."""
+    prefixes = sorted({*private, str(root.resolve())}, key=len, reverse=True)
+
+    def scrub(text: str) -> str:
+        for prefix in prefixes:
+            text = text.replace(prefix + "/", "").replace(prefix, ".")
+        return text
+
+    for cell in notebook.cells:
+        for output in cell.get("outputs", []):
+            if "traceback" in output:
+                output["traceback"] = [scrub(line) for line in output["traceback"]]
+            for key in ("text", "evalue"):
+                if isinstance(output.get(key), str):
+                    output[key] = scrub(output[key])
+            for mime, value in output.get("data", {}).items():
+                if mime.startswith("text/") and isinstance(value, str):
+                    output["data"][mime] = scrub(value)
+
+
+def _store_executed(scratch: Path, target: Path, root: Path, relative: str, source: Path) -> None:
+    """Write papermill's output into the run folder: project-relative metadata, no absolute paths in outputs."""
     import nbformat
 
-    notebook = nbformat.read(executed, as_version=4)
+    notebook = nbformat.read(scratch, as_version=4)
     recorded = notebook.metadata.get("papermill", {})
-    for key in ("input_path", "output_path"):
-        if recorded.get(key):
-            path = Path(recorded[key])
-            recorded[key] = path.resolve().relative_to(root.resolve()).as_posix() if path.is_absolute() else str(path)
-    write_atomic(executed, nbformat.writes(notebook).encode("utf-8"))
+    if recorded:
+        recorded["input_path"] = source.resolve().relative_to(root.resolve()).as_posix()
+        recorded["output_path"] = relative
+    _scrub_paths(notebook, root, (str(scratch.parent), str(scratch.parent.resolve())))
+    write_atomic(target, nbformat.writes(notebook).encode("utf-8"))
 
 
 def run_notebook(
@@ -108,35 +232,34 @@ def run_notebook(
     parameters: Mapping[str, Any],
     notebook: Path = DEFAULT_NOTEBOOK,
     run_id: str | None = None,
+    replace: bool = False,
 ) -> NotebookRun:
-    """Execute a notebook headless into ``reports/<run-id>/`` and export it; never raises for a failing cell."""
+    """Execute a notebook headless into ``reports/<run-id>/`` and export it; never raises for a failing cell.
+
+    Every check (:func:`check_run`) happens before anything is created, so a refused run leaves the workspace as
+    it found it.
+    """
     import papermill
     from papermill.exceptions import PapermillExecutionError
 
     source = root / notebook
-    check_parameters(source, parameters)
-    for name in OUTPUT_PARAMETERS:
-        if name in parameters and not (parameters[name] is None or isinstance(parameters[name], str)):
-            raise NotebookParameterError(f"parameter {name} must be a workspace-relative path or null")
     run_id = run_id or default_run_id()
+    values = check_run(root, source, parameters, run_id, replace)
     relative_dir = f"{REPORTS_DIR}/{run_id}"
     executed = resolve_output_path(f"{relative_dir}/{source.name}", root)
     run_dir = executed.parent
-    declared = declared_parameters(source)
-    values = dict(parameters)
-    for name, default in OUTPUT_PARAMETERS.items():
-        if name in declared:
-            values.setdefault(name, f"{relative_dir}/{default}")
     report = root / values["report_output"] if values.get("report_output") else None
     summary = root / values["summary_output"] if values.get("summary_output") else None
     error_name = error_message = None
-    try:
-        papermill.execute_notebook(
-            str(source), str(executed), parameters=values, cwd=str(root), kernel_name="python3", progress_bar=False
-        )
-    except PapermillExecutionError as exc:
-        error_name, error_message = exc.ename, exc.evalue
-    _relativize_papermill_paths(executed, root)
+    with tempfile.TemporaryDirectory(prefix="evalkit-notebook-") as scratch_dir:
+        scratch = Path(scratch_dir) / source.name
+        try:
+            papermill.execute_notebook(
+                str(source), str(scratch), parameters=values, cwd=str(root), kernel_name="python3", progress_bar=False
+            )
+        except PapermillExecutionError as exc:
+            error_name, error_message = exc.ename, exc.evalue
+        _store_executed(scratch, executed, root, f"{relative_dir}/{source.name}", source)
     html = executed.with_suffix(".html")
     export_html(executed, html)
     figures_dir = root / values["figures_dir"] if values.get("figures_dir") else None

@@ -239,7 +239,7 @@ def test_writes_stay_inside_the_directory_and_leave_no_temp_files(tmp_path: Path
 
 
 def test_a_failed_write_leaves_nothing_behind(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    def fail(src: str, dst: str) -> None:
+    def fail(src: str, dst: str, **kwargs: int) -> None:
         raise OSError("disk full")
 
     monkeypatch.setattr(os, "replace", fail)

@@ -5,6 +5,7 @@ nbval executes every notebook in notebooks/ separately (``pytest --nbval-lax not
 
 from __future__ import annotations
 
+import ast
 import json
 import shutil
 import uuid
@@ -85,7 +86,8 @@ def test_unknown_injected_parameter_is_refused() -> None:
 
 
 def test_parameter_values_are_validated() -> None:
-    defaults = {name: parse_value(p["default"]) for name, p in declared_parameters(MAIN).items()}
+    # Defaults are Python literals (no_gates: bool = False), so they are read as such, not as JSON.
+    defaults = {name: ast.literal_eval(p["default"]) for name, p in declared_parameters(MAIN).items()}
     assert EvaluationParameters.from_namespace(defaults).runs == 2
     with pytest.raises(ValueError, match="runs"):
         EvaluationParameters.from_namespace({**defaults, "runs": 0})

@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from evalkit.output import (
     ENV_VAR,
     OutputPathError,
+    OutputWriteError,
     output_path_from_env,
     resolve_output_path,
     write_atomic,
@@ -91,7 +92,7 @@ def test_unencodable_path_is_refused(workspace: Path) -> None:
 
 
 def test_overlong_name_is_refused_not_crashed(workspace: Path) -> None:
-    _refusal("x" * 300, workspace, "cannot inspect")
+    _refusal("x" * 300, workspace, "too long")
 
 
 # --- workspace ---------------------------------------------------------------------------------------------
@@ -123,14 +124,16 @@ def test_simple_name_resolves_inside_workspace(workspace: Path) -> None:
     assert not result.exists()
 
 
-def test_nested_missing_directories_are_created(workspace: Path) -> None:
+def test_nested_missing_directories_are_created_by_the_write_not_the_check(workspace: Path) -> None:
     result = resolve_output_path("reports/2024/run-1/out.json", workspace)
     root = workspace.resolve()
     assert result == root / "reports" / "2024" / "run-1" / "out.json"
+    assert list(workspace.iterdir()) == []  # checking creates nothing
+    write_atomic(result, b"x")
     for directory in (root / "reports", root / "reports/2024", root / "reports/2024/run-1"):
         assert directory.is_dir()
         assert not directory.is_symlink()
-    assert not result.exists()
+    assert result.read_bytes() == b"x"
 
 
 def test_dot_and_empty_segments_are_ignored(workspace: Path) -> None:
@@ -199,26 +202,29 @@ def test_target_that_is_a_fifo_is_refused(workspace: Path) -> None:
     _refusal("pipe", workspace, "not a regular file")
 
 
-def test_parent_replaced_by_symlink_during_creation_is_refused(
-    workspace: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # Simulate a race: the directory we create is swapped for a symlink before the re-check.
+def test_parent_replaced_by_symlink_after_the_check_is_refused_by_the_write(workspace: Path) -> None:
+    # The race: the path is checked, then a folder is swapped for a symlink before the write.
     outside = workspace.parent / "outside"
-
-    def racing_mkdir(self: Path, *args: object, **kwargs: object) -> None:
-        self.symlink_to(outside, target_is_directory=True)
-
-    monkeypatch.setattr(Path, "mkdir", racing_mkdir)
-    _refusal("new/report.json", workspace, "symlink traversal")
+    target = resolve_output_path("new/report.json", workspace)
+    (workspace / "new").symlink_to(outside, target_is_directory=True)
+    with pytest.raises(OutputPathError, match="symlink"):
+        write_atomic(target, b"data")
     assert list(outside.iterdir()) == []
 
 
-def test_mkdir_failure_becomes_output_path_error(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    def failing_mkdir(self: Path, *args: object, **kwargs: object) -> None:
+def test_mkdir_failure_becomes_output_write_error_naming_the_file(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    target = resolve_output_path("new/report.json", workspace)
+
+    def failing_mkdir(*args: object, **kwargs: object) -> None:
         raise PermissionError(13, "Permission denied")
 
-    monkeypatch.setattr(Path, "mkdir", failing_mkdir)
-    _refusal("new/report.json", workspace, "cannot create directory")
+    monkeypatch.setattr(os, "mkdir", failing_mkdir)
+    with pytest.raises(OutputWriteError, match=r"cannot write '(new/)?report.json': Permission denied") as info:
+        write_atomic(target, b"data")
+    assert "Errno" not in str(info.value)
+    assert list(workspace.iterdir()) == []
 
 
 # --- environment variable ----------------------------------------------------------------------------------
@@ -296,10 +302,10 @@ def test_write_atomic_temp_file_is_hidden_sibling(workspace: Path, monkeypatch: 
     seen: list[Path] = []
     real_replace = os.replace
 
-    def recording_replace(src: str, dst: Path) -> None:
-        seen.append(Path(src))
-        assert Path(src).read_bytes() == b"data"  # fully written before the rename
-        real_replace(src, dst)
+    def recording_replace(src: str, dst: str, **kwargs: int) -> None:
+        seen.append(workspace / src)
+        assert (workspace / src).read_bytes() == b"data"  # fully written before the rename
+        real_replace(src, dst, **kwargs)
 
     monkeypatch.setattr(os, "replace", recording_replace)
     target = workspace / "report.json"
@@ -315,7 +321,7 @@ def test_write_atomic_temp_file_is_hidden_sibling(workspace: Path, monkeypatch: 
 def test_write_atomic_failed_replace_leaves_no_temp_and_no_target(
     workspace: Path, monkeypatch: pytest.MonkeyPatch, error: BaseException
 ) -> None:
-    def failing_replace(src: str, dst: Path) -> None:
+    def failing_replace(src: str, dst: str, **kwargs: int) -> None:
         raise error
 
     monkeypatch.setattr(os, "replace", failing_replace)
@@ -338,9 +344,13 @@ def test_write_atomic_failed_fsync_keeps_existing_target(workspace: Path, monkey
     assert sorted(p.name for p in workspace.iterdir()) == ["report.json"]
 
 
-def test_write_atomic_into_missing_directory_raises_and_creates_nothing(workspace: Path) -> None:
-    with pytest.raises(FileNotFoundError):
-        write_atomic(workspace / "missing" / "r.json", b"x")
+def test_write_atomic_failure_removes_the_folders_it_created(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def failing_fsync(fd: int) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", failing_fsync)
+    with pytest.raises(OutputWriteError, match="No space left on device"):
+        write_atomic(workspace / "missing" / "deeper" / "r.json", b"x")
     assert list(workspace.iterdir()) == []
 
 
@@ -378,7 +388,7 @@ def test_property_safe_relative_paths_resolve_inside(segments: list[str]) -> Non
         result = resolve_output_path("/".join(segments), ws)
         assert result.is_relative_to(ws.resolve())
         assert result == ws.resolve().joinpath(*segments)
-        assert result.parent.is_dir()
+        assert list(ws.iterdir()) == []  # the check creates nothing
 
 
 @settings(max_examples=150, deadline=None)

@@ -23,6 +23,15 @@ from pydantic import (
     model_validator,
 )
 
+from evalkit.data.inputs import (
+    DEFAULT_MAX_INPUT_BYTES,
+    MAX_PROBLEMS,
+    InputError,
+    cap_problems,
+    clip,
+    loads_strict,
+    read_json_file,
+)
 from evalkit.data.schema import (
     LANGUAGES,
     LINKS_ALLOWED,
@@ -45,6 +54,8 @@ from evalkit.data.schema import (
     Title,
     child,
     is_identifier,
+    privacy_problem,
+    text_problem,
     validation_problems,
 )
 
@@ -115,7 +126,9 @@ class Fixture(StrictModel):
     """A complete evaluation fixture, checked as a whole for cross-record consistency."""
 
     fixture_id: Identifier = Field(description="stable fixture ID, e.g. synthetic-bilingual-v1")
-    fixture_version: Annotated[str, Field(pattern=r"^\d+\.\d+\.\d+$")] = Field(description="semantic version")
+    fixture_version: Annotated[str, Field(pattern=r"^[0-9]+\.[0-9]+\.[0-9]+$")] = Field(
+        description="semantic version, ASCII digits only"
+    )
     license: Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9.+-]+$")] = Field(
         description="SPDX licence identifier of the fixture content"
     )
@@ -233,11 +246,14 @@ class AliasTable(StrictModel):
 class FixtureError(ValueError):
     """A fixture could not be loaded; ``problems`` lists every problem found, each naming record and field."""
 
-    def __init__(self, source: str, problems: list[str]) -> None:
+    def __init__(self, source: str, problems: list[str], total: int | None = None) -> None:
         self.source = source
         self.problems = problems
-        listing = "\n".join(f"  - {p}" for p in problems)
-        super().__init__(f"invalid fixture {source}: {len(problems)} problem(s)\n{listing}")
+        self.total = max(total or 0, len(problems))
+        listing = "\n".join(f"  - {p}" for p in cap_problems(problems))
+        if self.total > len(problems) and len(problems) > MAX_PROBLEMS:
+            listing = listing.rsplit("\n", 1)[0] + f"\n  - ... and {self.total - MAX_PROBLEMS} more"
+        super().__init__(f"invalid fixture {source}: {self.total} problem(s)\n{listing}")
 
 
 @dataclass(frozen=True)
@@ -258,9 +274,12 @@ _COLLECTIONS: dict[str, tuple[str, str]] = {
 
 
 def _record_id(node: Any, key: str) -> str | None:
-    """The record's ID when it is a valid ID (an invalid one may be long or not text, so it is not echoed)."""
+    """The record's ID when it is a valid ID (an invalid one may be long, not text, or secret-shaped, so it is not
+    echoed: the record is then named by its position)."""
     value = node.get(key) if isinstance(node, dict) else None
-    return value if isinstance(value, str) and is_identifier(value) else None
+    if not isinstance(value, str) or not is_identifier(value):
+        return None
+    return value if privacy_problem(value) is None and text_problem(value) is None else None
 
 
 def _field_path(parts: tuple[int | str, ...]) -> str:
@@ -269,7 +288,7 @@ def _field_path(parts: tuple[int | str, ...]) -> str:
         if isinstance(part, int):
             path += f"[{part}]"
         else:
-            path += f".{part}" if path else part
+            path += f".{clip(part)}" if path else clip(part)
     return path
 
 
@@ -293,69 +312,91 @@ def _locate(raw: Any, loc: tuple[int | str, ...]) -> str:
     return f"{record}: {where}" if record else where
 
 
-def _problems_from(error: ValidationError, raw: Any) -> list[str]:
-    return validation_problems(error, raw, _locate)
+MAX_DESCRIBED_ERRORS = 1_000
+"""At most this many schema errors are described (the message lists fewer, with the total count)."""
+
+
+def _first_records(raw: Any) -> Any:
+    """`raw` with every top-level list cut to its first records (to describe the first errors of a huge file)."""
+    if not isinstance(raw, dict):
+        return raw
+    return {key: value[:MAX_DESCRIBED_ERRORS] if isinstance(value, list) else value for key, value in raw.items()}
+
+
+def _fixture_error(source: str, error: ValidationError, raw: Any, model: type[StrictModel] = Fixture) -> FixtureError:
+    """The error listing the first problems and the total count.
+
+    Building pydantic's error details is slow for millions of errors (tens of seconds), so for a file with more
+    than :data:`MAX_DESCRIBED_ERRORS` errors the first records alone are validated again and their problems listed.
+    """
+    total = error.error_count()
+    if total > MAX_DESCRIBED_ERRORS:
+        sample = _first_records(raw)
+        try:
+            model.model_validate_json(json.dumps(sample))
+        except ValidationError as first:
+            if first.error_count() and not any(
+                isinstance(e.get("ctx", {}).get("error"), RecordProblems) for e in first.errors(include_url=False)
+            ):
+                return FixtureError(source, validation_problems(first, sample, _locate, MAX_DESCRIBED_ERRORS), total)
+    return FixtureError(source, validation_problems(error, raw, _locate, MAX_DESCRIBED_ERRORS), total)
 
 
 def _decode(text: str) -> Any:
-    """``json.loads`` with every failure (syntax, nesting too deep, oversized integers) raised as ValueError."""
+    """Strict JSON of text that already passed :func:`_read_json` (None when it does not decode)."""
     try:
-        return json.loads(text)
-    except RecursionError:
-        raise ValueError("JSON nested too deeply") from None
+        return loads_strict(text)
+    except ValueError:
+        return None
 
 
-def _read_json(path: Path) -> tuple[str, Any]:
+def _read_json(path: Path, max_bytes: int) -> tuple[str, Any]:
+    """Text and strict JSON of a regular file of at most `max_bytes` (see :mod:`evalkit.data.inputs`)."""
     try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise FixtureError(str(path), [f"file {path.name!r} not found"]) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise FixtureError(str(path), [f"file {path.name!r} cannot be read: {exc}"]) from None
-    try:
-        return text, _decode(text)
-    except ValueError as exc:
-        raise FixtureError(str(path), [f"file {path.name!r} is not JSON: {exc}"]) from None
+        return read_json_file(path, max_bytes)
+    except InputError as exc:
+        raise FixtureError(str(path), [f"file {clip(path.name)!r} {exc.reason}"]) from None
 
 
-def _links_allowed(text: str) -> bool:
+def _links_allowed(text: str, raw: Any = None) -> bool:
     """True when the fixture JSON declares ``"text_policy": "links_allowed"`` at its top level."""
     if '"links_allowed"' not in text:  # the common case, without decoding the text twice
         return False
-    try:
+    if raw is None:
         raw = _decode(text)
-    except ValueError:
-        return False
     return isinstance(raw, dict) and raw.get("text_policy") == "links_allowed"
 
 
-def parse_fixture(text: str, source: str = "<memory>") -> Fixture:
-    """Validate fixture JSON text; raise :class:`FixtureError` listing every problem."""
+def parse_fixture(text: str, source: str = "<memory>", raw: Any = None) -> Fixture:
+    """Validate fixture JSON text; raise :class:`FixtureError` listing every problem.
+
+    `raw` is the already decoded JSON, when the caller has it (it is used to name records in messages).
+    """
     try:
-        return Fixture.model_validate_json(text, context={LINKS_ALLOWED: _links_allowed(text)})
+        return Fixture.model_validate_json(text, context={LINKS_ALLOWED: _links_allowed(text, raw)})
     except ValidationError as exc:
-        try:
-            raw = _decode(text)
-        except ValueError:
-            raw = None
-        raise FixtureError(source, _problems_from(exc, raw)) from None
+        raise _fixture_error(source, exc, _decode(text) if raw is None else raw) from None
 
 
-def load_fixture(path: Path | str) -> LoadedFixture:
-    """Load ``fixture.json`` (and ``aliases.json`` when present) from a fixture directory or file."""
+def load_fixture(path: Path | str, max_bytes: int = DEFAULT_MAX_INPUT_BYTES) -> LoadedFixture:
+    """Load ``fixture.json`` (and ``aliases.json`` when present) from a fixture directory or file.
+
+    Each file must be a regular file of at most `max_bytes` with strict JSON (no duplicate keys, no ``NaN``); see
+    :mod:`evalkit.data.inputs`.
+    """
     location = Path(path)
     directory = location if location.is_dir() else location.parent
     fixture_path = location / FIXTURE_FILE if location.is_dir() else location
     if not fixture_path.exists():
         raise FixtureError(str(location), [f"no {FIXTURE_FILE} at {location}"])
-    text, _ = _read_json(fixture_path)
-    fixture = parse_fixture(text, str(fixture_path))
+    text, raw = _read_json(fixture_path, max_bytes)
+    fixture = parse_fixture(text, str(fixture_path), raw)
     aliases_path = directory / ALIASES_FILE
     aliases = AliasTable()
     if aliases_path.exists():
-        alias_text, alias_raw = _read_json(aliases_path)
+        alias_text, alias_raw = _read_json(aliases_path, max_bytes)
         try:
             aliases = AliasTable.model_validate_json(alias_text)
         except ValidationError as exc:
-            raise FixtureError(str(aliases_path), _problems_from(exc, alias_raw)) from None
+            raise _fixture_error(str(aliases_path), exc, alias_raw, AliasTable) from None
     return LoadedFixture(fixture=fixture, aliases=aliases)

@@ -86,6 +86,26 @@ _SECRETS = re.compile(
     re.IGNORECASE,
 )
 
+# Token shapes of common providers, case-sensitive (their prefixes are): Google API keys and OAuth tokens, GitLab,
+# GitHub fine-grained tokens, OpenAI and Anthropic project keys, Hugging Face, npm, PyPI, Slack app tokens,
+# SendGrid, Shopify, DigitalOcean, Stripe restricted keys and AWS temporary keys. They are shaped to fit an ID too
+# (``AIza...`` as a query ID, ``glpat-...`` as a chunk ID), so IDs are checked against them as well.
+_TOKEN_SHAPES = re.compile(
+    rf"{_B}AIza[0-9A-Za-z_-]{{30,}}"
+    rf"|{_B}ya29\.[0-9A-Za-z_-]{{20,}}"
+    rf"|{_B}gl(?:pat|dt|rt|ptt|cbt|oas|ft|imt|soat|agent)-[0-9A-Za-z_-]{{20,}}"
+    rf"|{_B}github_pat_[0-9A-Za-z_]{{22,}}"
+    rf"|{_B}sk-(?:proj|ant|svcacct|admin)-[0-9A-Za-z_-]{{16,}}"
+    rf"|{_B}hf_[0-9A-Za-z]{{30,}}"
+    rf"|{_B}npm_[0-9A-Za-z]{{36}}{_E}"
+    rf"|{_B}pypi-AgE[0-9A-Za-z_-]{{50,}}"
+    rf"|{_B}xapp-[0-9]-[0-9A-Za-z-]{{10,}}"
+    rf"|{_B}SG\.[0-9A-Za-z_-]{{16,}}\.[0-9A-Za-z_-]{{16,}}"
+    rf"|{_B}shp(?:at|ca|pa|ss)_[0-9a-fA-F]{{32}}"
+    rf"|{_B}dop_v1_[0-9a-f]{{64}}"
+    rf"|{_B}(?:ASIA|AGPA|AIDA|AROA|ANPA)[0-9A-Z]{{16}}{_E}"
+)
+
 _PRIVACY_RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("a URL or endpoint", _URL),
     ("an e-mail address", _EMAIL),
@@ -93,9 +113,32 @@ _PRIVACY_RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("a filesystem path", _POSIX_PATH),
     ("a filesystem path", _WINDOWS_PATH),
     ("a secret (API key, token or private key)", _SECRETS),
+    ("a secret (API key, token or private key)", _TOKEN_SHAPES),
 )
 _LINK_RULES = (_EMAIL, _SECRETS)
 """The rules that still apply to the text of a corpus imported with links allowed."""
+
+_CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+"""Control characters other than tab, line feed and carriage return, and the bidirectional controls (embeddings,
+overrides, isolates and marks) that can make displayed text differ from the stored text."""
+
+
+def text_problem(value: str) -> str | None:
+    """Name the first control or bidirectional-override character in `value` (by code point and position), or None.
+
+    Ordinary whitespace (tab, line feed, carriage return) is allowed.
+    """
+    found = _CONTROL.search(value)
+    if found is None:
+        return None
+    return f"contains control character U+{ord(found.group()):04X} at position {found.start()}"
+
+
+def _no_control_characters(value: str) -> str:
+    problem = text_problem(value)
+    if problem is not None:
+        raise ValueError(f"{problem}; control and bidirectional-override characters are not allowed")
+    return value
 
 
 def is_identifier(value: str) -> bool:
@@ -175,7 +218,7 @@ Identifier = Annotated[
 
 IDs are the only fixture values a report carries, so they get the same privacy checks as free text."""
 
-_SAFE = (AfterValidator(_not_blank), AfterValidator(_no_private_values))
+_SAFE = (AfterValidator(_not_blank), AfterValidator(_no_control_characters), AfterValidator(_no_private_values))
 
 SafeText = Annotated[str, *_SAFE]
 """Free text that is neither blank nor looks like a path, endpoint or secret."""
@@ -239,12 +282,16 @@ def _is_count_artifact(item: ErrorDetails, raw: Any) -> bool:
 
 
 def validation_problems(
-    error: ValidationError, raw: Any, locate: Callable[[Any, tuple[int | str, ...]], str]
+    error: ValidationError,
+    raw: Any,
+    locate: Callable[[Any, tuple[int | str, ...]], str],
+    limit: int | None = None,
 ) -> list[str]:
     """One line per problem of a pydantic error: ``locate`` names the record and field in the raw data, and the
-    problems a container validator raised as :class:`RecordProblems` are listed one by one."""
+    problems a container validator raised as :class:`RecordProblems` are listed one by one. With `limit`, only the
+    first `limit` errors are described (a file of millions of bad records would otherwise take minutes)."""
     problems: list[str] = []
-    for item in error.errors(include_url=False):
+    for item in error.errors(include_url=False)[:limit]:
         cause = item.get("ctx", {}).get("error")
         if isinstance(cause, RecordProblems):
             problems.extend(cause.problems)

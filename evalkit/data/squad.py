@@ -53,6 +53,7 @@ import numpy as np
 from pydantic import Field, ValidationError, model_validator
 
 from evalkit.data.fixture import FIXTURE_FILE, Fixture, parse_fixture
+from evalkit.data.inputs import DEFAULT_MAX_INPUT_BYTES, InputError, clip, read_json_file
 from evalkit.data.repairs import RepairLog
 from evalkit.data.schema import (
     MAX_ID_LENGTH,
@@ -209,13 +210,13 @@ def _locate(raw: Any, loc: tuple[int | str, ...]) -> str:
         else:
             names.append(f"{kind} {rest[1]}" + (f" ({_short(name)})" if isinstance(name, str) else ""))
         rest = rest[2:]
-    path = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in rest).removeprefix(".")
+    path = "".join(f"[{p}]" if isinstance(p, int) else f".{clip(p)}" for p in rest).removeprefix(".")
     field = f"field {path or '(record)'!r}"
     return f"{', '.join(names)}: {field}" if names else field
 
 
 def _problems_from(error: ValidationError, raw: Any) -> list[str]:
-    return validation_problems(error, raw, _locate)
+    return validation_problems(error, raw, _locate, 1_000)  # the message lists MAX_PROBLEMS of them
 
 
 # --- forgiving pass over the raw JSON ------------------------------------------------------------------------------
@@ -354,26 +355,27 @@ def forgive_squad(raw: dict[str, Any], log: RepairLog, window: int = REPAIR_WIND
     return dataset
 
 
-def read_squad(path: Path, log: RepairLog | None = None, window: int = REPAIR_WINDOW) -> SquadDataset:
+def read_squad(
+    path: Path, log: RepairLog | None = None, window: int = REPAIR_WINDOW, max_bytes: int = DEFAULT_MAX_INPUT_BYTES
+) -> SquadDataset:
     """Read a SQuAD v1.1 or v2.0 JSON file; raise :class:`SquadFormatError` naming the item and field of any problem.
 
     Without `log` the reader is strict: a missing or unreadable file, text that is not UTF-8 or not JSON, a top level
     that is not an object, wrong or missing fields, unknown fields, an ``answer_start`` that does not locate the
     answer text, a blank context or question, inconsistent ``is_impossible`` and duplicate question IDs are all
-    reported as SquadFormatError. With `log`, :func:`forgive_squad` first repairs or skips what the log's policy
-    allows (and records it); what its policy refuses, and every other problem, is still a SquadFormatError.
+    reported as SquadFormatError. So are a file that is not a regular file or is larger than `max_bytes`, and JSON
+    with duplicate keys or ``NaN`` (see :mod:`evalkit.data.inputs`). With `log`, :func:`forgive_squad` first repairs
+    or skips what the log's policy allows (and records it); what its policy refuses, and every other problem, is
+    still a SquadFormatError.
     """
     source = str(path)
     try:
-        text = Path(path).read_bytes().decode("utf-8")
-    except FileNotFoundError:
-        raise SquadFormatError(source, ["file not found"]) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise SquadFormatError(source, [f"file cannot be read as UTF-8 text: {exc}"]) from None
-    try:
-        raw = json.loads(text)
-    except (ValueError, RecursionError) as exc:
-        raise SquadFormatError(source, [f"file is not JSON: {exc}"]) from None
+        text, raw = read_json_file(Path(path), max_bytes)
+    except InputError as exc:
+        reason = exc.reason
+        if reason.startswith("cannot be read: not UTF-8"):
+            reason = "cannot be read as UTF-8 text: " + reason.removeprefix("cannot be read: ")
+        raise SquadFormatError(source, [f"file {reason}"]) from None
     if not isinstance(raw, dict):
         raise SquadFormatError(
             source, [f"top level: must be a JSON object with a 'data' list, not {type(raw).__name__}"]
@@ -396,7 +398,7 @@ class SquadImportOptions(StrictModel):
     """How a SQuAD file becomes a fixture."""
 
     fixture_id: Identifier = Field(description="ID of the produced fixture")
-    fixture_version: Annotated[str, Field(pattern=r"^\d+\.\d+\.\d+$")] = Field(
+    fixture_version: Annotated[str, Field(pattern=r"^[0-9]+\.[0-9]+\.[0-9]+$")] = Field(
         default="1.0.0", description="semantic version of the produced fixture"
     )
     language: Language = Field(description="corpus language (and question language of a monolingual import)")
@@ -407,7 +409,9 @@ class SquadImportOptions(StrictModel):
     held_out_fraction: Annotated[float, Field(ge=0.0, lt=1.0)] = Field(
         default=0.0, description="fraction of paragraphs removed from the corpus (their questions: no-answer)"
     )
-    seed: int = Field(default=0, description="seed of numpy.random.default_rng choosing held-out paragraphs")
+    seed: Annotated[int, Field(ge=0)] = Field(
+        default=0, description="seed of numpy.random.default_rng choosing held-out paragraphs"
+    )
     max_articles: PositiveInt | None = Field(default=None, description="import only the first N articles")
     license: Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9.+-]+$")] = Field(
         description="SPDX licence identifier carried into the fixture"
@@ -818,8 +822,8 @@ def write_fixture(fixture: Fixture, directory: Path) -> Path:
     """Write ``directory/fixture.json`` atomically (creating `directory` if needed) and return its path.
 
     The caller vets `directory` (for example with :func:`evalkit.output.resolve_output_path`); this function does not.
+    Missing folders are created by :func:`evalkit.output.write_atomic`, which never follows a symlinked folder.
     """
-    directory.mkdir(parents=True, exist_ok=True)
     path = directory / FIXTURE_FILE
     write_atomic(path, fixture_json(fixture))
     return path

@@ -10,18 +10,17 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field, ValidationError
 
+from evalkit.data.inputs import DEFAULT_MAX_INPUT_BYTES, InputError, cap_problems, clip, read_json_file
 from evalkit.data.schema import (
     SLICES,
     Identifier,
-    NonNegativeFloat,
     Slice,
     StrictModel,
     UnitFloat,
-    describe_validation_error,
     model_json,
 )
 from evalkit.evaluation import Evaluation
@@ -34,6 +33,8 @@ BASELINE_SLICES: tuple[Slice, ...] = SLICES
 RERANKED = "hybrid-rerank"
 FLOAT_SLACK = 1e-12
 HYBRID = "hybrid"
+MAX_BASELINE_TOLERANCE = 0.05
+"""The largest tolerance ``baselines.json`` may set: a larger one would let the baseline gates pass anything."""
 
 
 class GateThresholds(StrictModel):
@@ -54,19 +55,33 @@ class GateThresholds(StrictModel):
 
     @classmethod
     def from_values(cls, source: object) -> GateThresholds:
-        """Thresholds read from any object with attributes of the same names (CLI arguments, notebook parameters)."""
+        """Thresholds read from any object with attributes of the same names (CLI arguments, notebook parameters).
+
+        Raises:
+            ValueError: one line per invalid threshold, naming it (and its ``--option``) and the reason.
+        """
         try:
             return cls.model_validate({name: getattr(source, name) for name in cls.model_fields})
         except ValidationError as exc:
-            raise ValueError(describe_validation_error(exc, "invalid gate thresholds")) from None
+            raise ValueError("invalid gate threshold(s): " + "; ".join(_threshold_problems(exc))) from None
+
+
+def _threshold_problems(error: ValidationError) -> list[str]:
+    problems = []
+    for item in error.errors(include_url=False):
+        name = str(item["loc"][0]) if item["loc"] else "(thresholds)"
+        problems.append(f"{name} (--{name.replace('_', '-')}): {item['msg']}")
+    return problems
 
 
 class Baselines(StrictModel):
     """Committed context precision/recall floors per ablation and slice for one fixture version."""
 
     fixture_id: Identifier
-    fixture_version: str
-    tolerance: NonNegativeFloat = Field(default=0.001, description="a value may fall this far below its floor")
+    fixture_version: Annotated[str, Field(pattern=r"^[0-9]+\.[0-9]+\.[0-9]+$")]
+    tolerance: Annotated[float, Field(ge=0.0, le=MAX_BASELINE_TOLERANCE, allow_inf_nan=False)] = Field(
+        default=0.001, description=f"a value may fall this far below its floor (at most {MAX_BASELINE_TOLERANCE})"
+    )
     ablations: dict[str, dict[str, dict[str, UnitFloat]]] = Field(
         description="ablation -> slice (all, en, zh) -> measure -> floor"
     )
@@ -200,12 +215,40 @@ def baselines_json(baselines: Baselines) -> bytes:
     return model_json(baselines)
 
 
-def load_baselines(fixture_dir: Path) -> Baselines | None:
-    """The fixture's committed baselines, or None when it has none."""
+def _locate(loc: tuple[int | str, ...]) -> str:
+    return ".".join(clip(str(part)) for part in loc) or "(top level)"
+
+
+def load_baselines(fixture_dir: Path, max_bytes: int = DEFAULT_MAX_INPUT_BYTES) -> Baselines | None:
+    """The fixture's committed baselines, or None when it has none.
+
+    The file is read like every input (a regular file within the size limit, strict JSON: see
+    :mod:`evalkit.data.inputs`); the tolerance must be finite and at most :data:`MAX_BASELINE_TOLERANCE`.
+
+    Raises:
+        ValueError: naming the file and each problem with its field.
+    """
     path = fixture_dir / BASELINES_FILE
     if not path.exists():
         return None
     try:
-        return Baselines.model_validate_json(path.read_text(encoding="utf-8"))
+        text, _ = read_json_file(path, max_bytes)
+    except InputError as exc:
+        raise ValueError(f"invalid {BASELINES_FILE} in {clip(fixture_dir.name)}: {exc.reason}") from None
+    try:
+        return Baselines.model_validate_json(text)
     except ValidationError as exc:
-        raise ValueError(f"invalid {BASELINES_FILE} in {fixture_dir.name}: {exc}") from None
+        problems = [f"field {_locate(tuple(e['loc']))!r}: {e['msg']}" for e in exc.errors(include_url=False)]
+        listing = "\n".join(f"  - {p}" for p in cap_problems(problems))
+        raise ValueError(
+            f"invalid {BASELINES_FILE} in {clip(fixture_dir.name)}: {len(problems)} problem(s)\n{listing}"
+        ) from None
+
+
+def check_baselines_match(baselines: Baselines, fixture_id: str, fixture_version: str) -> None:
+    """Refuse baselines written for another fixture ID or version (as :func:`evaluate_gates` would)."""
+    if (baselines.fixture_id, baselines.fixture_version) != (fixture_id, fixture_version):
+        raise ValueError(
+            f"{BASELINES_FILE} is for {baselines.fixture_id} {baselines.fixture_version}, the fixture is "
+            f"{fixture_id} {fixture_version}: regenerate it with `evalkit baseline --write`"
+        )

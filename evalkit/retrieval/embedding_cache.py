@@ -10,7 +10,6 @@ a symlink. Texts are hashed, not stored; the provider's definition is hashed, no
 
 from __future__ import annotations
 
-import contextlib
 import io
 import os
 import stat
@@ -98,13 +97,10 @@ class EmbeddingCache:
         return matrix
 
     def _store(self, path: Path, matrix: Matrix) -> None:
-        self.directory.mkdir(parents=True, exist_ok=True)
-        with contextlib.suppress(FileExistsError):
-            path.parent.mkdir()
         _real_directory(path.parent)
         buffer = io.BytesIO()
         np.save(buffer, matrix, allow_pickle=False)
-        write_atomic(path, buffer.getvalue())
+        write_atomic(path, buffer.getvalue())  # creates missing folders, never through a symlink
 
 
 class CachedProvider:
