@@ -20,6 +20,7 @@ import numpy as np
 
 from evalkit.data.fixture import Chunk, Document
 from evalkit.data.schema import Matrix
+from evalkit.retrieval.sparse_index import IndexMismatchError, SparseBm25Index, top_positions
 from evalkit.retrieval.text import analyzed
 
 _SCHEMA = """
@@ -80,6 +81,7 @@ class KnowledgeDatabase:
         self._connection.execute("PRAGMA foreign_keys = ON")
         self._connection.executescript(_SCHEMA)
         self._matrices: dict[str, tuple[tuple[str, ...], Matrix]] = {}
+        self._lexical_index: SparseBm25Index | IndexMismatchError | None = None
 
     @classmethod
     @contextmanager
@@ -108,15 +110,17 @@ class KnowledgeDatabase:
         """Insert chunks and index their analyzed text in FTS5 (in chunk ID order, for a stable layout)."""
         ordered = sorted(chunks, key=lambda c: c.chunk_id)
         with self._connection:
-            for chunk in ordered:
-                cursor = self._connection.execute(
-                    "INSERT INTO chunks (chunk_id, doc_id, text) VALUES (?, ?, ?)",
-                    (chunk.chunk_id, chunk.doc_id, chunk.text),
-                )
-                self._connection.execute(
-                    "INSERT INTO chunks_fts (rowid, tokens) VALUES (?, ?)",
-                    (cursor.lastrowid, analyzed(chunk.text)),
-                )
+            first = int(self._connection.execute("SELECT coalesce(max(rowid), 0) + 1 FROM chunks").fetchone()[0])
+            rowids = range(first, first + len(ordered))
+            self._connection.executemany(
+                "INSERT INTO chunks (rowid, chunk_id, doc_id, text) VALUES (?, ?, ?, ?)",
+                [(rowid, c.chunk_id, c.doc_id, c.text) for rowid, c in zip(rowids, ordered, strict=True)],
+            )
+            self._connection.executemany(
+                "INSERT INTO chunks_fts (rowid, tokens) VALUES (?, ?)",
+                [(rowid, analyzed(c.text)) for rowid, c in zip(rowids, ordered, strict=True)],
+            )
+        self._lexical_index = None
 
     def chunks(self) -> list[StoredChunk]:
         """Every chunk with its language, in chunk ID order."""
@@ -136,7 +140,22 @@ class KnowledgeDatabase:
         return {r[0]: StoredChunk(chunk_id=r[0], text=r[1], language=r[2]) for r in rows}
 
     def lexical_search(self, terms: Sequence[str], limit: int) -> list[Hit]:
-        """BM25 (FTS5, k1 = 1.2, b = 0.75) over analyzed chunk text for any of ``terms``; score = -bm25()."""
+        """BM25 (FTS5, k1 = 1.2, b = 0.75) over analyzed chunk text for any of ``terms``; score = -bm25().
+
+        Answered from the sparse index (:mod:`~evalkit.retrieval.sparse_index`, built on first use after the
+        chunks change), which gives FTS5's ranking and scores bit for bit; FTS5 answers the queries the index
+        cannot vouch for, and all of them if the index could not be made exact.
+        """
+        if not terms or limit < 1:
+            return []
+        index = self.lexical_index()
+        found = index.search(terms, limit) if isinstance(index, SparseBm25Index) else None
+        if found is None:
+            return self.fts5_search(terms, limit)
+        return [Hit(chunk_id=chunk_id, score=score) for chunk_id, score in found]
+
+    def fts5_search(self, terms: Sequence[str], limit: int) -> list[Hit]:
+        """The same search as :meth:`lexical_search`, asked of FTS5 directly (the reference definition)."""
         if not terms or limit < 1:
             return []
         rows = self._connection.execute(
@@ -146,6 +165,30 @@ class KnowledgeDatabase:
             (_fts_query(terms), limit),
         )
         return [Hit(chunk_id=r[0], score=float(r[1])) for r in rows]
+
+    def lexical_index(self) -> SparseBm25Index | IndexMismatchError:
+        """The sparse BM25 index of the stored tokens, or the error that kept it from being exact."""
+        if self._lexical_index is None:
+            rows = self._connection.execute(
+                "SELECT c.chunk_id, f.tokens FROM chunks c JOIN chunks_fts f ON f.rowid = c.rowid ORDER BY c.chunk_id"
+            ).fetchall()
+            try:
+                self._lexical_index = SparseBm25Index.build(
+                    [r[0] for r in rows], [r[1].split() for r in rows], check=self._vocabulary
+                )
+            except IndexMismatchError as error:
+                self._lexical_index = error
+        return self._lexical_index
+
+    def _vocabulary(self, terms: Sequence[str]) -> dict[str, tuple[int, int]]:
+        """FTS5's (rows, occurrences) for each of these terms that it holds."""
+        found: dict[str, tuple[int, int]] = {}
+        for start in range(0, len(terms), 500):
+            batch = tuple(terms[start : start + 500])
+            marks = ",".join("?" * len(batch))
+            rows = self._connection.execute(f"SELECT term, doc, cnt FROM chunks_vocab WHERE term IN ({marks})", batch)
+            found.update({r[0]: (int(r[1]), int(r[2])) for r in rows})
+        return found
 
     def chunk_count(self) -> int:
         """Number of chunks."""
@@ -212,6 +255,6 @@ class KnowledgeDatabase:
         if not ids or limit < 1:
             return []
         scores = matrix @ np.asarray(query, dtype=np.float32).reshape(-1)
-        # lexsort sorts by the last key first: score descending, then position (= chunk ID order) ascending.
-        order = np.lexsort((np.arange(len(ids)), -scores))[:limit]
-        return [Hit(chunk_id=ids[i], score=float(scores[i])) for i in order]
+        # Score descending, then position (= chunk ID order) ascending, found without sorting every row.
+        best = top_positions(scores, limit, floor=-np.inf)
+        return [Hit(chunk_id=ids[i], score=float(scores[i])) for i in best]
