@@ -155,16 +155,16 @@ def test_known_unusual_terms_are_checked_against_fts5() -> None:
 
 def test_vocabulary_mismatch_refuses_to_build() -> None:
     with pytest.raises(IndexMismatchError, match="'é-x'"):
-        SparseBm25Index.build(["a"], [["é-x"]], check=lambda terms: {})
+        SparseBm25Index.build(["a"], ["é-x"], check=lambda terms: {})
 
 
 def test_unsorted_ids_are_refused() -> None:
     with pytest.raises(ValueError, match="ascending"):
-        SparseBm25Index.build(["b", "a"], [["x"], ["y"]])
+        SparseBm25Index.build(["b", "a"], ["x", "y"])
 
 
 def test_empty_query_and_limit() -> None:
-    index = SparseBm25Index.build(["a"], [["alpha"]])
+    index = SparseBm25Index.build(["a"], ["alpha"])
     assert index.search((), 5) == []
     assert index.search(("alpha",), 0) == []
 
@@ -176,7 +176,7 @@ def test_empty_query_and_limit() -> None:
 
 def test_hand_computed_score() -> None:
     # Two rows: "alpha alpha beta" (D = 3) and "beta" (D = 1); avgdl = 2, N = 2.
-    index = SparseBm25Index.build(["a", "b"], [["alpha", "alpha", "beta"], ["beta"]])
+    index = SparseBm25Index.build(["a", "b"], ["alpha alpha beta", "beta"])
     idf_alpha = np.log((2 - 1 + 0.5) / (1 + 0.5))  # = ln 1 = 0, floored to 1e-6
     assert idf_alpha == 0.0
     expected = 1e-6 * (2 * 2.2) / (2 + 1.2 * (0.25 + 0.75 * 3 / 2)) + 1e-6 * 2.2 / (1 + 1.2 * (0.25 + 0.75 * 3 / 2))

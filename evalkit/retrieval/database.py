@@ -174,7 +174,7 @@ class KnowledgeDatabase:
             ).fetchall()
             try:
                 self._lexical_index = SparseBm25Index.build(
-                    [r[0] for r in rows], [r[1].split() for r in rows], check=self._vocabulary
+                    [r[0] for r in rows], [r[1] for r in rows], check=self._vocabulary
                 )
             except IndexMismatchError as error:
                 self._lexical_index = error

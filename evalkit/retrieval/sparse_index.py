@@ -72,34 +72,30 @@ class SparseBm25Index:
 
     @classmethod
     def build(
-        cls, chunk_ids: Sequence[str], token_lists: Sequence[Sequence[str]], check: VocabularyCheck | None = None
+        cls, chunk_ids: Sequence[str], analyzed_texts: Sequence[str], check: VocabularyCheck | None = None
     ) -> SparseBm25Index:
-        """Index chunks given in chunk ID order with their stored tokens.
+        """Index chunks given in chunk ID order with their stored text (analyzed tokens joined by spaces).
 
         ``check`` (FTS5's vocabulary) is asked about every token that is not plain; a disagreement in rows or
         occurrences raises :class:`IndexMismatchError`.
         """
-        if len(chunk_ids) != len(token_lists):
-            raise ValueError(f"{len(chunk_ids)} chunk IDs but {len(token_lists)} token lists")
+        if len(chunk_ids) != len(analyzed_texts):
+            raise ValueError(f"{len(chunk_ids)} chunk IDs but {len(analyzed_texts)} texts")
         if list(chunk_ids) != sorted(chunk_ids):
             raise ValueError("chunk IDs must be given in ascending order (the tie-breaking order)")
-        vocabulary: dict[str, int] = {}
-        lengths = np.fromiter((len(tokens) for tokens in token_lists), dtype=np.int64, count=len(token_lists))
-        total = int(lengths.sum())
-        columns = np.fromiter(
-            (vocabulary.setdefault(t, len(vocabulary)) for tokens in token_lists for t in tokens),
-            dtype=np.int64,
-            count=total,
-        )
+        tokens = " ".join(analyzed_texts).split()
+        vocabulary = {term: column for column, term in enumerate(dict.fromkeys(tokens))}
+        columns = np.fromiter(map(vocabulary.__getitem__, tokens), dtype=np.int64, count=len(tokens))
+        lengths = np.fromiter(map(len, map(str.split, analyzed_texts)), dtype=np.int64, count=len(analyzed_texts))
         rows = np.repeat(np.arange(len(chunk_ids), dtype=np.int64), lengths)
         shape = (len(chunk_ids), len(vocabulary))
         # COO -> CSC sums repeated (chunk, term) pairs into term frequencies.
-        counts = sparse.csc_matrix((np.ones(total), (rows, columns)), shape=shape)
+        counts = sparse.csc_matrix((np.ones(len(tokens)), (rows, columns)), shape=shape)
         counts.sum_duplicates()
         hits = np.diff(counts.indptr)
         if check is not None:
             _check_vocabulary(vocabulary, hits, counts, check)
-        contributions = _contributions(counts, hits, lengths, total)
+        contributions = _contributions(counts, hits, lengths, len(tokens))
         return cls(tuple(chunk_ids), vocabulary, contributions)
 
     def search(self, terms: Sequence[str], limit: int) -> list[tuple[str, float]] | None:
