@@ -1,14 +1,17 @@
 """The knowledge database: documents, chunks and embeddings in SQLite, FTS5 lexical search, numpy vector search.
 
 Chunk text is analyzed by :mod:`~evalkit.retrieval.text` (Chinese segmented by rjieba, English case-folded and
-stemmed) and the space-joined tokens are indexed by FTS5, so both languages share one BM25 index. Embeddings are
-stored as float32 blobs keyed by chunk and provider fingerprint and searched by exact inner product with numpy (rows
-are unit length, so this is cosine similarity). Every ranking breaks ties by chunk ID, so results never depend on
-insertion order.
+stemmed) and the space-joined tokens are indexed by FTS5, so both languages share one BM25 index; queries are
+answered from a sparse index of the same tokens that reproduces FTS5's scores (:mod:`.sparse_index`). Embeddings
+are stored per provider fingerprint as one float32 matrix in chunk ID order (in blocks of rows, each block a blob
+with its chunk IDs), held in memory as one contiguous matrix and searched by exact inner product with one
+matrix-vector product and ``argpartition`` (rows are unit length, so this is cosine similarity). Every ranking
+breaks ties by chunk ID, so results never depend on insertion order.
 """
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -38,13 +41,17 @@ CREATE TABLE chunks (
 CREATE VIRTUAL TABLE chunks_fts USING fts5(tokens, tokenize = 'unicode61 remove_diacritics 0');
 CREATE VIRTUAL TABLE chunks_vocab USING fts5vocab(chunks_fts, 'row');
 CREATE TABLE embeddings (
-    chunk_id TEXT NOT NULL REFERENCES chunks(chunk_id),
     provider TEXT NOT NULL,
+    block INTEGER NOT NULL,
     dimensions INTEGER NOT NULL,
-    vector BLOB NOT NULL,
-    PRIMARY KEY (chunk_id, provider)
+    chunk_ids TEXT NOT NULL,
+    vectors BLOB NOT NULL,
+    PRIMARY KEY (provider, block)
 );
 """
+
+EMBEDDING_BLOCK_ROWS = 4096
+"""Rows per stored embedding block: one float32 matrix per provider, kept in blocks of consecutive rows."""
 
 
 @dataclass(frozen=True)
@@ -212,14 +219,42 @@ class KnowledgeDatabase:
         return {r[0]: tuple(r[1].split()) for r in rows}
 
     def store_embeddings(self, provider: str, chunk_ids: Sequence[str], matrix: Matrix) -> None:
-        """Store one float32 row per chunk under a provider fingerprint."""
+        """Store one float32 row per chunk under a provider fingerprint (a chunk given again replaces its row)."""
         if matrix.shape[0] != len(chunk_ids):
             raise ValueError(f"{len(chunk_ids)} chunk IDs but {matrix.shape[0]} embedding rows")
-        rows = np.ascontiguousarray(matrix, dtype=np.float32)
+        known = {r[0] for r in self._connection.execute("SELECT chunk_id FROM chunks")}
+        unknown = sorted(set(chunk_ids) - known)
+        if unknown:
+            raise ValueError(f"embeddings for unknown chunk(s) {', '.join(unknown[:5])}")
+        rows = np.asarray(matrix, dtype=np.float32)
+        position = {chunk_id: index for index, chunk_id in enumerate(chunk_ids)}  # the last row of a repeated ID
+        if self.has_embeddings(provider):
+            old_ids, old_matrix = self._matrix(provider)
+            if old_matrix.shape[1] != rows.shape[1]:
+                raise ValueError(f"{rows.shape[1]} dimensions, but this provider's rows have {old_matrix.shape[1]}")
+            kept = [i for i, chunk_id in enumerate(old_ids) if chunk_id not in position]
+            ids = [*(old_ids[i] for i in kept), *position]
+            rows = np.concatenate([old_matrix[kept], rows[list(position.values())]])
+        else:
+            ids = list(position)
+            rows = rows[list(position.values())]
+        order = sorted(range(len(ids)), key=ids.__getitem__)
+        ordered_ids = tuple(ids[i] for i in order)
+        ordered = np.ascontiguousarray(rows[order], dtype=np.float32)
         with self._connection:
+            self._connection.execute("DELETE FROM embeddings WHERE provider = ?", (provider,))
             self._connection.executemany(
-                "INSERT OR REPLACE INTO embeddings (chunk_id, provider, dimensions, vector) VALUES (?, ?, ?, ?)",
-                [(cid, provider, rows.shape[1], row.tobytes()) for cid, row in zip(chunk_ids, rows, strict=True)],
+                "INSERT INTO embeddings (provider, block, dimensions, chunk_ids, vectors) VALUES (?, ?, ?, ?, ?)",
+                (
+                    (
+                        provider,
+                        start // EMBEDDING_BLOCK_ROWS,
+                        ordered.shape[1],
+                        json.dumps(ordered_ids[start : start + EMBEDDING_BLOCK_ROWS]),
+                        ordered[start : start + EMBEDDING_BLOCK_ROWS].tobytes(),
+                    )
+                    for start in range(0, len(ordered_ids), EMBEDDING_BLOCK_ROWS)
+                ),
             )
         self._matrices.pop(provider, None)
 
@@ -229,15 +264,23 @@ class KnowledgeDatabase:
         return row.fetchone() is not None
 
     def _matrix(self, provider: str) -> tuple[tuple[str, ...], Matrix]:
+        """The provider's rows as one contiguous float32 matrix in chunk ID order, read block by block once."""
         if provider not in self._matrices:
-            rows = self._connection.execute(
-                "SELECT chunk_id, dimensions, vector FROM embeddings WHERE provider = ? ORDER BY chunk_id",
+            count, width = self._connection.execute(
+                "SELECT coalesce(sum(length(vectors) / (4 * dimensions)), 0), coalesce(max(dimensions), 0) "
+                "FROM embeddings WHERE provider = ?",
                 (provider,),
-            ).fetchall()
-            ids = tuple(r[0] for r in rows)
-            width = rows[0][1] if rows else 0
-            matrix = np.frombuffer(b"".join(r[2] for r in rows), dtype=np.float32).reshape(len(rows), width)
-            self._matrices[provider] = (ids, matrix)
+            ).fetchone()
+            matrix = np.empty((int(count), int(width)), dtype=np.float32)
+            ids: list[str] = []
+            blocks = self._connection.execute(
+                "SELECT chunk_ids, vectors FROM embeddings WHERE provider = ? ORDER BY block", (provider,)
+            )
+            for block_ids, vectors in blocks:
+                block = np.frombuffer(vectors, dtype=np.float32).reshape(-1, width)
+                matrix[len(ids) : len(ids) + len(block)] = block
+                ids += json.loads(block_ids)
+            self._matrices[provider] = (tuple(ids), matrix)
         return self._matrices[provider]
 
     def vectors(self, provider: str, chunk_ids: Sequence[str]) -> Matrix:
