@@ -46,6 +46,7 @@ def test_storing_again_replaces_only_the_given_rows(monkeypatch: pytest.MonkeyPa
     database = _database()
     rows = _rows(5)
     database.store_embeddings("p", IDS, rows)
+    assert database.vectors("p", ["d"]).tobytes() == rows[IDS.index("d")].tobytes()
     new = _rows(1, seed=1)
     database.store_embeddings("p", ["d"], new)
     expected = rows.copy()

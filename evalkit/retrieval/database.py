@@ -88,6 +88,7 @@ class KnowledgeDatabase:
         self._connection.execute("PRAGMA foreign_keys = ON")
         self._connection.executescript(_SCHEMA)
         self._matrices: dict[str, tuple[tuple[str, ...], Matrix]] = {}
+        self._row_positions: dict[str, dict[str, int]] = {}
         self._lexical_index: SparseBm25Index | IndexMismatchError | None = None
 
     @classmethod
@@ -257,6 +258,7 @@ class KnowledgeDatabase:
                 ),
             )
         self._matrices.pop(provider, None)
+        self._row_positions.pop(provider, None)
 
     def has_embeddings(self, provider: str) -> bool:
         """True when any embedding is stored for this provider fingerprint."""
@@ -286,7 +288,9 @@ class KnowledgeDatabase:
     def vectors(self, provider: str, chunk_ids: Sequence[str]) -> Matrix:
         """Stored rows for these chunks, in the order given."""
         ids, matrix = self._matrix(provider)
-        position = {chunk_id: index for index, chunk_id in enumerate(ids)}
+        if provider not in self._row_positions:
+            self._row_positions[provider] = {chunk_id: index for index, chunk_id in enumerate(ids)}
+        position = self._row_positions[provider]
         missing = [c for c in chunk_ids if c not in position]
         if missing:
             raise KeyError(f"no embedding for chunk(s) {', '.join(missing)} under this provider")
