@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from evalkit.data.fixture import Chunk, Document, LoadedFixture
+from evalkit.retrieval import sparse_index
 from evalkit.retrieval.database import Hit, KnowledgeDatabase
 from evalkit.retrieval.sparse_index import (
     IndexMismatchError,
@@ -105,7 +106,8 @@ def test_fixture_queries_equal_fts5_exactly(name: str, request: pytest.FixtureRe
 
 
 @pytest.mark.parametrize("seed", range(8))
-def test_random_corpora_equal_fts5_exactly(seed: int) -> None:
+def test_random_corpora_equal_fts5_exactly(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sparse_index, "_BUILD_BLOCK_ROWS", 7)  # several blocks per build
     rng = np.random.default_rng(seed)
     database = _database(_random_corpus(rng, int(rng.integers(1, 120))))
     for _ in range(25):

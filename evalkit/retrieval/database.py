@@ -122,11 +122,11 @@ class KnowledgeDatabase:
             rowids = range(first, first + len(ordered))
             self._connection.executemany(
                 "INSERT INTO chunks (rowid, chunk_id, doc_id, text) VALUES (?, ?, ?, ?)",
-                [(rowid, c.chunk_id, c.doc_id, c.text) for rowid, c in zip(rowids, ordered, strict=True)],
+                ((rowid, c.chunk_id, c.doc_id, c.text) for rowid, c in zip(rowids, ordered, strict=True)),
             )
             self._connection.executemany(
                 "INSERT INTO chunks_fts (rowid, tokens) VALUES (?, ?)",
-                [(rowid, analyzed(c.text)) for rowid, c in zip(rowids, ordered, strict=True)],
+                ((rowid, analyzed(c.text)) for rowid, c in zip(rowids, ordered, strict=True)),
             )
         self._lexical_index = None
 
@@ -228,20 +228,13 @@ class KnowledgeDatabase:
         if unknown:
             raise ValueError(f"embeddings for unknown chunk(s) {', '.join(unknown[:5])}")
         rows = np.asarray(matrix, dtype=np.float32)
-        position = {chunk_id: index for index, chunk_id in enumerate(chunk_ids)}  # the last row of a repeated ID
-        if self.has_embeddings(provider):
-            old_ids, old_matrix = self._matrix(provider)
-            if old_matrix.shape[1] != rows.shape[1]:
-                raise ValueError(f"{rows.shape[1]} dimensions, but this provider's rows have {old_matrix.shape[1]}")
-            kept = [i for i, chunk_id in enumerate(old_ids) if chunk_id not in position]
-            ids = [*(old_ids[i] for i in kept), *position]
-            rows = np.concatenate([old_matrix[kept], rows[list(position.values())]])
-        else:
-            ids = list(position)
-            rows = rows[list(position.values())]
+        ids = list(chunk_ids)
+        if len(set(ids)) != len(ids) or self.has_embeddings(provider):
+            ids, rows = self._merged_rows(provider, ids, rows)
         order = sorted(range(len(ids)), key=ids.__getitem__)
         ordered_ids = tuple(ids[i] for i in order)
-        ordered = np.ascontiguousarray(rows[order], dtype=np.float32)
+        # Rows already in chunk ID order (the service stores them so) are written without a copy.
+        ordered = rows if order == list(range(len(ids))) else rows[order]
         with self._connection:
             self._connection.execute("DELETE FROM embeddings WHERE provider = ?", (provider,))
             self._connection.executemany(
@@ -259,6 +252,18 @@ class KnowledgeDatabase:
             )
         self._matrices.pop(provider, None)
         self._row_positions.pop(provider, None)
+
+    def _merged_rows(self, provider: str, ids: list[str], rows: Matrix) -> tuple[list[str], Matrix]:
+        """The provider's stored rows with these replacing or joining them (the last row of a repeated ID wins)."""
+        position = {chunk_id: index for index, chunk_id in enumerate(ids)}
+        new_ids, new_rows = list(position), rows[list(position.values())]
+        if not self.has_embeddings(provider):
+            return new_ids, new_rows
+        old_ids, old_matrix = self._matrix(provider)
+        if old_matrix.shape[1] != rows.shape[1]:
+            raise ValueError(f"{rows.shape[1]} dimensions, but this provider's rows have {old_matrix.shape[1]}")
+        kept = [i for i, chunk_id in enumerate(old_ids) if chunk_id not in position]
+        return [*(old_ids[i] for i in kept), *new_ids], np.concatenate([old_matrix[kept], new_rows])
 
     def has_embeddings(self, provider: str) -> bool:
         """True when any embedding is stored for this provider fingerprint."""

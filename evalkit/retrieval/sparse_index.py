@@ -39,6 +39,9 @@ FTS5_MIN_IDF = 1e-6
 
 _PLAIN = re.compile(r"[a-z0-9\u4e00-\u9fa5]+")
 
+_BUILD_BLOCK_ROWS = 8192
+"""Chunks whose tokens are split and mapped to columns together while the index is built (a memory bound)."""
+
 VocabularyCheck = Callable[[Sequence[str]], Mapping[str, tuple[int, int]]]
 """Looks terms up in FTS5's vocabulary: term -> (rows containing it, occurrences); absent terms are left out."""
 
@@ -83,19 +86,25 @@ class SparseBm25Index:
             raise ValueError(f"{len(chunk_ids)} chunk IDs but {len(analyzed_texts)} texts")
         if list(chunk_ids) != sorted(chunk_ids):
             raise ValueError("chunk IDs must be given in ascending order (the tie-breaking order)")
-        tokens = " ".join(analyzed_texts).split()
-        vocabulary = {term: column for column, term in enumerate(dict.fromkeys(tokens))}
-        columns = np.fromiter(map(vocabulary.__getitem__, tokens), dtype=np.int64, count=len(tokens))
+        vocabulary: dict[str, int] = {}
+        parts = []
+        for start in range(0, len(analyzed_texts), _BUILD_BLOCK_ROWS):  # bounded memory: a block's tokens at a time
+            tokens = " ".join(analyzed_texts[start : start + _BUILD_BLOCK_ROWS]).split()
+            for term in dict.fromkeys(tokens):
+                vocabulary.setdefault(term, len(vocabulary))
+            parts.append(np.fromiter(map(vocabulary.__getitem__, tokens), dtype=np.int32, count=len(tokens)))
+        columns = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int32)
         lengths = np.fromiter(map(len, map(str.split, analyzed_texts)), dtype=np.int64, count=len(analyzed_texts))
-        rows = np.repeat(np.arange(len(chunk_ids), dtype=np.int64), lengths)
+        rows = np.repeat(np.arange(len(chunk_ids), dtype=np.int32), lengths)
         shape = (len(chunk_ids), len(vocabulary))
         # COO -> CSC sums repeated (chunk, term) pairs into term frequencies.
-        counts = sparse.csc_matrix((np.ones(len(tokens)), (rows, columns)), shape=shape)
+        counts = sparse.csc_matrix((np.ones(len(columns)), (rows, columns)), shape=shape)
+        del rows, columns, parts
         counts.sum_duplicates()
         hits = np.diff(counts.indptr)
         if check is not None:
             _check_vocabulary(vocabulary, hits, counts, check)
-        contributions = _contributions(counts, hits, lengths, len(tokens))
+        contributions = _contributions(counts, hits, lengths, int(lengths.sum()))
         return cls(tuple(chunk_ids), vocabulary, contributions)
 
     def search(self, terms: Sequence[str], limit: int) -> list[tuple[str, float]] | None:
