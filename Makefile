@@ -34,6 +34,11 @@ benchmark: setup
 suite-benchmark: setup
 	$(BIN)/python benchmarks/suite_wall_time.py
 
+# Retrieval at 100,000 chunks: evalkit against bm25s and numpy brute force (README: "Retrieval at scale").
+.PHONY: benchmark-scale
+benchmark-scale: setup
+	$(BIN)/python benchmarks/scale.py
+
 # Regenerate the committed context baselines for review (see README: only after a reviewed change).
 baseline: setup
 	$(BIN)/evalkit baseline --write

@@ -1,14 +1,17 @@
 """The knowledge database: documents, chunks and embeddings in SQLite, FTS5 lexical search, numpy vector search.
 
 Chunk text is analyzed by :mod:`~evalkit.retrieval.text` (Chinese segmented by rjieba, English case-folded and
-stemmed) and the space-joined tokens are indexed by FTS5, so both languages share one BM25 index. Embeddings are
-stored as float32 blobs keyed by chunk and provider fingerprint and searched by exact inner product with numpy (rows
-are unit length, so this is cosine similarity). Every ranking breaks ties by chunk ID, so results never depend on
-insertion order.
+stemmed) and the space-joined tokens are indexed by FTS5, so both languages share one BM25 index; queries are
+answered from a sparse index of the same tokens that reproduces FTS5's scores (:mod:`.sparse_index`). Embeddings
+are stored per provider fingerprint as one float32 matrix in chunk ID order (in blocks of rows, each block a blob
+with its chunk IDs), held in memory as one contiguous matrix and searched by exact inner product with one
+matrix-vector product and ``argpartition`` (rows are unit length, so this is cosine similarity). Every ranking
+breaks ties by chunk ID, so results never depend on insertion order.
 """
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -20,6 +23,7 @@ import numpy as np
 
 from evalkit.data.fixture import Chunk, Document
 from evalkit.data.schema import Matrix
+from evalkit.retrieval.sparse_index import IndexMismatchError, SparseBm25Index, top_positions
 from evalkit.retrieval.text import analyzed
 
 _SCHEMA = """
@@ -37,13 +41,17 @@ CREATE TABLE chunks (
 CREATE VIRTUAL TABLE chunks_fts USING fts5(tokens, tokenize = 'unicode61 remove_diacritics 0');
 CREATE VIRTUAL TABLE chunks_vocab USING fts5vocab(chunks_fts, 'row');
 CREATE TABLE embeddings (
-    chunk_id TEXT NOT NULL REFERENCES chunks(chunk_id),
     provider TEXT NOT NULL,
+    block INTEGER NOT NULL,
     dimensions INTEGER NOT NULL,
-    vector BLOB NOT NULL,
-    PRIMARY KEY (chunk_id, provider)
+    chunk_ids TEXT NOT NULL,
+    vectors BLOB NOT NULL,
+    PRIMARY KEY (provider, block)
 );
 """
+
+EMBEDDING_BLOCK_ROWS = 4096
+"""Rows per stored embedding block: one float32 matrix per provider, kept in blocks of consecutive rows."""
 
 
 @dataclass(frozen=True)
@@ -80,6 +88,8 @@ class KnowledgeDatabase:
         self._connection.execute("PRAGMA foreign_keys = ON")
         self._connection.executescript(_SCHEMA)
         self._matrices: dict[str, tuple[tuple[str, ...], Matrix]] = {}
+        self._row_positions: dict[str, dict[str, int]] = {}
+        self._lexical_index: SparseBm25Index | IndexMismatchError | None = None
 
     @classmethod
     @contextmanager
@@ -108,15 +118,17 @@ class KnowledgeDatabase:
         """Insert chunks and index their analyzed text in FTS5 (in chunk ID order, for a stable layout)."""
         ordered = sorted(chunks, key=lambda c: c.chunk_id)
         with self._connection:
-            for chunk in ordered:
-                cursor = self._connection.execute(
-                    "INSERT INTO chunks (chunk_id, doc_id, text) VALUES (?, ?, ?)",
-                    (chunk.chunk_id, chunk.doc_id, chunk.text),
-                )
-                self._connection.execute(
-                    "INSERT INTO chunks_fts (rowid, tokens) VALUES (?, ?)",
-                    (cursor.lastrowid, analyzed(chunk.text)),
-                )
+            first = int(self._connection.execute("SELECT coalesce(max(rowid), 0) + 1 FROM chunks").fetchone()[0])
+            rowids = range(first, first + len(ordered))
+            self._connection.executemany(
+                "INSERT INTO chunks (rowid, chunk_id, doc_id, text) VALUES (?, ?, ?, ?)",
+                ((rowid, c.chunk_id, c.doc_id, c.text) for rowid, c in zip(rowids, ordered, strict=True)),
+            )
+            self._connection.executemany(
+                "INSERT INTO chunks_fts (rowid, tokens) VALUES (?, ?)",
+                ((rowid, analyzed(c.text)) for rowid, c in zip(rowids, ordered, strict=True)),
+            )
+        self._lexical_index = None
 
     def chunks(self) -> list[StoredChunk]:
         """Every chunk with its language, in chunk ID order."""
@@ -136,7 +148,22 @@ class KnowledgeDatabase:
         return {r[0]: StoredChunk(chunk_id=r[0], text=r[1], language=r[2]) for r in rows}
 
     def lexical_search(self, terms: Sequence[str], limit: int) -> list[Hit]:
-        """BM25 (FTS5, k1 = 1.2, b = 0.75) over analyzed chunk text for any of ``terms``; score = -bm25()."""
+        """BM25 (FTS5, k1 = 1.2, b = 0.75) over analyzed chunk text for any of ``terms``; score = -bm25().
+
+        Answered from the sparse index (:mod:`~evalkit.retrieval.sparse_index`, built on first use after the
+        chunks change), which gives FTS5's ranking and scores bit for bit; FTS5 answers the queries the index
+        cannot vouch for, and all of them if the index could not be made exact.
+        """
+        if not terms or limit < 1:
+            return []
+        index = self.lexical_index()
+        found = index.search(terms, limit) if isinstance(index, SparseBm25Index) else None
+        if found is None:
+            return self.fts5_search(terms, limit)
+        return [Hit(chunk_id=chunk_id, score=score) for chunk_id, score in found]
+
+    def fts5_search(self, terms: Sequence[str], limit: int) -> list[Hit]:
+        """The same search as :meth:`lexical_search`, asked of FTS5 directly (the reference definition)."""
         if not terms or limit < 1:
             return []
         rows = self._connection.execute(
@@ -146,6 +173,30 @@ class KnowledgeDatabase:
             (_fts_query(terms), limit),
         )
         return [Hit(chunk_id=r[0], score=float(r[1])) for r in rows]
+
+    def lexical_index(self) -> SparseBm25Index | IndexMismatchError:
+        """The sparse BM25 index of the stored tokens, or the error that kept it from being exact."""
+        if self._lexical_index is None:
+            rows = self._connection.execute(
+                "SELECT c.chunk_id, f.tokens FROM chunks c JOIN chunks_fts f ON f.rowid = c.rowid ORDER BY c.chunk_id"
+            ).fetchall()
+            try:
+                self._lexical_index = SparseBm25Index.build(
+                    [r[0] for r in rows], [r[1] for r in rows], check=self._vocabulary
+                )
+            except IndexMismatchError as error:
+                self._lexical_index = error
+        return self._lexical_index
+
+    def _vocabulary(self, terms: Sequence[str]) -> dict[str, tuple[int, int]]:
+        """FTS5's (rows, occurrences) for each of these terms that it holds."""
+        found: dict[str, tuple[int, int]] = {}
+        for start in range(0, len(terms), 500):
+            batch = tuple(terms[start : start + 500])
+            marks = ",".join("?" * len(batch))
+            rows = self._connection.execute(f"SELECT term, doc, cnt FROM chunks_vocab WHERE term IN ({marks})", batch)
+            found.update({r[0]: (int(r[1]), int(r[2])) for r in rows})
+        return found
 
     def chunk_count(self) -> int:
         """Number of chunks."""
@@ -169,16 +220,50 @@ class KnowledgeDatabase:
         return {r[0]: tuple(r[1].split()) for r in rows}
 
     def store_embeddings(self, provider: str, chunk_ids: Sequence[str], matrix: Matrix) -> None:
-        """Store one float32 row per chunk under a provider fingerprint."""
+        """Store one float32 row per chunk under a provider fingerprint (a chunk given again replaces its row)."""
         if matrix.shape[0] != len(chunk_ids):
             raise ValueError(f"{len(chunk_ids)} chunk IDs but {matrix.shape[0]} embedding rows")
-        rows = np.ascontiguousarray(matrix, dtype=np.float32)
+        known = {r[0] for r in self._connection.execute("SELECT chunk_id FROM chunks")}
+        unknown = sorted(set(chunk_ids) - known)
+        if unknown:
+            raise ValueError(f"embeddings for unknown chunk(s) {', '.join(unknown[:5])}")
+        rows = np.asarray(matrix, dtype=np.float32)
+        ids = list(chunk_ids)
+        if len(set(ids)) != len(ids) or self.has_embeddings(provider):
+            ids, rows = self._merged_rows(provider, ids, rows)
+        order = sorted(range(len(ids)), key=ids.__getitem__)
+        ordered_ids = tuple(ids[i] for i in order)
+        # Rows already in chunk ID order (the service stores them so) are written without a copy.
+        ordered = rows if order == list(range(len(ids))) else rows[order]
         with self._connection:
+            self._connection.execute("DELETE FROM embeddings WHERE provider = ?", (provider,))
             self._connection.executemany(
-                "INSERT OR REPLACE INTO embeddings (chunk_id, provider, dimensions, vector) VALUES (?, ?, ?, ?)",
-                [(cid, provider, rows.shape[1], row.tobytes()) for cid, row in zip(chunk_ids, rows, strict=True)],
+                "INSERT INTO embeddings (provider, block, dimensions, chunk_ids, vectors) VALUES (?, ?, ?, ?, ?)",
+                (
+                    (
+                        provider,
+                        start // EMBEDDING_BLOCK_ROWS,
+                        ordered.shape[1],
+                        json.dumps(ordered_ids[start : start + EMBEDDING_BLOCK_ROWS]),
+                        ordered[start : start + EMBEDDING_BLOCK_ROWS].tobytes(),
+                    )
+                    for start in range(0, len(ordered_ids), EMBEDDING_BLOCK_ROWS)
+                ),
             )
         self._matrices.pop(provider, None)
+        self._row_positions.pop(provider, None)
+
+    def _merged_rows(self, provider: str, ids: list[str], rows: Matrix) -> tuple[list[str], Matrix]:
+        """The provider's stored rows with these replacing or joining them (the last row of a repeated ID wins)."""
+        position = {chunk_id: index for index, chunk_id in enumerate(ids)}
+        new_ids, new_rows = list(position), rows[list(position.values())]
+        if not self.has_embeddings(provider):
+            return new_ids, new_rows
+        old_ids, old_matrix = self._matrix(provider)
+        if old_matrix.shape[1] != rows.shape[1]:
+            raise ValueError(f"{rows.shape[1]} dimensions, but this provider's rows have {old_matrix.shape[1]}")
+        kept = [i for i, chunk_id in enumerate(old_ids) if chunk_id not in position]
+        return [*(old_ids[i] for i in kept), *new_ids], np.concatenate([old_matrix[kept], new_rows])
 
     def has_embeddings(self, provider: str) -> bool:
         """True when any embedding is stored for this provider fingerprint."""
@@ -186,21 +271,31 @@ class KnowledgeDatabase:
         return row.fetchone() is not None
 
     def _matrix(self, provider: str) -> tuple[tuple[str, ...], Matrix]:
+        """The provider's rows as one contiguous float32 matrix in chunk ID order, read block by block once."""
         if provider not in self._matrices:
-            rows = self._connection.execute(
-                "SELECT chunk_id, dimensions, vector FROM embeddings WHERE provider = ? ORDER BY chunk_id",
+            count, width = self._connection.execute(
+                "SELECT coalesce(sum(length(vectors) / (4 * dimensions)), 0), coalesce(max(dimensions), 0) "
+                "FROM embeddings WHERE provider = ?",
                 (provider,),
-            ).fetchall()
-            ids = tuple(r[0] for r in rows)
-            width = rows[0][1] if rows else 0
-            matrix = np.frombuffer(b"".join(r[2] for r in rows), dtype=np.float32).reshape(len(rows), width)
-            self._matrices[provider] = (ids, matrix)
+            ).fetchone()
+            matrix = np.empty((int(count), int(width)), dtype=np.float32)
+            ids: list[str] = []
+            blocks = self._connection.execute(
+                "SELECT chunk_ids, vectors FROM embeddings WHERE provider = ? ORDER BY block", (provider,)
+            )
+            for block_ids, vectors in blocks:
+                block = np.frombuffer(vectors, dtype=np.float32).reshape(-1, width)
+                matrix[len(ids) : len(ids) + len(block)] = block
+                ids += json.loads(block_ids)
+            self._matrices[provider] = (tuple(ids), matrix)
         return self._matrices[provider]
 
     def vectors(self, provider: str, chunk_ids: Sequence[str]) -> Matrix:
         """Stored rows for these chunks, in the order given."""
         ids, matrix = self._matrix(provider)
-        position = {chunk_id: index for index, chunk_id in enumerate(ids)}
+        if provider not in self._row_positions:
+            self._row_positions[provider] = {chunk_id: index for index, chunk_id in enumerate(ids)}
+        position = self._row_positions[provider]
         missing = [c for c in chunk_ids if c not in position]
         if missing:
             raise KeyError(f"no embedding for chunk(s) {', '.join(missing)} under this provider")
@@ -212,6 +307,6 @@ class KnowledgeDatabase:
         if not ids or limit < 1:
             return []
         scores = matrix @ np.asarray(query, dtype=np.float32).reshape(-1)
-        # lexsort sorts by the last key first: score descending, then position (= chunk ID order) ascending.
-        order = np.lexsort((np.arange(len(ids)), -scores))[:limit]
-        return [Hit(chunk_id=ids[i], score=float(scores[i])) for i in order]
+        # Score descending, then position (= chunk ID order) ascending, found without sorting every row.
+        best = top_positions(scores, limit, floor=-np.inf)
+        return [Hit(chunk_id=ids[i], score=float(scores[i])) for i in best]

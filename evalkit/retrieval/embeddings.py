@@ -29,6 +29,7 @@ import math
 import os
 from collections import Counter
 from collections.abc import Mapping, Sequence
+from functools import lru_cache
 from pathlib import Path
 from types import ModuleType
 from typing import Any, Protocol, runtime_checkable
@@ -93,10 +94,15 @@ def l2_normalize(matrix: npt.NDArray[np.floating[Any]]) -> Matrix:
     return scaled
 
 
+@lru_cache(maxsize=1 << 18)
 def _bucket(token: str, dimensions: int) -> tuple[int, float]:
     digest = hashlib.blake2b(token.encode("utf-8"), digest_size=8).digest()
     value = int.from_bytes(digest, "big")
     return value % dimensions, (1.0 if (value >> 63) & 1 else -1.0)
+
+
+_EMBED_BLOCK_ROWS = 4096
+"""Texts hashed and normalized together by :class:`TokenHashProvider` (a memory bound, not a result knob)."""
 
 
 def _hashed_counts(counts: Counter[str], dimensions: int) -> npt.NDArray[np.float64]:
@@ -135,8 +141,15 @@ class TokenHashProvider:
 
     def embed(self, texts: Sequence[str]) -> Matrix:
         """Hash each text's content tokens into signed buckets and L2-normalize."""
-        rows = [_hashed_counts(Counter(tokenize(t, drop_stopwords=True)), self._dimensions) for t in texts]
-        return l2_normalize(np.array(rows).reshape(len(texts), self._dimensions))
+        out = np.empty((len(texts), self._dimensions), dtype=np.float32)
+        # Block by block, so a large corpus never holds a float64 copy of every row (rows are independent).
+        for start in range(0, len(texts), _EMBED_BLOCK_ROWS):
+            block = texts[start : start + _EMBED_BLOCK_ROWS]
+            rows = np.empty((len(block), self._dimensions), dtype=np.float64)
+            for index, text in enumerate(block):
+                rows[index] = _hashed_counts(Counter(tokenize(text, drop_stopwords=True)), self._dimensions)
+            out[start : start + len(block)] = l2_normalize(rows)
+        return out
 
 
 class AliasProvider:

@@ -16,9 +16,11 @@ from functools import lru_cache
 from typing import Any
 
 _HAN = r"\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
-_RUNS = re.compile(rf"[{_HAN}]+|[^\W{_HAN}]+")
+_SEGMENTS = re.compile(rf"([{_HAN}]+)|([^{_HAN}]+)")
+_OTHER_WORDS = re.compile(r"[^\W_]+")
 _IS_HAN = re.compile(rf"[{_HAN}]")
 _WORD = re.compile(r"\w", re.UNICODE)
+_NON_WORD = re.compile(r"\W", re.UNICODE)
 
 # Lucene's default English stop set plus question and auxiliary words, which carry no topic in a query.
 ENGLISH_STOPWORDS = frozenset(
@@ -69,12 +71,17 @@ def tokenize(text: str, *, drop_stopwords: bool = False) -> tuple[str, ...]:
     """
     stop = STOPWORDS if drop_stopwords else frozenset()
     tokens: list[str] = []
-    for run in _RUNS.findall(normalize(text)):
-        if is_han(run):
-            words = _jieba().cut_for_search(run, False)
-            tokens.extend(word for word in words if _WORD.search(word) and word not in stop)
+    # Alternating segments: a Han run, or everything up to the next one, whose words are stemmed in one call.
+    for han, other in _SEGMENTS.findall(normalize(text)):
+        if han:
+            words = _jieba().cut_for_search(han, False)
+            if stop or _NON_WORD.search(han):  # unassigned code points in the Han blocks are not word characters
+                words = [word for word in words if _WORD.search(word) and word not in stop]
+            tokens.extend(words)
         else:
-            words = [word for word in run.replace("_", " ").split() if word not in stop]
+            words = _OTHER_WORDS.findall(other)
+            if stop:
+                words = [word for word in words if word not in stop]
             tokens.extend(_stemmer().stemWords(words))
     return tuple(tokens)
 

@@ -1,0 +1,178 @@
+"""A precomputed sparse BM25 index that reproduces SQLite FTS5's ``bm25()`` ranking and scores bit for bit.
+
+FTS5 scores a row for a query of single-term phrases ``q_1 .. q_n`` (``fts5_aux.c``, ``fts5Bm25Function``) as
+
+    score = sum_i idf_i * (f_i * (k1 + 1)) / (f_i + k1 * (1 - b + b * D / avgdl)),   k1 = 1.2, b = 0.75
+
+with ``idf_i = ln((N - n_i + 0.5) / (n_i + 0.5))`` (raised to 1e-6 when not positive), ``f_i`` the term's count in
+the row, ``D`` the row's token count, ``avgdl`` the mean token count and the sum taken in query order. Everything
+but the query order is fixed once the corpus is, so this index stores each (chunk, term) contribution
+``idf * (...)`` in a CSC matrix (one column per term), computed with the same IEEE double operations in the same
+order as FTS5's C code (``idf`` with libm's ``log`` through :func:`math.log`). A query adds its terms' columns into
+a dense score vector in query order, which repeats FTS5's sums exactly, so rankings and scores are identical, not
+merely close (the approach of bm25s: precompute, then a query is a few sparse column reads).
+
+The index is built from the tokens FTS5 itself stores, and it is only exact while every stored token is one
+``unicode61`` token equal to itself. Tokens made of ASCII lower-case letters, digits and common Han ideographs are
+(see :func:`is_plain`); every other token is checked against FTS5's own vocabulary when the index is built, and a
+query term that is neither known nor plain makes :meth:`SparseBm25Index.search` return ``None`` so that the caller
+asks FTS5 (such a term may be several FTS5 tokens and match as a phrase).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+from scipy import sparse
+
+FTS5_K1 = 1.2
+"""FTS5's ``k1`` (fixed in ``fts5Bm25Function``)."""
+FTS5_B = 0.75
+"""FTS5's ``b`` (fixed in ``fts5Bm25Function``)."""
+FTS5_MIN_IDF = 1e-6
+"""FTS5's floor for a non-positive IDF (terms in more than half of the rows)."""
+
+_PLAIN = re.compile(r"[a-z0-9\u4e00-\u9fa5]+")
+
+_BUILD_BLOCK_ROWS = 8192
+"""Chunks whose tokens are split and mapped to columns together while the index is built (a memory bound)."""
+
+VocabularyCheck = Callable[[Sequence[str]], Mapping[str, tuple[int, int]]]
+"""Looks terms up in FTS5's vocabulary: term -> (rows containing it, occurrences); absent terms are left out."""
+
+
+def is_plain(term: str) -> bool:
+    """True when ``unicode61`` certainly keeps the term as one token equal to itself.
+
+    ASCII lower-case letters and digits are token characters that case folding leaves alone, and U+4E00 to U+9FA5
+    (the ideographs of Unicode 1.1) are letters in every Unicode version SQLite has shipped.
+    """
+    return _PLAIN.fullmatch(term) is not None
+
+
+def fts5_idf(rows: int, hits: int) -> float:
+    """FTS5's IDF: ln((N - n + 0.5) / (n + 0.5)), or 1e-6 when that is not positive."""
+    idf = math.log((rows - hits + 0.5) / (hits + 0.5))
+    return idf if idf > 0.0 else FTS5_MIN_IDF
+
+
+class IndexMismatchError(ValueError):
+    """The analyzed tokens and FTS5's vocabulary disagree, so the sparse index could not be exact."""
+
+
+@dataclass(frozen=True)
+class SparseBm25Index:
+    """BM25 contributions of every (chunk, term) pair, chunks in chunk ID order, searched without SQL."""
+
+    chunk_ids: tuple[str, ...]
+    vocabulary: dict[str, int]
+    contributions: sparse.csc_matrix
+
+    @classmethod
+    def build(
+        cls, chunk_ids: Sequence[str], analyzed_texts: Sequence[str], check: VocabularyCheck | None = None
+    ) -> SparseBm25Index:
+        """Index chunks given in chunk ID order with their stored text (analyzed tokens joined by spaces).
+
+        ``check`` (FTS5's vocabulary) is asked about every token that is not plain; a disagreement in rows or
+        occurrences raises :class:`IndexMismatchError`.
+        """
+        if len(chunk_ids) != len(analyzed_texts):
+            raise ValueError(f"{len(chunk_ids)} chunk IDs but {len(analyzed_texts)} texts")
+        if list(chunk_ids) != sorted(chunk_ids):
+            raise ValueError("chunk IDs must be given in ascending order (the tie-breaking order)")
+        vocabulary: dict[str, int] = {}
+        parts = []
+        for start in range(0, len(analyzed_texts), _BUILD_BLOCK_ROWS):  # bounded memory: a block's tokens at a time
+            tokens = " ".join(analyzed_texts[start : start + _BUILD_BLOCK_ROWS]).split()
+            for term in dict.fromkeys(tokens):
+                vocabulary.setdefault(term, len(vocabulary))
+            parts.append(np.fromiter(map(vocabulary.__getitem__, tokens), dtype=np.int32, count=len(tokens)))
+        columns = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int32)
+        lengths = np.fromiter(map(len, map(str.split, analyzed_texts)), dtype=np.int64, count=len(analyzed_texts))
+        rows = np.repeat(np.arange(len(chunk_ids), dtype=np.int32), lengths)
+        shape = (len(chunk_ids), len(vocabulary))
+        # COO -> CSC sums repeated (chunk, term) pairs into term frequencies.
+        counts = sparse.csc_matrix((np.ones(len(columns)), (rows, columns)), shape=shape)
+        del rows, columns, parts
+        counts.sum_duplicates()
+        hits = np.diff(counts.indptr)
+        if check is not None:
+            _check_vocabulary(vocabulary, hits, counts, check)
+        contributions = _contributions(counts, hits, lengths, int(lengths.sum()))
+        return cls(tuple(chunk_ids), vocabulary, contributions)
+
+    def search(self, terms: Sequence[str], limit: int) -> list[tuple[str, float]] | None:
+        """The best ``limit`` (chunk ID, score) pairs for any of ``terms``, score descending then chunk ID.
+
+        ``None`` when a term is unknown and not plain: only FTS5 can say what it matches.
+        """
+        if not terms or limit < 1 or not self.chunk_ids:
+            return []
+        scores = np.zeros(len(self.chunk_ids))
+        matrix = self.contributions
+        for term in terms:
+            column = self.vocabulary.get(term)
+            if column is None:
+                if not is_plain(term):
+                    return None
+                continue  # a term in no row adds idf * 0 = +0.0 to every score in FTS5
+            start, end = matrix.indptr[column], matrix.indptr[column + 1]
+            scores[matrix.indices[start:end]] += matrix.data[start:end]
+        best = top_positions(scores, limit)
+        return [(self.chunk_ids[i], float(scores[i])) for i in best]
+
+
+def top_positions(scores: npt.NDArray[np.floating], limit: int, floor: float = 0.0) -> npt.NDArray[np.intp]:
+    """Positions of the ``limit`` best scores above ``floor``, score descending then position ascending.
+
+    ``argpartition`` finds the cut-off score; every position tied with it is kept before the final sort, so the
+    result is the same as a full sort with the same tie rule.
+    """
+    candidates = np.flatnonzero(scores > floor)
+    if len(candidates) > limit:
+        values = scores[candidates]
+        cutoff = values[np.argpartition(-values, limit - 1)[limit - 1]]
+        candidates = candidates[values >= cutoff]
+    order = np.lexsort((candidates, -scores[candidates]))[:limit]
+    return candidates[order]
+
+
+def _contributions(
+    counts: sparse.csc_matrix, hits: npt.NDArray[np.int64], lengths: npt.NDArray[np.int64], total: int
+) -> sparse.csc_matrix:
+    """idf * (f * (k1 + 1)) / (f + k1 * (1 - b + b * D / avgdl)) per stored pair, in fts5Bm25Function's order."""
+    rows = len(lengths)
+    avgdl = float(total) / float(rows) if rows else 0.0
+    idf = np.array([fts5_idf(rows, int(n)) for n in hits.tolist()], dtype=np.float64)
+    frequency = counts.data
+    length = lengths[counts.indices].astype(np.float64)
+    saturation = (frequency * (FTS5_K1 + 1.0)) / (frequency + FTS5_K1 * (1 - FTS5_B + FTS5_B * length / avgdl))
+    data = np.repeat(idf, hits) * saturation
+    return sparse.csc_matrix((data, counts.indices.copy(), counts.indptr.copy()), shape=counts.shape)
+
+
+def _check_vocabulary(
+    vocabulary: Mapping[str, int],
+    hits: npt.NDArray[np.int64],
+    counts: sparse.csc_matrix,
+    check: VocabularyCheck,
+) -> None:
+    unusual = [term for term in vocabulary if not is_plain(term)]
+    if not unusual:
+        return
+    found = check(unusual)
+    occurrences = np.asarray(counts.sum(axis=0)).ravel()
+    for term in unusual:
+        column = vocabulary[term]
+        expected = (int(hits[column]), int(occurrences[column]))
+        if found.get(term) != expected:
+            raise IndexMismatchError(
+                f"token {term!r}: {expected[0]} rows and {expected[1]} occurrences in the analyzed text, "
+                f"{found.get(term, (0, 0))} in FTS5's vocabulary"
+            )

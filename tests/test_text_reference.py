@@ -1,0 +1,86 @@
+"""The analyzer's batched implementation must give exactly the tokens of its original, run-by-run definition.
+
+``reference_tokenize`` is the analyzer as it was before stemming was batched (one ``stemWords`` call per run of
+non-Han word characters); every stored index and hash depends on the tokens staying the same.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from evalkit.data.fixture import LoadedFixture
+from evalkit.retrieval.text import STOPWORDS, _jieba, _stemmer, is_han, normalize, tokenize
+
+_HAN = r"\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
+_REFERENCE_RUNS = re.compile(rf"[{_HAN}]+|[^\W{_HAN}]+")
+_WORD = re.compile(r"\w", re.UNICODE)
+
+
+def reference_tokenize(text: str, *, drop_stopwords: bool = False) -> tuple[str, ...]:
+    stop = STOPWORDS if drop_stopwords else frozenset()
+    tokens: list[str] = []
+    for run in _REFERENCE_RUNS.findall(normalize(text)):
+        if is_han(run):
+            words = _jieba().cut_for_search(run, False)
+            tokens.extend(word for word in words if _WORD.search(word) and word not in stop)
+        else:
+            words = [word for word in run.replace("_", " ").split() if word not in stop]
+            tokens.extend(_stemmer().stemWords(words))
+    return tuple(tokens)
+
+
+_PIECES = st.sampled_from(
+    [
+        "the",
+        "Running",
+        "does",
+        "any",
+        "召回率",
+        "是",
+        "检索",
+        "笔记本",
+        "的",
+        "ＰＤＦ",
+        "café",
+        "naïve",
+        "x86_64",
+        "__init__",
+        "3.5",
+        "½",
+        "Straße",
+        "ΣΑΣ",
+        "\u00a0",
+        " ",
+        "\n",
+        ",",
+        "。",
+        "_",
+        "-",
+        "ﬁ",
+        "Ⅻ",
+        "ǅ",
+        "가나",
+        "ｶﾀｶﾅ",
+        "召\ufa6e回",
+        "\ufada",
+        "\u9fff",
+    ]
+)
+
+
+@given(st.lists(st.one_of(_PIECES, st.text(max_size=6)), max_size=30).map("".join), st.booleans())
+def test_batched_stemming_gives_the_reference_tokens(text: str, drop: bool) -> None:
+    assert tokenize(text, drop_stopwords=drop) == reference_tokenize(text, drop_stopwords=drop)
+
+
+@pytest.mark.parametrize("name", ["tiny", "synthetic"])
+def test_fixture_texts_give_the_reference_tokens(name: str, request: pytest.FixtureRequest) -> None:
+    loaded: LoadedFixture = request.getfixturevalue(name)
+    texts = [c.text for c in loaded.fixture.chunks] + [q.text for q in loaded.fixture.queries]
+    for text in texts:
+        for drop in (False, True):
+            assert tokenize(text, drop_stopwords=drop) == reference_tokenize(text, drop_stopwords=drop), text
