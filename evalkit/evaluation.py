@@ -38,6 +38,7 @@ from evalkit.retrieval.bm25 import Bm25sBaseline
 from evalkit.retrieval.database import KnowledgeDatabase
 from evalkit.retrieval.embedding_cache import CachedProvider, EmbeddingCache
 from evalkit.retrieval.embeddings import ConceptProvider, EmbeddingProvider, sha256_of
+from evalkit.retrieval.latency import pinned_blas
 from evalkit.retrieval.retriever import (
     HitsRetriever,
     KnowledgeServiceRetriever,
@@ -226,11 +227,25 @@ def run_once(
                 retriever = (systems or {})[ablation.ablation_id]
             else:
                 retriever = _retriever(ablation, services[ablation.provider], fixture, settings)
+                _warm_up(retriever, requests)
+            with pinned_blas():
+                outcomes = search_all(retriever, requests, f"queries ({ablation.ablation_id})")
             outcome[ablation.ablation_id] = tuple(
                 QueryResult(o.query_id, tuple(c for c, _ in o.hits), tuple(s for _, s in o.hits), o.latency_ms, o.error)
-                for o in search_all(retriever, requests, f"queries ({ablation.ablation_id})")
+                for o in outcomes
             )
     return outcome
+
+
+def _warm_up(retriever: Retriever, requests: Sequence[SearchRequest]) -> None:
+    """One untimed query, so that one-off costs (lazily built indexes, dictionaries) are not the first latency.
+
+    Only built-in ablations warm up: an external system's extra request could have effects evalkit cannot see.
+    """
+    if requests:
+        first = requests[0]
+        with pinned_blas():
+            retriever.search(first.text, first.language, first.k)
 
 
 def _retriever(
