@@ -15,6 +15,7 @@ from typing import Literal
 
 from pydantic import Field
 
+from evalkit.data.inputs import cap_problems
 from evalkit.data.schema import StrictModel, model_json, privacy_problem
 from evalkit.output import write_atomic
 
@@ -35,8 +36,6 @@ __all__ = [
 SUMMARY_FILE = "import_summary.json"
 MAX_EXAMPLES = 5
 """At most this many example IDs are kept per kind."""
-MAX_PROBLEMS = 20
-"""At most this many problems are listed in one :class:`SourceFormatError` message."""
 
 Action = Literal["repair", "skip", "fail"]
 
@@ -80,15 +79,19 @@ KIND_ACTIONS: dict[RepairKind, tuple[tuple[Action, ...], str]] = {
 
 
 class SourceFormatError(ValueError):
-    """A source file (BEIR, TREC) that cannot become a fixture; each problem names the record and field."""
+    """A source file (SQuAD, BEIR, TREC) that cannot become a fixture; each problem names the record and field.
+
+    The message lists the first :data:`~evalkit.data.inputs.MAX_PROBLEMS` problems and the total count.
+    """
+
+    FORMAT = "source"
 
     def __init__(self, source: str, problems: Sequence[str]) -> None:
         self.source = source
         self.problems = tuple(problems)
-        shown = [f"  - {p}" for p in self.problems[:MAX_PROBLEMS]]
-        if len(self.problems) > MAX_PROBLEMS:
-            shown.append(f"  - ... and {len(self.problems) - MAX_PROBLEMS} more")
-        super().__init__(f"invalid source data {source}: {len(self.problems)} problem(s)\n" + "\n".join(shown))
+        shown = [f"  - {p}" for p in cap_problems(self.problems)]
+        header = f"invalid {self.FORMAT} data {source}: {len(self.problems)} problem(s)"
+        super().__init__(header + "\n" + "\n".join(shown))
 
 
 class RepairPolicy(StrictModel):

@@ -54,7 +54,7 @@ from pydantic import Field, ValidationError, model_validator
 
 from evalkit.data.fixture import FIXTURE_FILE, Fixture, parse_fixture
 from evalkit.data.inputs import DEFAULT_MAX_INPUT_BYTES, InputError, clip, read_json_file
-from evalkit.data.repairs import RepairLog
+from evalkit.data.repairs import RepairLog, SourceFormatError
 from evalkit.data.schema import (
     MAX_ID_LENGTH,
     AttributionText,
@@ -91,20 +91,11 @@ __all__ = [
     "write_fixture",
 ]
 
-MAX_PROBLEMS = 20
-"""At most this many problems are listed in one :class:`SquadFormatError` message."""
 
-
-class SquadFormatError(ValueError):
+class SquadFormatError(SourceFormatError):
     """Malformed SQuAD input, or an import that cannot form a valid fixture; each problem names item and field."""
 
-    def __init__(self, source: str, problems: Sequence[str]) -> None:
-        self.source = source
-        self.problems = tuple(problems)
-        shown = [f"  - {p}" for p in self.problems[:MAX_PROBLEMS]]
-        if len(self.problems) > MAX_PROBLEMS:
-            shown.append(f"  - ... and {len(self.problems) - MAX_PROBLEMS} more")
-        super().__init__(f"invalid SQuAD data {source}: {len(self.problems)} problem(s)\n" + "\n".join(shown))
+    FORMAT = "SQuAD"
 
 
 class SquadAnswer(StrictModel):
