@@ -599,14 +599,7 @@ def _add_score_parser(commands: argparse._SubParsersAction[argparse.ArgumentPars
     )
     _add_ties_argument(score)
     score.add_argument("--output", default=None, help=f"workspace-relative JSON report path (default: ${ENV_VAR})")
-    defaults = GateThresholds()
-    for name, field in GateThresholds.model_fields.items():
-        score.add_argument(
-            "--" + name.replace("_", "-"),
-            type=float,
-            default=getattr(defaults, name),
-            help=f"{field.description} (default: %(default)s)",
-        )
+    _add_gate_arguments(score)
     score.add_argument("--no-gates", action="store_true", help="print the gates but do not fail on them")
     score.set_defaults(handler=_score)
 
@@ -664,6 +657,18 @@ def _add_compare_parser(commands: argparse._SubParsersAction[argparse.ArgumentPa
     compare.set_defaults(handler=_compare)
 
 
+def _add_gate_arguments(parser: argparse.ArgumentParser) -> None:
+    """One ``--<threshold>`` option per gate threshold, with its default."""
+    defaults = GateThresholds()
+    for name, field in GateThresholds.model_fields.items():
+        parser.add_argument(
+            "--" + name.replace("_", "-"),
+            type=float,
+            default=getattr(defaults, name),
+            help=f"{field.description} (default: %(default)s)",
+        )
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the evalkit command."""
     parser = argparse.ArgumentParser(prog="evalkit", description=__doc__.splitlines()[0] if __doc__ else None)
@@ -698,14 +703,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help=f"write the JSON report to this workspace-relative path (default: ${ENV_VAR}, else nothing)",
     )
-    defaults = GateThresholds()
-    for name, field in GateThresholds.model_fields.items():
-        run.add_argument(
-            "--" + name.replace("_", "-"),
-            type=float,
-            default=getattr(defaults, name),
-            help=f"{field.description} (default: %(default)s)",
-        )
+    _add_gate_arguments(run)
     run.add_argument(
         "--no-gates", action="store_true", help="print the gates but do not fail on them (e.g. for another fixture)"
     )

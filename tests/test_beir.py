@@ -285,3 +285,20 @@ def test_blank_title_skip_drops_the_document_and_its_qrels(tmp_path: Path) -> No
         "missing_spans": 1,
     }
     assert [q.answerable for q in fixture.queries] == [True, False, False]
+
+
+def test_source_files_are_read_as_every_input_is(tmp_path: Path) -> None:
+    """A FIFO is refused at once (no hang), and a JSONL line with a duplicate key is refused naming the key."""
+    import os
+
+    from evalkit.data.collection import read_jsonl, read_source_text
+    from evalkit.data.repairs import SourceFormatError
+
+    fifo = tmp_path / "corpus.jsonl"
+    os.mkfifo(fifo)
+    with pytest.raises(SourceFormatError, match="only regular files are read"):
+        read_source_text(fifo, "corpus")
+    doubled = tmp_path / "queries.jsonl"
+    doubled.write_text('{"_id": "q1", "text": "a", "text": "b"}\n', encoding="utf-8")
+    with pytest.raises(SourceFormatError, match="queries line 1: not JSON.*'text'"):
+        list(read_jsonl(doubled, "queries"))

@@ -34,6 +34,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field
 
 from evalkit.data.fixture import Fixture, parse_fixture
+from evalkit.data.inputs import DEFAULT_MAX_INPUT_BYTES, InputError, clip, loads_strict, read_input_bytes
 from evalkit.data.repairs import RepairLog, SourceFormatError
 from evalkit.data.schema import (
     MAX_ID_LENGTH,
@@ -138,7 +139,7 @@ def read_jsonl(path: Path, label: str) -> Iterator[tuple[str, dict[str, Any]]]:
     Raises:
         SourceFormatError: a missing or unreadable file, a line that is not JSON or not an object.
     """
-    text = _read_text(path, label)
+    text = read_source_text(path, label)
     problems: list[str] = []
     records: list[tuple[str, dict[str, Any]]] = []
     for number, line in enumerate(text.splitlines(), start=1):
@@ -146,9 +147,9 @@ def read_jsonl(path: Path, label: str) -> Iterator[tuple[str, dict[str, Any]]]:
             continue
         where = f"{label} line {number}"
         try:
-            value = json.loads(line)
+            value = loads_strict(line)
         except (ValueError, RecursionError) as exc:
-            problems.append(f"{where}: not JSON ({exc})")
+            problems.append(f"{where}: not JSON ({clip(str(exc), 200)})")
             continue
         if not isinstance(value, dict):
             problems.append(f"{where}: must be a JSON object, not {type(value).__name__}")
@@ -159,12 +160,15 @@ def read_jsonl(path: Path, label: str) -> Iterator[tuple[str, dict[str, Any]]]:
     yield from records
 
 
-def _read_text(path: Path, label: str) -> str:
+def read_source_text(path: Path, label: str, max_bytes: int = DEFAULT_MAX_INPUT_BYTES) -> str:
+    """The UTF-8 text of a source file, read as every input is (:func:`evalkit.data.inputs.read_input_bytes`: a
+    regular file of at most `max_bytes`, so a FIFO or ``/dev/zero`` is refused at once); problems name `label`."""
     try:
-        return Path(path).read_bytes().decode("utf-8")
-    except FileNotFoundError:
-        raise SourceFormatError(str(path), [f"{label}: file not found"]) from None
-    except (OSError, UnicodeDecodeError) as exc:
+        return read_input_bytes(Path(path), max_bytes).decode("utf-8")
+    except InputError as exc:
+        reason = exc.reason if exc.reason.startswith("file ") else f"file {exc.reason}"
+        raise SourceFormatError(str(path), [f"{label}: {reason}"]) from None
+    except UnicodeDecodeError as exc:
         raise SourceFormatError(str(path), [f"{label}: file cannot be read as UTF-8 text: {exc}"]) from None
 
 

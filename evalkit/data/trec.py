@@ -28,9 +28,10 @@ from evalkit.data.collection import (
     queries_jsonl,
     read_corpus,
     read_queries,
+    read_source_text,
 )
 from evalkit.data.fixture import Fixture
-from evalkit.data.repairs import RepairLog, SourceFormatError
+from evalkit.data.repairs import RepairLog
 from evalkit.output import write_atomic
 
 __all__ = ["QRELS_FILE", "qrels_text", "read_qrels", "read_topics_tsv", "read_trec", "trec_files", "write_trec"]
@@ -39,20 +40,11 @@ QRELS_FILE = "qrels.txt"
 TopicsFormat = Literal["jsonl", "tsv"]
 
 
-def _read(path: Path, label: str) -> str:
-    try:
-        return Path(path).read_bytes().decode("utf-8")
-    except FileNotFoundError:
-        raise SourceFormatError(str(path), [f"{label}: file not found"]) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise SourceFormatError(str(path), [f"{label}: file cannot be read as UTF-8 text: {exc}"]) from None
-
-
 def read_qrels(path: Path, log: RepairLog) -> list[Qrel]:
     """The graded qrels of a TREC qrels file, in file order (see the module docstring)."""
     label = Path(path).name
     qrels: list[Qrel] = []
-    for number, line in enumerate(_read(path, label).splitlines(), start=1):
+    for number, line in enumerate(read_source_text(path, label).splitlines(), start=1):
         fields = line.split()
         if not fields:
             continue
@@ -71,7 +63,7 @@ def read_topics_tsv(path: Path, options: CollectionOptions, log: RepairLog) -> l
     label = Path(path).name
     ids = IdMapper("query", log)
     queries: list[QueryRecord] = []
-    for number, line in enumerate(_read(path, label).splitlines(), start=1):
+    for number, line in enumerate(read_source_text(path, label).splitlines(), start=1):
         if not line.strip():
             continue
         where = f"{label} line {number}"
