@@ -300,5 +300,5 @@ def test_source_files_are_read_as_every_input_is(tmp_path: Path) -> None:
         read_source_text(fifo, "corpus")
     doubled = tmp_path / "queries.jsonl"
     doubled.write_text('{"_id": "q1", "text": "a", "text": "b"}\n', encoding="utf-8")
-    with pytest.raises(SourceFormatError, match="queries line 1: not JSON.*'text'"):
+    with pytest.raises(SourceFormatError, match=r"queries line 1: not JSON.*'text'"):
         list(read_jsonl(doubled, "queries"))
