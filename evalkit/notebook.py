@@ -149,6 +149,8 @@ class AblationParameters(NotebookParameters):
     @model_validator(mode="after")
     def _settings_resolve(self) -> Self:
         self.retrieval_settings  # noqa: B018 (a preset or a readable settings file, checked before anything runs)
+        if not self.ablations and getattr(self, "retriever", None) is None:
+            select_ablations(self.ablations)  # raises "no ablation selected", listing the valid IDs
         return self
 
     @property

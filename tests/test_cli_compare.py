@@ -137,11 +137,12 @@ def test_compare_notebook_fails_its_last_cell_on_a_regression(
 ) -> None:
     run_id = f"pytest-compare-{uuid.uuid4().hex[:8]}"
     folder = ROOT / "reports" / run_id
+    inputs = ROOT / "reports" / f"{run_id}-inputs"  # a run folder must not exist before its run
     try:
-        folder.mkdir(parents=True)
-        shutil.copy("base.json", folder / "base.json")
-        shutil.copy("worse-zh.json", folder / "worse-zh.json")
-        parameters = {"base": f"reports/{run_id}/base.json", "head": f"reports/{run_id}/worse-zh.json"}
+        inputs.mkdir(parents=True)
+        shutil.copy("base.json", inputs / "base.json")
+        shutil.copy("worse-zh.json", inputs / "worse-zh.json")
+        parameters = {"base": f"reports/{run_id}-inputs/base.json", "head": f"reports/{run_id}-inputs/worse-zh.json"}
         run = run_notebook(ROOT, parameters, notebook=COMPARE_NOTEBOOK, run_id=run_id)
         assert run.error_name == "GateFailure"
         assert "hybrid-rerank ndcg@10 [zh] difference" in (run.error_message or "")
@@ -152,3 +153,4 @@ def test_compare_notebook_fails_its_last_cell_on_a_regression(
         assert (folder / "comparison.json").is_file() and (folder / "figures" / "forest.svg").is_file()
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+        shutil.rmtree(inputs, ignore_errors=True)

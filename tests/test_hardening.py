@@ -292,7 +292,9 @@ def test_disk_full_names_the_requested_file(
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
     monkeypatch.setattr(os, "write", full)
-    code, _, err = _cli(capsys, "run", "--fixture", str(TINY_DIR), "--runs", "1", "--no-gates", "--output", "o/r.json")
+    code, _, err = _cli(
+        capsys, "run", "--fixture", str(TINY_DIR), "--runs", "1", "--no-gates", "--no-cache", "--output", "o/r.json"
+    )
     assert code == 2
     assert "cannot write 'o/r.json': No space left on device" in err
     assert "[Errno" not in err

@@ -37,7 +37,7 @@ TIME_LIMIT_S = 120
 
 def _start(workspace: Path) -> subprocess.Popen[str]:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    argv = ["run", "--fixture", str(TINY_DIR), "--runs", "1", "--no-gates", "--output", "out/report.json"]
+    argv = ["run", "--fixture", str(TINY_DIR), "--runs", "1", "--no-gates", "--no-cache", "--output", "out/report.json"]
     return subprocess.Popen(
         [sys.executable, "-c", SLOW_WRITE, *argv],
         cwd=workspace,

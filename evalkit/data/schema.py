@@ -226,7 +226,7 @@ SafeText = Annotated[str, *_SAFE]
 # The length bound comes before the checks, so an over-long value is refused as a string ("at most N characters")
 # before the privacy rules scan it.
 Title = Annotated[str, Field(max_length=MAX_TITLE_LENGTH), *_SAFE]
-_TEXT = (AfterValidator(_not_blank), AfterValidator(_no_private_text))
+_TEXT = (AfterValidator(_not_blank), AfterValidator(_no_control_characters), AfterValidator(_no_private_text))
 # Chunk and query text follow the fixture's text policy, passed as validation context (see LINKS_ALLOWED).
 ChunkText = Annotated[str, Field(max_length=MAX_CHUNK_LENGTH), *_TEXT]
 QueryText = Annotated[str, Field(max_length=MAX_QUERY_LENGTH), *_TEXT]
