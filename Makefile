@@ -34,10 +34,13 @@ benchmark: setup
 suite-benchmark: setup
 	$(BIN)/python benchmarks/suite_wall_time.py
 
-# Retrieval at 100,000 chunks: evalkit against bm25s and numpy brute force (README: "Retrieval at scale").
+# At scale: retrieval at 100,000 chunks against bm25s and numpy brute force, batch metrics against pytrec_eval,
+# bootstrap and sign-flip statistics at 20,000 queries (README: "Retrieval at scale", "Comparing two reports").
 .PHONY: benchmark-scale
 benchmark-scale: setup
 	$(BIN)/python benchmarks/scale.py
+	$(BIN)/python benchmarks/metrics_speed.py
+	$(BIN)/python benchmarks/statistics_speed.py
 
 # Regenerate the committed context baselines for review (see README: only after a reviewed change).
 baseline: setup

@@ -69,6 +69,7 @@ from evalkit.data.schema import (
     validation_problems,
 )
 from evalkit.output import write_atomic
+from evalkit.progress import progress
 
 __all__ = [
     "SquadAnswer",
@@ -580,7 +581,8 @@ def _plan_corpus(dataset: SquadDataset, options: SquadImportOptions) -> _Corpus:
     documents: list[dict[str, str]] = []
     paragraphs: list[_Paragraph] = []
     gold: dict[str, _Gold] = {}
-    for ai, article in enumerate(_articles(dataset, options)):
+    articles = _articles(dataset, options)
+    for ai, article in enumerate(progress(articles, "importing articles", len(articles))):
         doc_id = f"{options.language}-a{ai:03d}"
         documents.append({"doc_id": doc_id, "language": options.language, "title": article.title.replace("_", " ")})
         for pi, paragraph in enumerate(article.paragraphs):

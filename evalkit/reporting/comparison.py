@@ -29,6 +29,7 @@ from evalkit.measures.statistics import (
     paired_bootstrap_intervals,
     sign_flip_p_values,
 )
+from evalkit.progress import progress
 from evalkit.reporting.gates import GateFailure
 from evalkit.reporting.per_query import ANSWERABLE_MEASURES, NO_ANSWER_MEASURES, PerQueryColumns, QueryIndex
 from evalkit.reporting.report import GateOutcome, Report
@@ -218,9 +219,9 @@ def _slice_rows(
 def compared_rows(index: QueryIndex, pairs: Sequence[Pair], settings: StatisticsSettings) -> tuple[ComparisonRow, ...]:
     """Rows of every pair, measure and slice in report order, with Holm-adjusted p-values over all of them."""
     raw: list[ComparisonRow] = []
-    for slice_name in SLICES:
-        for answerable in (True, False):
-            raw += _slice_rows(index, pairs, settings, slice_name, answerable)
+    steps = [(slice_name, answerable) for slice_name in SLICES for answerable in (True, False)]
+    for slice_name, answerable in progress(steps, "comparing", len(steps)):
+        raw += _slice_rows(index, pairs, settings, slice_name, answerable)
     labels = [label for label, _, _ in pairs]
     measures = (*ANSWERABLE_MEASURES, *NO_ANSWER_MEASURES)
     raw.sort(key=lambda r: (labels.index(r.ablation), measures.index(r.measure), SLICES.index(r.slice)))
