@@ -326,3 +326,86 @@ def test_strict_model_is_frozen() -> None:
     with pytest.raises(ValidationError, match="frozen"):
         point.x = 2  # type: ignore[misc]
     assert point.x == 1
+
+
+# --- the substring prefilter of the privacy rules changes no verdict -------------------------------------------
+
+_PREFILTER_FRAGMENTS = [
+    "://",
+    "www.",
+    "@",
+    ".",
+    "/",
+    "\\",
+    ":",
+    "localhost",
+    "-----BEGIN RSA PRIVATE KEY-----",
+    "Bearer ",
+    "sk_live_",
+    "pk-",
+    "AKIA",
+    "ghp_",
+    "xoxb-",
+    "eyJ",
+    "api_key=",
+    "Secret: ",
+    "TOKEN=",
+    "passwd:",
+    "AIza",
+    "ya29.",
+    "glpat-",
+    "github_pat_",
+    "sk-proj-",
+    "hf_",
+    "npm_",
+    "pypi-AgE",
+    "xapp-1-",
+    "SG.",
+    "shpat_",
+    "dop_v1_",
+    "ASIA",
+    "\u0130",
+    "\u0131",
+    "\u017f",
+    "\u212a",
+    "a",
+    "Z",
+    "0",
+    "9",
+    " ",
+    "中文",
+    "_",
+    "-",
+    "=",
+]
+
+
+def _full_scan(value: str, allow_links: bool = False) -> str | None:
+    from evalkit.data.schema import _LINK_RULES, _PRIVACY_RULES
+
+    for label, pattern in _PRIVACY_RULES:
+        if (not allow_links or pattern in _LINK_RULES) and pattern.search(value):
+            return label
+    return None
+
+
+@settings(max_examples=3000)
+@given(st.lists(st.sampled_from(_PREFILTER_FRAGMENTS) | st.text(max_size=3), max_size=40), st.booleans())
+def test_prefilter_gives_the_verdict_of_a_full_scan(parts: list[str], allow_links: bool) -> None:
+    value = "".join(parts)
+    assert privacy_problem(value, allow_links=allow_links) == _full_scan(value, allow_links)
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "-----BEGIN PR\u0130VATE KEY-----",
+        "pa\u017f\u017fword: hunter22",
+        "AK\u0131A" + "A" * 16,
+        "xox\u212a-" + "a" * 12,
+        "token=abcdefgh",
+        "mail me at a@b.co",
+    ],
+)
+def test_prefilter_keeps_case_insensitive_look_alikes(value: str) -> None:
+    assert privacy_problem(value) == _full_scan(value)

@@ -74,15 +74,20 @@ _POSIX_PATH = re.compile(
     rf"|{_NON_ASCII}/[A-Za-z0-9_.-]+/[\w.-]"  # 文件在/etc/passwd (two segments, so 和/或 and 中文/English pass)
 )
 _WINDOWS_PATH = re.compile(rf"{_B}[A-Za-z]:\\|\\\\[\w.-]+\\")
+# The word-boundary lookbehind is factored out of the alternatives: evaluated once per position instead of once per
+# alternative, the rules scan a 100,000-chunk corpus about ten times faster (tests/test_schema.py checks that the
+# factored rules match exactly what the unfactored ones did).
 _SECRETS = re.compile(
     r"-----BEGIN [A-Z ]*PRIVATE KEY-----"
-    rf"|{_B}bearer\s+[A-Za-z0-9._~+/-]{{8,}}"
-    rf"|{_B}(?:sk|pk|rk)[-_](?:live[-_]|test[-_])?[A-Za-z0-9]{{16,}}"
-    rf"|{_B}AKIA[0-9A-Z]{{16}}{_E}"
-    rf"|{_B}gh[pousr]_[A-Za-z0-9]{{20,}}"
-    rf"|{_B}xox[abpr]-[A-Za-z0-9-]{{10,}}"
-    rf"|{_B}eyJ[A-Za-z0-9_-]{{10,}}\.[A-Za-z0-9_-]{{10,}}"
-    rf"|{_B}(?:api[_-]?key|secret|token|password|passwd)\s*[:=：]\s*\S{{6,}}",
+    rf"|{_B}(?:"
+    r"bearer\s+[A-Za-z0-9._~+/-]{8,}"
+    r"|(?:sk|pk|rk)[-_](?:live[-_]|test[-_])?[A-Za-z0-9]{16,}"
+    rf"|AKIA[0-9A-Z]{{16}}{_E}"
+    r"|gh[pousr]_[A-Za-z0-9]{20,}"
+    r"|xox[abpr]-[A-Za-z0-9-]{10,}"
+    r"|eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}"
+    r"|(?:api[_-]?key|secret|token|password|passwd)\s*[:=：]\s*\S{6,}"
+    r")",
     re.IGNORECASE,
 )
 
@@ -91,19 +96,21 @@ _SECRETS = re.compile(
 # SendGrid, Shopify, DigitalOcean, Stripe restricted keys and AWS temporary keys. They are shaped to fit an ID too
 # (``AIza...`` as a query ID, ``glpat-...`` as a chunk ID), so IDs are checked against them as well.
 _TOKEN_SHAPES = re.compile(
-    rf"{_B}AIza[0-9A-Za-z_-]{{30,}}"
-    rf"|{_B}ya29\.[0-9A-Za-z_-]{{20,}}"
-    rf"|{_B}gl(?:pat|dt|rt|ptt|cbt|oas|ft|imt|soat|agent)-[0-9A-Za-z_-]{{20,}}"
-    rf"|{_B}github_pat_[0-9A-Za-z_]{{22,}}"
-    rf"|{_B}sk-(?:proj|ant|svcacct|admin)-[0-9A-Za-z_-]{{16,}}"
-    rf"|{_B}hf_[0-9A-Za-z]{{30,}}"
-    rf"|{_B}npm_[0-9A-Za-z]{{36}}{_E}"
-    rf"|{_B}pypi-AgE[0-9A-Za-z_-]{{50,}}"
-    rf"|{_B}xapp-[0-9]-[0-9A-Za-z-]{{10,}}"
-    rf"|{_B}SG\.[0-9A-Za-z_-]{{16,}}\.[0-9A-Za-z_-]{{16,}}"
-    rf"|{_B}shp(?:at|ca|pa|ss)_[0-9a-fA-F]{{32}}"
-    rf"|{_B}dop_v1_[0-9a-f]{{64}}"
-    rf"|{_B}(?:ASIA|AGPA|AIDA|AROA|ANPA)[0-9A-Z]{{16}}{_E}"
+    rf"{_B}(?:"
+    r"AIza[0-9A-Za-z_-]{30,}"
+    r"|ya29\.[0-9A-Za-z_-]{20,}"
+    r"|gl(?:pat|dt|rt|ptt|cbt|oas|ft|imt|soat|agent)-[0-9A-Za-z_-]{20,}"
+    r"|github_pat_[0-9A-Za-z_]{22,}"
+    r"|sk-(?:proj|ant|svcacct|admin)-[0-9A-Za-z_-]{16,}"
+    r"|hf_[0-9A-Za-z]{30,}"
+    rf"|npm_[0-9A-Za-z]{{36}}{_E}"
+    r"|pypi-AgE[0-9A-Za-z_-]{50,}"
+    r"|xapp-[0-9]-[0-9A-Za-z-]{10,}"
+    r"|SG\.[0-9A-Za-z_-]{16,}\.[0-9A-Za-z_-]{16,}"
+    r"|shp(?:at|ca|pa|ss)_[0-9a-fA-F]{32}"
+    r"|dop_v1_[0-9a-f]{64}"
+    rf"|(?:ASIA|AGPA|AIDA|AROA|ANPA)[0-9A-Z]{{16}}{_E}"
+    r")"
 )
 
 _PRIVACY_RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
@@ -115,6 +122,42 @@ _PRIVACY_RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("a secret (API key, token or private key)", _SECRETS),
     ("a secret (API key, token or private key)", _TOKEN_SHAPES),
 )
+# Substrings without which a rule cannot match (case-folded for the case-insensitive rules, as given for the token
+# shapes). A substring test is far cheaper than a regex scan, so a rule is scanned only when one of its substrings
+# occurs; tests/test_schema.py checks that the verdicts equal those of scanning every rule.
+_NEEDLES: dict[re.Pattern[str], tuple[tuple[str, ...], bool]] = {
+    _URL: ((":", "www."), True),
+    _EMAIL: (("@",), False),
+    _HOST_PORT: (("localhost", "."), True),
+    _POSIX_PATH: (("/",), False),
+    _WINDOWS_PATH: (("\\",), False),
+    _SECRETS: (
+        (
+            *("private key", "bearer", "sk-", "sk_", "pk-", "pk_", "rk-", "rk_", "akia"),
+            *("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "xox", "eyj", "api", "secret", "token", "passw"),
+        ),
+        True,
+    ),
+    _TOKEN_SHAPES: (
+        (
+            *("AIza", "ya29.", "gl", "github_pat_", "sk-", "hf_", "npm_", "pypi-AgE", "xapp-", "SG.", "shp"),
+            *("dop_v1_", "ASIA", "AGPA", "AIDA", "AROA", "ANPA"),
+        ),
+        False,
+    ),
+}
+
+
+_ASCII_FOLD = str.maketrans({"\u0130": "i", "\u0131": "i", "\u017f": "s", "\u212a": "k"})
+"""The non-ASCII letters that re.IGNORECASE matches to an ASCII letter (İ, ı, ſ and the Kelvin sign)."""
+
+
+def _may_match(pattern: re.Pattern[str], value: str, folded: str) -> bool:
+    needles, fold = _NEEDLES[pattern]
+    text = folded if fold else value
+    return any(needle in text for needle in needles)
+
+
 _LINK_RULES = (_EMAIL, _SECRETS)
 """The rules that still apply to the text of a corpus imported with links allowed."""
 
@@ -170,10 +213,11 @@ def privacy_problem(value: str, *, allow_links: bool = False) -> str | None:
     Fractions, ratios and alternatives pass (``3/4``, ``24/7``, ``and/or``, ``TCP/IP``, ``和/或``, ``中文/English``),
     as do versions with up to three parts (``2.3.1``), times (``10:30``) and ``@mentions``.
     """
+    folded = value.translate(_ASCII_FOLD).lower()
     for label, pattern in _PRIVACY_RULES:
         if allow_links and pattern not in _LINK_RULES:
             continue
-        if pattern.search(value):
+        if _may_match(pattern, value, folded) and pattern.search(value):
             return label
     return None
 
