@@ -1,10 +1,12 @@
-"""The real-data benchmark: XQuAD English and Chinese, monolingual and cross-lingual, paragraphs and sentences.
+"""The real-data benchmark: XQuAD English and Chinese, monolingual and cross-lingual, paragraphs and sentences, and
+the CMRC 2018 trial set (Chinese written natively) at paragraph and sentence level.
 
 Each setting imports the SQuAD-format files into a fixture (:mod:`evalkit.data.squad`) with a held-out fraction of gold
 paragraphs removed, so every setting also measures no-answer behaviour, and runs the benchmark ablations, the
 bm25s comparison row included, through :func:`evalkit.evaluation.evaluate` (determinism double run and all).
-Embeddings of the real model are cached on disk by corpus hash and provider fingerprint, so a rerun does not
-embed again. The summary holds setting and ablation IDs, hashes and numbers only.
+The data is read from one folder holding ``xquad/`` and ``cmrc2018-trial/``; a setting whose data set is missing is
+skipped, and the summary says why. Embeddings of the real model are cached on disk by corpus hash and provider
+fingerprint, so a rerun does not embed again. The summary holds setting and ablation IDs, hashes and numbers only.
 """
 
 from __future__ import annotations
@@ -29,8 +31,21 @@ from evalkit.retrieval.presets import PRESETS
 from evalkit.retrieval.service import RetrievalSettings
 
 Chunking = Literal["paragraph", "sentence"]
+Dataset = Literal["xquad", "cmrc2018-trial"]
 SUMMARY_SCHEMA_VERSION: Literal[1] = 1
+XQUAD_FOLDER = "xquad"
 XQUAD_FILES: dict[Language, str] = {"en": "xquad.en.json", "zh": "xquad.zh.json"}
+CMRC_FOLDER = "cmrc2018-trial"
+CMRC_FILE = "cmrc2018_trial.json"
+CMRC_ATTRIBUTION = (
+    "CMRC 2018 trial set (Cui et al., A Span-Extraction Dataset for Chinese Machine Reading Comprehension, "
+    "EMNLP 2019), ymcui/cmrc2018, CC BY-SA 4.0"
+)
+DATASET_FILES: dict[Dataset, tuple[str, ...]] = {
+    "xquad": tuple(f"{XQUAD_FOLDER}/{name}" for name in XQUAD_FILES.values()),
+    "cmrc2018-trial": (f"{CMRC_FOLDER}/{CMRC_FILE}",),
+}
+"""Each data set's input files, relative to the benchmark's data folder."""
 XQUAD_LICENSE = "CC-BY-SA-4.0"
 XQUAD_ATTRIBUTION = (
     "XQuAD (Artetxe, Ruder and Yogatama, On the Cross-lingual Transferability of Monolingual Representations, "
@@ -42,15 +57,18 @@ BENCHMARK_RETRIEVAL = PRESETS["benchmark"]
 
 
 class Setting(StrictModel):
-    """One benchmark setting: the questions' language, the corpus language and the chunking."""
+    """One benchmark setting: the data set, the questions' language, the corpus language and the chunking."""
 
     question_language: Language
     corpus_language: Language
     chunking: Chunking
+    dataset: Dataset = Field(default="xquad", description="the data set the setting reads")
 
     @property
     def setting_id(self) -> str:
-        """e.g. ``en/paragraph``, ``zh->en/sentence``."""
+        """e.g. ``en/paragraph``, ``zh->en/sentence``, ``cmrc/paragraph``."""
+        if self.dataset == "cmrc2018-trial":
+            return f"cmrc/{self.chunking}"
         languages = (
             self.question_language
             if self.question_language == self.corpus_language
@@ -61,9 +79,14 @@ class Setting(StrictModel):
 
 _PAIRS: tuple[tuple[Language, Language], ...] = (("en", "en"), ("zh", "zh"), ("zh", "en"), ("en", "zh"))
 _CHUNKINGS: tuple[Chunking, ...] = ("paragraph", "sentence")
-ALL_SETTINGS: tuple[Setting, ...] = tuple(
+XQUAD_SETTINGS: tuple[Setting, ...] = tuple(
     Setting(question_language=q, corpus_language=c, chunking=chunking) for chunking in _CHUNKINGS for q, c in _PAIRS
 )
+CMRC_SETTINGS: tuple[Setting, ...] = tuple(
+    Setting(question_language="zh", corpus_language="zh", chunking=chunking, dataset="cmrc2018-trial")
+    for chunking in _CHUNKINGS
+)
+ALL_SETTINGS: tuple[Setting, ...] = XQUAD_SETTINGS + CMRC_SETTINGS
 
 
 class BenchmarkOptions(StrictModel):
@@ -73,14 +96,14 @@ class BenchmarkOptions(StrictModel):
     ablations: list[str] = Field(description="ablation IDs")
     held_out_fraction: UnitFloat = Field(description="fraction of gold paragraphs removed (their questions: no-answer)")
     seed: int = Field(description="seed of the held-out choice")
-    max_articles: PositiveInt | None = Field(description="first N articles only; None: all 48")
+    max_articles: PositiveInt | None = Field(description="first N articles of each data set only; None: all")
     runs: PositiveInt = Field(description="runs compared for determinism")
 
 
 class BenchmarkConfig(BenchmarkOptions):
     """What to run and where the data is (a path: private, never in the summary; data_sha256 identifies it)."""
 
-    data_dir: str = Field(description="folder holding xquad.en.json and xquad.zh.json")
+    data_dir: str = Field(description="folder holding xquad/ and cmrc2018-trial/ (e.g. ../shared/data)")
 
 
 class SettingSummary(StrictModel):
@@ -107,6 +130,7 @@ class BenchmarkSummary(StrictModel):
     config: BenchmarkOptions
     retrieval: RetrievalSettings = Field(description="retrieval settings used (weights, floors)")
     settings: list[SettingSummary]
+    skipped: dict[str, str] = Field(default_factory=dict, description="setting ID -> why it was not run")
     wall_seconds: float
 
 
@@ -118,30 +142,46 @@ def parse_setting(setting_id: str) -> Setting:
     raise ValueError(f"unknown setting {setting_id!r}; valid: {', '.join(s.setting_id for s in ALL_SETTINGS)}")
 
 
-def data_hashes(data_dir: Path) -> dict[str, str]:
-    """SHA-256 of each input file."""
-    return {name: hashlib.sha256((data_dir / name).read_bytes()).hexdigest() for name in XQUAD_FILES.values()}
+def missing_data(setting: Setting, data_dir: Path) -> str | None:
+    """Why the setting cannot run (its data set's files are missing), or None when they are all there."""
+    missing = [name for name in DATASET_FILES[setting.dataset] if not (data_dir / name).is_file()]
+    if not missing:
+        return None
+    return f"data set {setting.dataset} not found: missing {', '.join(missing)} under the data folder"
+
+
+def data_hashes(data_dir: Path, settings: Sequence[Setting]) -> dict[str, str]:
+    """SHA-256 of each input file of the data sets the settings read."""
+    names = sorted({name for s in settings for name in DATASET_FILES[s.dataset]})
+    return {name: hashlib.sha256((data_dir / name).read_bytes()).hexdigest() for name in names}
 
 
 def build_fixture(setting: Setting, config: BenchmarkConfig, root: Path) -> Fixture:
-    """Import the XQuAD files for one setting."""
+    """Import one setting's SQuAD-format files (XQuAD strictly; CMRC through the forgiving reader's defaults)."""
+    from evalkit.data.repairs import RepairLog, RepairPolicy
     from evalkit.data.squad import SquadImportOptions, import_cross_lingual, import_squad, read_squad
 
     data_dir = root / config.data_dir
+    cmrc = setting.dataset == "cmrc2018-trial"
+    prefix = "cmrc2018-trial" if cmrc else "xquad"
     options = SquadImportOptions(
-        fixture_id=f"xquad-{setting.setting_id.replace('->', '-to-').replace('/', '-')}",
+        fixture_id=f"{prefix}-{setting.setting_id.replace('->', '-to-').replace('/', '-')}",
         language=setting.corpus_language,
         chunking=setting.chunking,
         held_out_fraction=config.held_out_fraction,
         seed=config.seed,
         max_articles=config.max_articles,
         license=XQUAD_LICENSE,
-        attribution=XQUAD_ATTRIBUTION,
+        attribution=CMRC_ATTRIBUTION if cmrc else XQUAD_ATTRIBUTION,
     )
-    corpus = read_squad(data_dir / XQUAD_FILES[setting.corpus_language])
+    if cmrc:
+        log = RepairLog(RepairPolicy.from_choices({}))
+        return import_squad(read_squad(data_dir / CMRC_FOLDER / CMRC_FILE, log), options, log)
+    xquad = data_dir / XQUAD_FOLDER
+    corpus = read_squad(xquad / XQUAD_FILES[setting.corpus_language])
     if setting.question_language == setting.corpus_language:
         return import_squad(corpus, options)
-    questions = read_squad(data_dir / XQUAD_FILES[setting.question_language])
+    questions = read_squad(xquad / XQUAD_FILES[setting.question_language])
     return import_cross_lingual(questions, corpus, setting.question_language, options)
 
 
@@ -181,7 +221,10 @@ def run_benchmark(
 ) -> tuple[BenchmarkSummary, dict[str, Evaluation]]:
     """Run every configured setting; return the summary and the evaluations by setting ID."""
     started = time.perf_counter()
-    settings = [parse_setting(s) for s in config.settings]
+    data_dir = root / config.data_dir
+    requested = [parse_setting(s) for s in config.settings]
+    skipped = {s.setting_id: reason for s in requested if (reason := missing_data(s, data_dir)) is not None}
+    settings = [s for s in requested if s.setting_id not in skipped]
     ablations = select_ablations(config.ablations)
     providers = cached_providers(cache_dir, config.ablations)
     evaluations: dict[str, Evaluation] = {}
@@ -194,10 +237,11 @@ def run_benchmark(
         evaluations[setting.setting_id] = evaluation
         summaries.append(summarize(setting, evaluation, time.perf_counter() - setting_started))
     summary = BenchmarkSummary(
-        data_sha256=data_hashes(root / config.data_dir),
+        data_sha256=data_hashes(data_dir, settings),
         config=BenchmarkOptions.model_validate(config.model_dump(exclude={"data_dir"})),
         retrieval=retrieval,
         settings=summaries,
+        skipped=skipped,
         wall_seconds=round(time.perf_counter() - started, 3),
     )
     return summary, evaluations
@@ -283,6 +327,7 @@ def format_benchmark(summary: BenchmarkSummary, measures: Sequence[str] = SUMMAR
             cells = " ".join(f"{values[m]:9.3f}" if m in values else f"{'-':>9}" for m in measures)
             latency = setting.latency_ms[ablation].median_ms
             lines.append(f"{setting.setting_id:<20} {ablation:<20} {cells} {latency:8.3f}")
+    lines.extend(f"skipped {setting_id}: {reason}" for setting_id, reason in sorted(summary.skipped.items()))
     lines.append(
         f"wall time: {summary.wall_seconds:.1f} s for {len(summary.settings)} setting(s), {summary.config.runs} run(s)"
     )
