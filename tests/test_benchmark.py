@@ -84,10 +84,11 @@ def test_targets_are_computed_exactly() -> None:
     )
     outcomes = [(t.target, t.setting_id, t.met) for t in benchmark_targets(summary)]
     assert outcomes == [
-        ("best evalkit ablation beats bm25s (ndcg@10)", "en/paragraph", False),
+        ("best evalkit ablation at least bm25s (ndcg@10)", "en/paragraph", False),
         ("hybrid within 0.005 of its best component (ndcg@10)", "en/paragraph", True),
         ("hybrid within 0.005 of its best component (ndcg@10)", "zh->en/paragraph", False),
         ("cross-lingual hybrid ndcg@10 at least 0.80", "zh->en/paragraph", False),
+        ("benchmark wall time under 90 s (cache warm)", "all", True),
     ]
     within = benchmark_targets(summary)[1]
     assert within.bound == pytest.approx(0.955)
