@@ -27,6 +27,7 @@ from evalkit.measures.abstention import AbstentionPoint, CalibratedFloor, absten
 from evalkit.measures.metrics import METRICS_VERSION, LatencySummary
 from evalkit.output import write_atomic
 from evalkit.progress import progress
+from evalkit.retrieval.coverage import COVERAGE_DEPTH, TermCoverage
 from evalkit.retrieval.embeddings import EmbeddingProvider
 from evalkit.retrieval.presets import PRESETS
 from evalkit.retrieval.service import RetrievalSettings
@@ -209,9 +210,9 @@ class AbstentionInputs(StrictModel):
     """Per query of one setting: the confidence, whether it is answerable, and the gated system's recall@10."""
 
     system: str = Field(description="ablation whose rankings are returned or withheld")
-    signal: str = Field(description="ablation whose top score is the confidence")
+    signal: str = Field(description="what the confidence is")
     query_language: Language
-    confidence: list[float] = Field(description="top score of the signal ablation; NaN: it returned nothing")
+    confidence: list[float] = Field(description="the signal per query; NaN: no evidence (abstains at every floor)")
     answerable: list[bool]
     recall: list[float] = Field(description="recall@10 of the system (0 for no-answer queries)")
 
@@ -219,23 +220,32 @@ class AbstentionInputs(StrictModel):
 def abstention_inputs(setting: Setting, evaluation: Evaluation) -> AbstentionInputs | None:
     """The inputs of the floor for one setting, or None when the needed ablations were not run.
 
-    The confidence is the top BM25 score of the ``lexical`` ablation in a monolingual setting (on both data sets the
-    best-separating single signal between answerable and held-out questions) and the top cosine of ``usem3-vector``
-    across languages (lexical hits in the other language are gated out of the hybrid).
+    In a monolingual setting the confidence is the query-term coverage of the system's first three results
+    (:mod:`evalkit.retrieval.coverage`): on both data sets it separates answerable from held-out questions better
+    than the top BM25 score or cosine. Across languages the terms cannot match, so it is the top cosine of
+    ``usem3-vector`` (NaN when that ablation did not run or returned nothing).
     """
     results = evaluation.ablations
     system = next((a for a in ABSTENTION_SYSTEMS if a in results), None)
-    signal = "lexical" if setting.question_language == setting.corpus_language else "usem3-vector"
-    if system is None or signal not in results:
+    monolingual = setting.question_language == setting.corpus_language
+    if system is None or (not monolingual and "usem3-vector" not in results):
         return None
-    top = {r.query_id: (float(r.scores[0]) if r.scores else float("nan")) for r in results[signal].results}
     queries = sorted(evaluation.fixture.queries, key=lambda q: q.query_id)
+    rankings = {r.query_id: r for r in results[system].results}
+    if monolingual:
+        coverage = TermCoverage((c.chunk_id, c.text) for c in evaluation.fixture.chunks)
+        signal = f"term coverage@{COVERAGE_DEPTH} of {system}"
+        confidence = [coverage.coverage(q.text, rankings[q.query_id].chunk_ids) for q in queries]
+    else:
+        signal = "usem3-vector top cosine"
+        top = {r.query_id: (float(r.scores[0]) if r.scores else float("nan")) for r in results["usem3-vector"].results}
+        confidence = [top[q.query_id] for q in queries]
     per_query = results[system].per_query
     return AbstentionInputs(
         system=system,
         signal=signal,
         query_language=setting.question_language,
-        confidence=[top[q.query_id] for q in queries],
+        confidence=confidence,
         answerable=[q.answerable for q in queries],
         recall=[per_query[q.query_id]["recall@10"] if q.answerable else 0.0 for q in queries],
     )

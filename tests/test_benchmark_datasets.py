@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import math
 from pathlib import Path
 
 import pytest
@@ -24,6 +23,7 @@ from evalkit.benchmark import (
 )
 from evalkit.measures.abstention import AbstentionPoint, CalibratedFloor
 from evalkit.measures.metrics import LatencySummary
+from evalkit.retrieval.coverage import TermCoverage
 
 from .conftest import ROOT
 
@@ -70,19 +70,23 @@ def test_cmrc_fixture_is_chinese_with_no_answer_queries() -> None:
 
 
 @needs_cmrc
-def test_abstention_inputs_follow_the_lexical_top_score(tmp_path: Path) -> None:
+def test_abstention_inputs_are_the_coverage_of_the_returned_chunks(tmp_path: Path) -> None:
     summary, evaluations = run_benchmark(
         _config(DATA, ["cmrc/paragraph"], ["lexical", "bm25s"], max_articles=20), Path("/"), tmp_path / "cache"
     )
     evaluation = evaluations["cmrc/paragraph"]
     inputs = abstention_inputs(parse_setting("cmrc/paragraph"), evaluation)
     assert inputs is not None
-    assert (inputs.system, inputs.signal) == ("lexical", "lexical")
+    assert (inputs.system, inputs.signal) == ("lexical", "term coverage@3 of lexical")
+    coverage = TermCoverage((c.chunk_id, c.text) for c in evaluation.fixture.chunks)
     results = {r.query_id: r for r in evaluation.ablations["lexical"].results}
     queries = sorted(evaluation.fixture.queries, key=lambda q: q.query_id)
-    for query, confidence in zip(queries, inputs.confidence, strict=True):
-        scores = results[query.query_id].scores
-        assert (math.isnan(confidence) and not scores) or confidence == scores[0]
+    expected = [coverage.coverage(q.text, results[q.query_id].chunk_ids) for q in queries]
+    assert inputs.confidence == pytest.approx(expected, nan_ok=True)
+    assert inputs.answerable == [q.answerable for q in queries]
+    answerable = [c for c, a in zip(inputs.confidence, inputs.answerable, strict=True) if a]
+    held_out = [c for c, a in zip(inputs.confidence, inputs.answerable, strict=True) if not a]
+    assert sum(answerable) / len(answerable) > sum(held_out) / len(held_out), "coverage must separate the kinds"
     calibrated = summary.settings[0].abstention
     assert calibrated is not None
     assert calibrated.calibration_queries + calibrated.held_out_queries == len(queries)
