@@ -122,3 +122,25 @@ def test_curve_is_monotone_and_loss_never_negative(rows: list[tuple[float, bool,
         assert after.no_answer_fpr <= before.no_answer_fpr
         assert after.recall_at_10 <= before.recall_at_10 + 1e-12
     assert all(p.recall_loss >= -1e-12 for p in curve)
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.one_of(st.floats(-5, 5, allow_nan=False), st.just(math.nan)),
+            st.booleans(),
+            st.floats(0, 1, allow_nan=False),
+        ),
+        min_size=1,
+        max_size=30,
+    )
+)
+def test_curve_equals_outcome_at_every_floor(rows: list[tuple[float, bool, float]]) -> None:
+    confidence, answerable, recall = (list(column) for column in zip(*rows, strict=True))
+    curve = abstention_curve(confidence, answerable, recall)
+    for point in curve:
+        expected = outcome_at(point.floor, confidence, answerable, recall)
+        assert point.floor == expected.floor
+        assert point.no_answer_fpr == pytest.approx(expected.no_answer_fpr, abs=1e-12)
+        assert point.recall_at_10 == pytest.approx(expected.recall_at_10, abs=1e-12)
+        assert point.recall_loss == pytest.approx(expected.recall_loss, abs=1e-12)

@@ -88,8 +88,30 @@ def candidate_floors(confidence: ArrayLike) -> list[float | None]:
 
 
 def abstention_curve(confidence: ArrayLike, answerable: ArrayLike, recall: ArrayLike) -> list[AbstentionPoint]:
-    """The outcome at every candidate floor, from no floor upwards."""
-    return [outcome_at(f, confidence, answerable, recall) for f in candidate_floors(confidence)]
+    """The outcome at every candidate floor, from no floor upwards (the same values as :func:`outcome_at` at each,
+    computed in one pass over the sorted confidences)."""
+    conf, ans, rec = _arrays(confidence, answerable, recall)
+    floors = candidate_floors(conf)
+    finite = np.array([f for f in floors if f is not None], dtype=np.float64)
+    seen = ~np.isnan(conf)
+    negatives = np.sort(conf[~ans & seen])
+    n_negatives = int((~ans).sum())
+    order = np.argsort(conf[ans & seen], kind="stable")
+    answered = conf[ans & seen][order]
+    # recall kept at a floor: the sum of recall over answerable queries at or above it (suffix sums)
+    suffix = np.concatenate([np.cumsum(rec[ans & seen][order][::-1])[::-1], [0.0]])
+    n_answerable = int(ans.sum())
+    passing_negatives = len(negatives) - np.searchsorted(negatives, finite, side="left")
+    kept = suffix[np.searchsorted(answered, finite, side="left")]
+    base = float(suffix[0]) / n_answerable if n_answerable else 0.0
+    fprs = [len(negatives) / n_negatives if n_negatives else 0.0] + [
+        float(n) / n_negatives if n_negatives else 0.0 for n in passing_negatives
+    ]
+    recalls = [base] + [float(k) / n_answerable if n_answerable else 0.0 for k in kept]
+    return [
+        AbstentionPoint(floor=f, no_answer_fpr=fpr, recall_at_10=r, recall_loss=base - r)
+        for f, fpr, r in zip(floors, fprs, recalls, strict=True)
+    ]
 
 
 def choose_floor(points: Sequence[AbstentionPoint], max_recall_loss: float) -> AbstentionPoint:
