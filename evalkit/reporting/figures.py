@@ -142,7 +142,7 @@ def plot_benchmark(summary: BenchmarkSummary, measure: str = "ndcg@10") -> Figur
         axis.set_ylim(0, 1.05)
         axis.set_ylabel(f"{measure} (0 to 1, mean over answerable queries)")
         axis.set_xlabel("setting (questions->corpus / chunking)")
-        axis.set_title(f"XQuAD benchmark: {measure} per setting and ablation")
+        axis.set_title(f"Real-data benchmark: {measure} per setting and ablation")
         axis.grid(axis="y", alpha=0.3)
         figure.legend(title="ablation", loc="outside right center")
     return figure
