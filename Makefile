@@ -25,8 +25,8 @@ lint: setup
 test: lint
 	$(BIN)/python -m pytest
 
-# The real-data benchmark (XQuAD, ../shared/data/xquad): every setting and ablation, all 48 articles,
-# into reports/<run-id>/ with summary.json.
+# The real-data benchmark (XQuAD and the CMRC 2018 trial set, ../shared/data; a missing data set is skipped with
+# the reason): every setting and ablation, all articles, into reports/<run-id>/ with summary.json.
 benchmark: setup
 	$(BIN)/evalkit notebook --notebook notebooks/xquad_benchmark.ipynb -p max_articles null
 

@@ -227,12 +227,12 @@ class FailureAnalysisParameters(AblationParameters):
 class BenchmarkParameters(NotebookParameters):
     """Parameters of ``notebooks/xquad_benchmark.ipynb``."""
 
-    data_dir: str = Field(description="folder with xquad.en.json and xquad.zh.json, relative to the project root")
-    settings: list[str] = Field(description="setting IDs such as en/paragraph or zh->en/sentence")
+    data_dir: str = Field(description="folder with xquad/ and cmrc2018-trial/, relative to the project root")
+    settings: list[str] = Field(description="setting IDs such as en/paragraph, zh->en/sentence or cmrc/paragraph")
     ablations: list[str] = Field(description="ablation IDs to run")
     held_out_fraction: float = Field(ge=0.0, lt=1.0, description="gold paragraphs removed (no-answer queries)")
     seed: int = Field(description="seed of the held-out choice")
-    max_articles: int | None = Field(ge=1, description="first N articles; None: all 48")
+    max_articles: int | None = Field(ge=1, description="first N articles of each data set; None: all")
     runs: int = Field(ge=1, le=10, description="runs compared for determinism")
     rerank_min_score: float = Field(ge=0.0, le=1.0, description="reranker score floor (abstention); 0 keeps all")
     cache_dir: str = Field(description="workspace-relative folder of the embedding cache")

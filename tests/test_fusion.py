@@ -88,7 +88,7 @@ def test_no_contributions_fuse_to_nothing(method: str) -> None:
 
 
 def test_unknown_method_lists_valid_names() -> None:
-    with pytest.raises(ValueError, match=r"unknown fusion method 'combmnz'; valid: max-normalized, rrf"):
+    with pytest.raises(ValueError, match=r"'combmnz'; valid: margin-weighted, max-normalized, rrf"):
         fusion_method("combmnz")
     assert fusion_method("rrf") is reciprocal_rank_fusion
     assert fusion_method("max-normalized") is max_normalized_fusion

@@ -357,7 +357,7 @@ def test_detect_language() -> None:
 
 
 def test_settings_reject_unknown_fusion() -> None:
-    with pytest.raises(ValidationError, match=r"Input should be 'rrf' or 'max-normalized'"):
+    with pytest.raises(ValidationError, match=r"Input should be 'rrf', 'max-normalized' or 'margin-weighted'"):
         RetrievalSettings(fusion="combsum")
     assert RetrievalSettings(fusion="max-normalized").fusion == "max-normalized"
 

@@ -22,7 +22,7 @@ from evalkit.output import write_atomic
 from evalkit.reporting.report import Report
 
 if TYPE_CHECKING:
-    from evalkit.benchmark import BenchmarkSummary
+    from evalkit.benchmark import AbstentionCurve, BenchmarkSummary
 from evalkit.reporting.tables import language_metrics_frame, latency_frame, rerank_delta_frame
 
 CHART_MEASURES = ("recall@10", "mrr@10", "ndcg@10", "context_precision", "context_recall")
@@ -164,7 +164,42 @@ def plot_benchmark(summary: BenchmarkSummary, measure: str = "ndcg@10") -> Figur
         axis.set_ylim(0, 1.05)
         axis.set_ylabel(f"{measure} (0 to 1, mean over answerable queries)")
         axis.set_xlabel("setting (questions->corpus / chunking)")
-        axis.set_title(f"XQuAD benchmark: {measure} per setting and ablation")
+        axis.set_title(f"Real-data benchmark: {measure} per setting and ablation")
         axis.grid(axis="y", alpha=0.3)
         figure.legend(title="ablation", loc="outside right center")
+    return figure
+
+
+def plot_abstention(curves: Sequence[AbstentionCurve]) -> Figure:
+    """No-answer false-positive rate against recall@10 as the confidence floor rises, one panel per query language.
+
+    One line per setting (from no floor at the right to the highest floor at the left); the calibrated floor is
+    marked, and the target region (FPR at most 0.2) is shaded.
+    """
+    languages = [language for language in LANGUAGE_COLORS if any(c.query_language == language for c in curves)]
+    with matplotlib.rc_context(_RC):
+        figure = Figure(figsize=(5.5 * max(len(languages), 1), 4.6), layout="constrained")
+        axes = figure.subplots(1, max(len(languages), 1), sharey=True, squeeze=False)[0]
+        for axis, language in zip(axes, languages, strict=False):
+            for curve in (c for c in curves if c.query_language == language):
+                recall = [p.recall_at_10 for p in curve.points]
+                fpr = [p.no_answer_fpr for p in curve.points]
+                (line,) = axis.plot(recall, fpr, linewidth=1.2, label=curve.setting_id)
+                axis.plot(
+                    [curve.chosen.recall_at_10],
+                    [curve.chosen.no_answer_fpr],
+                    marker="o",
+                    markersize=7,
+                    color=line.get_color(),
+                    markeredgecolor="black",
+                )
+            axis.axhspan(0.0, 0.2, color="#2ca02c", alpha=0.08)
+            axis.set_xlim(0, 1.02)
+            axis.set_ylim(0, 1.02)
+            axis.set_xlabel("recall@10 (answerable queries; 0 when abstaining)")
+            axis.set_title(f"questions in {language}")
+            axis.grid(alpha=0.3)
+            axis.legend(title="setting (dot: calibrated floor)", fontsize="small")
+        axes[0].set_ylabel("no-answer false-positive rate (0 to 1)")
+        figure.suptitle("Abstention: moving the confidence floor (shaded: FPR at most 0.2)")
     return figure

@@ -18,7 +18,7 @@ from evalkit.measures.metrics import STANDARD_MEASURES
 from evalkit.reporting.report import Report
 
 if TYPE_CHECKING:
-    from evalkit.benchmark import BenchmarkSummary
+    from evalkit.benchmark import AbstentionCurve, BenchmarkSummary
 
 METRIC_COLUMNS = [*(str(m) for m in STANDARD_MEASURES), "no_answer_fpr"]
 
@@ -173,3 +173,23 @@ def targets_frame(summary: BenchmarkSummary) -> pd.DataFrame:
     from evalkit.benchmark import benchmark_targets
 
     return pd.DataFrame([t.model_dump() for t in benchmark_targets(summary)])
+
+
+def abstention_frame(curves: Sequence[AbstentionCurve]) -> pd.DataFrame:
+    """Per setting, the calibrated floor and its outcome on the calibration and the held-out queries."""
+    rows = []
+    for curve in curves:
+        calibrated = curve.calibrated
+        rows.append(
+            {
+                "setting": curve.setting_id,
+                "floor": calibrated.floor,
+                "calibration fpr": calibrated.calibration.no_answer_fpr,
+                "calibration recall loss": calibrated.calibration.recall_loss,
+                "held-out fpr": calibrated.held_out.no_answer_fpr,
+                "held-out recall@10": calibrated.held_out.recall_at_10,
+                "held-out recall loss": calibrated.held_out.recall_loss,
+                "no floor fpr": curve.points[0].no_answer_fpr,
+            }
+        )
+    return pd.DataFrame(rows)

@@ -29,7 +29,7 @@ class RetrievalSettings(StrictModel):
     candidate_k: PositiveInt = Field(default=30, description="candidates per retriever before fusion/rerank")
     lexical_min_score: NonNegativeFloat = Field(default=0.0, description="minimum BM25 score (-bm25())")
     vector_min_similarity: float = Field(default=0.2, ge=-1.0, le=1.0, description="minimum cosine")
-    fusion: FusionName = Field(default="max-normalized", description="fusion method: rrf or max-normalized")
+    fusion: FusionName = Field(default="max-normalized", description="fusion method (see fusion.py)")
     rrf_k: PositiveInt = Field(default=60, description="RRF rank constant")
     lexical_weight: NonNegativeFloat = Field(default=0.3, description="fusion weight of lexical hits")
     vector_weight: NonNegativeFloat = Field(default=0.7, description="fusion weight of vector hits")
