@@ -85,7 +85,9 @@ class ShardIndex:
 
     def vector(self, provider: str, query: Matrix, limit: int) -> Scored:
         """This shard's best ``limit`` inner-product hits (every row, as ``KnowledgeDatabase.vector_search``)."""
-        ids, matrix = self._matrices.get(provider, ((), np.zeros((0, 0), dtype=np.float32)))
+        if provider not in self._matrices:
+            raise KeyError(f"this shard holds no rows of provider {provider[:12]}")
+        ids, matrix = self._matrices[provider]
         if not ids or limit < 1:
             return []
         scores = row_scores(matrix, query)
