@@ -145,8 +145,10 @@ class RayShards:
         self._ray = ray
         self._options = options
         remote = ray.remote(num_cpus=0, max_restarts=options.max_retries, max_task_retries=0)(ShardActor)
-        shared = ray.put(statistics)
-        self.actors: list[Any] = [remote.remote(list(ids), list(texts), shared) for ids, texts in parts]
+        # The arguments stay referenced here for the actors' lifetime: a restarted actor is rebuilt from them.
+        self._arguments = [(ray.put(list(ids)), ray.put(list(texts))) for ids, texts in parts]
+        self._statistics = ray.put(statistics)
+        self.actors: list[Any] = [remote.remote(ids, texts, self._statistics) for ids, texts in self._arguments]
         self._held: list[dict[str, tuple[Any, Any]]] = [{} for _ in parts]
         self.retries = 0
         self._gather("ready", [() for _ in parts])
