@@ -18,6 +18,7 @@ Ray is imported only when a function here runs, so evalkit imports without the `
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
@@ -210,8 +211,23 @@ class RayShards:
             self.retries += 1
             ref = self._resend(shard, method, args)
 
+    def _await_restart(self, shard: int) -> None:
+        """Wait (at most ``timeout_s``) while Ray restarts the shard's actor; a dead one is left to fail the retry."""
+        from ray.exceptions import ActorUnavailableError, GetTimeoutError, RayActorError
+
+        deadline = time.monotonic() + self._options.timeout_s
+        while time.monotonic() < deadline:
+            try:
+                self._ray.get(self.actors[shard].ready.remote(), timeout=max(deadline - time.monotonic(), 0.01))
+                return
+            except ActorUnavailableError:
+                time.sleep(0.05)  # restarting
+            except (RayActorError, GetTimeoutError):
+                return
+
     def _resend(self, shard: int, method: str, args: tuple[Any, ...]) -> Any:
         """Give a (restarted) shard back the rows it held, then send the call again; the call's result ref."""
+        self._await_restart(shard)
         actor = self.actors[shard]
         for provider, (ids, matrix) in sorted(self._held[shard].items()):
             if method != "store_embeddings" or provider != args[0]:
