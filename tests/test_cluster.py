@@ -206,3 +206,34 @@ def test_cli_bad_cluster_flags_exit_2(
     assert code == 2
     assert message in capsys.readouterr().err
     assert not (workspace / "r.json").exists()
+
+
+def _notebook_parameters(**extra: Any) -> Any:
+    from evalkit.notebook import EvaluationParameters
+
+    values: dict[str, Any] = {
+        "fixture": "tests/data/tiny",
+        "ablations": list(SMALL),
+        "runs": 1,
+        "report_output": None,
+        "figures_dir": None,
+        "min_reranked_mrr_at_10": 0.0,
+        "min_reranked_ndcg_at_10": 0.0,
+        "max_no_answer_fpr": 1.0,
+        "max_rerank_ndcg_drop": 1.0,
+        "cache_dir": None,
+    }
+    return EvaluationParameters.model_validate({**values, **extra})
+
+
+def test_notebook_parameters_run_on_ray_with_the_same_projection(tiny: LoadedFixture) -> None:
+    single = _notebook_parameters()
+    sharded = _notebook_parameters(ray="local", shards=3)
+    ablations, systems = single.systems
+    assert single.ray is None and single.shards == 1
+    assert (
+        sharded.evaluate(tiny, ablations, systems).projection_sha256
+        == single.evaluate(tiny, ablations, systems).projection_sha256
+    )
+    with pytest.raises(ValueError, match="shards"):
+        _notebook_parameters(ray="local", shards=0)
