@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from evalkit.ablations import select_ablations
+from evalkit.ablations import ABLATION_IDS, select_ablations
 from evalkit.cli import main
 from evalkit.data.fixture import LoadedFixture
 from evalkit.evaluation import Evaluation, evaluate
@@ -43,18 +43,14 @@ def local_ray() -> Iterator[None]:
     ray.shutdown()
 
 
-@pytest.fixture(scope="module")
-def single_small(synthetic: LoadedFixture) -> Evaluation:
-    return evaluate(synthetic, select_ablations(list(SMALL)), runs=1)
-
-
 @pytest.mark.parametrize("shards", [1, 2, 3])
 def test_sharded_run_has_the_single_process_projection(
-    synthetic: LoadedFixture, single_small: Evaluation, shards: int
+    tiny: LoadedFixture, tiny_evaluation: Evaluation, shards: int
 ) -> None:
-    sharded = evaluate_on_ray(synthetic, select_ablations(list(SMALL)), ClusterOptions(shards=shards), runs=1)
-    assert sharded.projection_sha256 == single_small.projection_sha256
-    assert sharded.evaluation_definition_hash == single_small.evaluation_definition_hash
+    """Every built-in ablation of the standard five (the synthetic suite on 3 shards: the CLI test below)."""
+    sharded = evaluate_on_ray(tiny, select_ablations(list(ABLATION_IDS)), ClusterOptions(shards=shards), runs=1)
+    assert sharded.projection_sha256 == tiny_evaluation.projection_sha256
+    assert sharded.evaluation_definition_hash == tiny_evaluation.evaluation_definition_hash
 
 
 def test_corpus_embedding_runs_as_ray_tasks_and_a_rerun_embeds_nothing(tiny: LoadedFixture, tmp_path: Path) -> None:
