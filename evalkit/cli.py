@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 from pydantic import ValidationError
 
 from evalkit.ablations import ABLATION_IDS, Ablation, ablation_order, external_ablation, parse_ablations
+from evalkit.cluster import ClusterOptions, evaluate_on_ray
 from evalkit.data.collection import CollectionOptions
 from evalkit.data.fixture import ALIASES_FILE, FIXTURE_FILE, Fixture, FixtureError, load_fixture
 from evalkit.data.inputs import DEFAULT_MAX_INPUT_BYTES
@@ -124,6 +125,7 @@ def _run(args: argparse.Namespace) -> int:
     ablations = (*(parse_ablations(args.ablations) if args.ablations.strip() or not systems else ()), *external)
     baselines = load_baselines(fixture_dir, _max_bytes(args)) if fixture_dir.is_dir() else None
     thresholds = GateThresholds.from_values(args)
+    cluster = _cluster_options(args)
     if not 1 <= args.runs <= MAX_RUNS:
         raise ValueError(f"--runs must be between 1 and {MAX_RUNS}, got {args.runs}")
     settings_label, settings = resolve_settings(args.preset, None if args.settings is None else Path(args.settings))
@@ -137,7 +139,11 @@ def _run(args: argparse.Namespace) -> int:
     if target is not None:
         refuse_input_overwrite(target, _fixture_inputs(fixture_dir), args.output or os.environ.get(ENV_VAR))
     trec_folder = _trec_folder(args.trec_runs, workspace)
-    evaluation = evaluate(loaded, ablations, settings, runs=args.runs, cache=cache, systems=systems, ties=args.ties)
+    if cluster is None:
+        evaluation = evaluate(loaded, ablations, settings, runs=args.runs, cache=cache, systems=systems, ties=args.ties)
+    else:
+        evaluation = evaluate_on_ray(loaded, ablations, cluster, settings, args.runs, cache, systems, args.ties)
+        print(f"evalkit: searched {cluster.shards} shard(s) on Ray ({cluster.address})", file=sys.stderr)
     report = assess(evaluation, thresholds, baselines)
     print(f"evalkit: fixture {report.fixture_id} {report.fixture_version}, {report.runs} run(s), deterministic")
     print(f"retrieval settings: {settings_label} ({format_settings(settings)})")
@@ -669,6 +675,28 @@ def _add_gate_arguments(parser: argparse.ArgumentParser) -> None:
         )
 
 
+def _cluster_options(args: argparse.Namespace) -> ClusterOptions | None:
+    """The Ray options of ``--ray``/``--shards``; None runs in this process (``--shards`` alone is refused)."""
+    if args.ray is None:
+        if args.shards is not None:
+            raise ValueError("--shards needs --ray local|ADDRESS")
+        return None
+    return ClusterOptions(address=args.ray, shards=1 if args.shards is None else args.shards)
+
+
+def _add_cluster_arguments(run: argparse.ArgumentParser) -> None:
+    """``--ray`` and ``--shards`` of ``evalkit run``: the same report, searched by shard actors on Ray."""
+    run.add_argument(
+        "--ray",
+        default=None,
+        metavar="local|ADDRESS",
+        help="run on Ray: 'local' starts an instance here, else a cluster address (default: no Ray; evalkit[ray])",
+    )
+    run.add_argument(
+        "--shards", type=int, default=None, help="with --ray: split the corpus into N shard actors (default: 1)"
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the evalkit command."""
     parser = argparse.ArgumentParser(prog="evalkit", description=__doc__.splitlines()[0] if __doc__ else None)
@@ -709,6 +737,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_system_arguments(run)
     _add_input_limit(run)
+    _add_cluster_arguments(run)
     run.set_defaults(handler=_run)
 
     validate = commands.add_parser("validate", help="check a fixture against the strict schema")

@@ -8,7 +8,8 @@ deterministic projections (rankings with scores, per-query metrics, failures; no
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager, ExitStack
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, cast
 
@@ -35,7 +36,7 @@ from evalkit.measures.metrics import (
 from evalkit.measures.statistics import DEFAULT_STATISTICS
 from evalkit.measures.ties import DEFAULT_TIE_POLICY, order_ranking, tie_policy
 from evalkit.retrieval.bm25 import Bm25sBaseline
-from evalkit.retrieval.database import KnowledgeDatabase
+from evalkit.retrieval.database import KnowledgeDatabase, KnowledgeStore
 from evalkit.retrieval.embedding_cache import CachedProvider, EmbeddingCache
 from evalkit.retrieval.embeddings import ConceptProvider, EmbeddingProvider, sha256_of
 from evalkit.retrieval.latency import pinned_blas
@@ -57,6 +58,8 @@ CONTEXT_K = 5
 """The returned context of a query: its first CONTEXT_K results (what a RAG prompt would receive)."""
 FAILURE_CUTOFF = 10
 """A relevant chunk not within the first FAILURE_CUTOFF results is reported as a failure."""
+StoreFactory = Callable[[KnowledgeDatabase], AbstractContextManager[KnowledgeStore]]
+"""Makes the store a run searches from its seeded database, and releases it after the run."""
 
 
 class DeterminismError(RuntimeError):
@@ -208,18 +211,23 @@ def run_once(
     providers: Mapping[str, EmbeddingProvider],
     settings: RetrievalSettings,
     systems: Mapping[str, Retriever] | None = None,
+    stores: StoreFactory | None = None,
 ) -> dict[str, tuple[QueryResult, ...]]:
-    """Seed a fresh database and run every query through every ablation once (external ones through ``systems``)."""
+    """Seed a fresh database and run every query through every ablation once (external ones through ``systems``).
+
+    ``stores`` turns the seeded database into the store the services search (shards, say; see ``evalkit.cluster``).
+    """
     requests = [
         SearchRequest(q.query_id, q.text, q.language, settings.top_k)
         for q in sorted(fixture.queries, key=lambda q: q.query_id)
     ]
-    with KnowledgeDatabase.temporary() as database:
+    with KnowledgeDatabase.temporary() as database, ExitStack() as stack:
         database.add_documents(fixture.documents)
         database.add_chunks(fixture.chunks)
-        services: dict[str | None, KnowledgeService] = {None: KnowledgeService(database, settings)}
+        store: KnowledgeStore = database if stores is None else stack.enter_context(stores(database))
+        services: dict[str | None, KnowledgeService] = {None: KnowledgeService(store, settings)}
         for pid, provider in providers.items():
-            services[pid] = KnowledgeService(database, settings, provider)
+            services[pid] = KnowledgeService(store, settings, provider)
             services[pid].index_embeddings()
         outcome: dict[str, tuple[QueryResult, ...]] = {}
         for ablation in ablations:
@@ -424,6 +432,7 @@ def evaluate(
     cache: EmbeddingCache | None = None,
     systems: Mapping[str, Retriever] | None = None,
     ties: str = DEFAULT_TIE_POLICY,
+    stores: StoreFactory | None = None,
 ) -> Evaluation:
     """Run the suite ``runs`` times, require identical projections, and score the first run.
 
@@ -432,7 +441,8 @@ def evaluate(
     providers excepted). Cached providers embed the corpus and the queries once, before the first run. ``systems``
     maps the ID of each external ablation (mode ``retriever`` or ``run``) to its :class:`Retriever`, indexed once
     with the fixture's chunks. ``ties`` names the tie policy (``evalkit.measures.ties``) that orders every ranking
-    before it is scored.
+    before it is scored. ``stores`` makes each run's store from its seeded database (:func:`run_once`); the
+    report does not depend on it.
     """
     if runs < 1:
         raise ValueError(f"runs must be >= 1, got {runs}")
@@ -447,7 +457,7 @@ def evaluate(
     prime_providers(providers, fixture)
     for retriever in systems.values():
         index_chunks(retriever, sorted(fixture.chunks, key=lambda c: c.chunk_id))
-    outcomes = [run_once(fixture, ablations, providers, settings, systems) for _ in range(runs)]
+    outcomes = [run_once(fixture, ablations, providers, settings, systems, stores) for _ in range(runs)]
     scored_runs: list[dict[str, AblationResult]] = [
         {a.ablation_id: _score_ablation(fixture, a, outcome[a.ablation_id], ties) for a in ablations}
         for outcome in outcomes

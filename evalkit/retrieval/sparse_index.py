@@ -66,6 +66,31 @@ class IndexMismatchError(ValueError):
 
 
 @dataclass(frozen=True)
+class CorpusStatistics:
+    """The corpus-wide numbers BM25 needs: rows N, total tokens (for avgdl) and each term's row count n.
+
+    An index built over part of the corpus with the whole corpus's statistics scores its chunks exactly as the
+    index of the whole corpus does (the sharded evaluation shares one of these with every shard).
+    """
+
+    rows: int
+    total_tokens: int
+    frequencies: Mapping[str, int]
+
+    @classmethod
+    def of(cls, analyzed_texts: Sequence[str]) -> CorpusStatistics:
+        """The statistics of these stored texts (analyzed tokens joined by spaces)."""
+        frequencies: dict[str, int] = {}
+        total = 0
+        for text in analyzed_texts:
+            tokens = text.split()
+            total += len(tokens)
+            for term in set(tokens):
+                frequencies[term] = frequencies.get(term, 0) + 1
+        return cls(rows=len(analyzed_texts), total_tokens=total, frequencies=frequencies)
+
+
+@dataclass(frozen=True)
 class SparseBm25Index:
     """BM25 contributions of every (chunk, term) pair, chunks in chunk ID order, searched without SQL."""
 
@@ -75,12 +100,17 @@ class SparseBm25Index:
 
     @classmethod
     def build(
-        cls, chunk_ids: Sequence[str], analyzed_texts: Sequence[str], check: VocabularyCheck | None = None
+        cls,
+        chunk_ids: Sequence[str],
+        analyzed_texts: Sequence[str],
+        check: VocabularyCheck | None = None,
+        statistics: CorpusStatistics | None = None,
     ) -> SparseBm25Index:
         """Index chunks given in chunk ID order with their stored text (analyzed tokens joined by spaces).
 
         ``check`` (FTS5's vocabulary) is asked about every token that is not plain; a disagreement in rows or
-        occurrences raises :class:`IndexMismatchError`.
+        occurrences raises :class:`IndexMismatchError`. ``statistics`` of a larger corpus that holds these chunks
+        (one shard's index) replace the chunks' own in the IDF and avgdl.
         """
         if len(chunk_ids) != len(analyzed_texts):
             raise ValueError(f"{len(chunk_ids)} chunk IDs but {len(analyzed_texts)} texts")
@@ -104,7 +134,13 @@ class SparseBm25Index:
         hits = np.diff(counts.indptr)
         if check is not None:
             _check_vocabulary(vocabulary, hits, counts, check)
-        contributions = _contributions(counts, hits, lengths, int(lengths.sum()))
+        if statistics is None:
+            contributions = _contributions(counts, hits, hits, lengths, len(lengths), int(lengths.sum()))
+        else:
+            frequencies = np.array([statistics.frequencies.get(term, 0) for term in vocabulary], dtype=np.int64)
+            if (frequencies < hits).any():
+                raise ValueError("corpus statistics do not cover this index's chunks")
+            contributions = _contributions(counts, hits, frequencies, lengths, statistics.rows, statistics.total_tokens)
         return cls(tuple(chunk_ids), vocabulary, contributions)
 
     def search(self, terms: Sequence[str], limit: int) -> list[tuple[str, float]] | None:
@@ -144,12 +180,20 @@ def top_positions(scores: npt.NDArray[np.floating], limit: int, floor: float = 0
 
 
 def _contributions(
-    counts: sparse.csc_matrix, hits: npt.NDArray[np.int64], lengths: npt.NDArray[np.int64], total: int
+    counts: sparse.csc_matrix,
+    hits: npt.NDArray[np.int64],
+    frequencies: npt.NDArray[np.int64],
+    lengths: npt.NDArray[np.int64],
+    rows: int,
+    total: int,
 ) -> sparse.csc_matrix:
-    """idf * (f * (k1 + 1)) / (f + k1 * (1 - b + b * D / avgdl)) per stored pair, in fts5Bm25Function's order."""
-    rows = len(lengths)
+    """idf * (f * (k1 + 1)) / (f + k1 * (1 - b + b * D / avgdl)) per stored pair, in fts5Bm25Function's order.
+
+    ``hits`` counts each column's stored pairs; ``frequencies``, ``rows`` and ``total`` are the corpus's (the
+    same numbers unless this index holds one shard of it).
+    """
     avgdl = float(total) / float(rows) if rows else 0.0
-    idf = np.array([fts5_idf(rows, int(n)) for n in hits.tolist()], dtype=np.float64)
+    idf = np.array([fts5_idf(rows, int(n)) for n in frequencies.tolist()], dtype=np.float64)
     frequency = counts.data
     length = lengths[counts.indices].astype(np.float64)
     saturation = (frequency * (FTS5_K1 + 1.0)) / (frequency + FTS5_K1 * (1 - FTS5_B + FTS5_B * length / avgdl))
