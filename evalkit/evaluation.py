@@ -34,7 +34,7 @@ from evalkit.measures.metrics import (
     returned_any,
 )
 from evalkit.measures.statistics import DEFAULT_STATISTICS
-from evalkit.measures.ties import DEFAULT_TIE_POLICY, order_ranking, tie_policy
+from evalkit.measures.ties import DEFAULT_TIE_POLICY, SUMMATION_OF, order_ranking, tie_policy
 from evalkit.retrieval.bm25 import Bm25sBaseline
 from evalkit.retrieval.database import KnowledgeDatabase, KnowledgeStore
 from evalkit.retrieval.embedding_cache import CachedProvider, EmbeddingCache
@@ -280,9 +280,15 @@ def score_query(query: Query, ranking: Sequence[str], chunk_lengths: Mapping[str
 
 
 def score_queries(
-    queries: Sequence[Query], rankings: Sequence[Sequence[str]], chunk_lengths: Mapping[str, int]
+    queries: Sequence[Query],
+    rankings: Sequence[Sequence[str]],
+    chunk_lengths: Mapping[str, int],
+    summation: str = "exact",
 ) -> dict[str, dict[str, float]]:
-    """:func:`score_query` for many queries at once, through the batch kernels (the same values, one pass)."""
+    """:func:`score_query` for many queries at once, through the batch kernels (the same values, one pass).
+
+    ``summation`` is how nDCG adds its terms (``exact``, as the reference; ``sequential`` as trec_eval does).
+    """
     answerable = [(query, ranking) for query, ranking in zip(queries, rankings, strict=True) if query.answerable]
     judged = [
         judged_query(
@@ -291,7 +297,8 @@ def score_queries(
         )
         for query, _ in answerable
     ]
-    values = standard_values([ranking for _, ranking in answerable], judged, chunk_lengths, CONTEXT_K)
+    rankings_answerable = [ranking for _, ranking in answerable]
+    values = standard_values(rankings_answerable, judged, chunk_lengths, CONTEXT_K, summation=summation)
     columns = [(str(measure), column.tolist()) for measure, column in values.items()]
     scored = {
         query.query_id: {name: column[row] for name, column in columns} for row, (query, _) in enumerate(answerable)
@@ -375,7 +382,7 @@ def _score_ablation(
     for result in run:
         chunk_lengths.update({c: 0 for c in result.chunk_ids if c not in chunk_lengths})
     ranked = {r.query_id: order_ranking(tuple(zip(r.chunk_ids, r.scores, strict=True)), ties) for r in run}
-    per_query = score_queries([queries[q] for q in ranked], list(ranked.values()), chunk_lengths)
+    per_query = score_queries([queries[q] for q in ranked], list(ranked.values()), chunk_lengths, SUMMATION_OF[ties])
     failures = [f for q, ranking in ranked.items() for f in query_failures(queries[q], ranking)]
     samples = _latency_samples(ablation, run)
     return AblationResult(

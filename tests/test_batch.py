@@ -104,3 +104,17 @@ def test_depth_and_alignment_are_checked() -> None:
         rank_queries([[], []], judged, None, depth=10)
     with pytest.raises(ValueError, match="context_depth"):
         rank_queries([[]], judged, None, depth=3, context_depth=5)
+
+
+def test_sequential_summation_adds_one_by_one_and_unknown_summation_is_refused() -> None:
+    from evalkit.measures.batch import _discounted_sums
+
+    grades = np.array([[3, 0, 2, 1, 3, 2, 1, 1, 3, 2]], dtype=np.int64)
+    terms = [(2.0**g - 1.0) / np.log2(r + 2) for r, g in enumerate(grades[0])]
+    running = 0.0
+    for term in terms:
+        running += float(term)
+    assert float(_discounted_sums(grades, 10, "sequential")[0]) == running
+    assert float(_discounted_sums(grades, 10, "exact")[0]) == __import__("math").fsum(float(t) for t in terms)
+    with pytest.raises(ValueError, match="unknown summation 'pairwise'; valid: exact, sequential"):
+        _discounted_sums(grades, 10, "pairwise")

@@ -18,9 +18,9 @@ short and empty rankings, unjudged chunks and grades 0 to 3.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Literal, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -162,18 +162,20 @@ def reciprocal_rank(ranked: RankedQueries, k: int) -> FloatArray:
     return values
 
 
-def _discounted_sums(grades: IntMatrix, k: int) -> FloatArray:
-    """Row sums of ``(2**grade - 1) / log2(rank + 1)`` over the first k ranks, accumulated error-free.
-
-    Each partial sum is carried as a double-double (TwoSum, Knuth), so the final rounding equals that of the exact
-    sum, as :func:`math.fsum` gives it (the terms are non-negative: there is no cancellation).
-    """
+def _terms(grades: IntMatrix, k: int) -> FloatArray:
+    """``(2**grade - 1) / log2(rank + 1)`` over the first k ranks, with the reference's ``math.log2`` discounts."""
     width = min(k, grades.shape[1])
     discounts = np.array([math.log2(rank + 1) for rank in range(1, width + 1)], dtype=np.float64)
-    terms = (np.exp2(grades[:, :width].astype(np.float64)) - 1.0) / discounts
-    high = np.zeros(grades.shape[0], dtype=np.float64)
-    low = np.zeros(grades.shape[0], dtype=np.float64)
-    for column in range(width):
+    terms: FloatArray = (np.exp2(grades[:, :width].astype(np.float64)) - 1.0) / discounts
+    return terms
+
+
+def _exact_sums(terms: FloatArray) -> FloatArray:
+    """Row sums accumulated error-free: each partial sum is a double-double (TwoSum, Knuth), so the final rounding
+    equals that of the exact sum, as :func:`math.fsum` gives it (the terms are non-negative: no cancellation)."""
+    high = np.zeros(terms.shape[0], dtype=np.float64)
+    low = np.zeros(terms.shape[0], dtype=np.float64)
+    for column in range(terms.shape[1]):
         term = terms[:, column]
         total = high + term
         back = total - high
@@ -183,9 +185,31 @@ def _discounted_sums(grades: IntMatrix, k: int) -> FloatArray:
     return sums
 
 
-def ndcg(ranked: RankedQueries, k: int) -> FloatArray:
-    """nDCG@k (exponential gain) of every query."""
-    values: FloatArray = _discounted_sums(ranked.grades, k) / _discounted_sums(ranked.ideal, k)
+def _sequential_sums(terms: FloatArray) -> FloatArray:
+    """Row sums added one term at a time in rank order, in double precision, as trec_eval adds them."""
+    sums = np.zeros(terms.shape[0], dtype=np.float64)
+    for column in range(terms.shape[1]):
+        sums += terms[:, column]
+    return sums
+
+
+Summation = Literal["exact", "sequential"]
+SUMMATIONS: dict[str, Callable[[FloatArray], FloatArray]] = {"exact": _exact_sums, "sequential": _sequential_sums}
+"""How DCG terms are added: ``exact`` (the default, equal to the reference's ``math.fsum``) or ``sequential`` (one
+by one, trec_eval's arithmetic, used under the ``trec_eval`` tie policy so that nDCG equals pytrec_eval's exactly)."""
+
+
+def _discounted_sums(grades: IntMatrix, k: int, summation: str = "exact") -> FloatArray:
+    """Row sums of the DCG terms of the first k ranks; an unknown summation raises ``ValueError``."""
+    add = SUMMATIONS.get(summation)
+    if add is None:
+        raise ValueError(f"unknown summation {summation!r}; valid: {', '.join(SUMMATIONS)}")
+    return add(_terms(grades, k))
+
+
+def ndcg(ranked: RankedQueries, k: int, summation: str = "exact") -> FloatArray:
+    """nDCG@k (exponential gain) of every query, its sums added as ``summation`` says (see :data:`SUMMATIONS`)."""
+    values: FloatArray = _discounted_sums(ranked.grades, k, summation) / _discounted_sums(ranked.ideal, k, summation)
     return values
 
 
@@ -210,12 +234,12 @@ def context_recall(ranked: RankedQueries) -> FloatArray:
     return values
 
 
-def _value(measure: Measure, ranked: RankedQueries) -> FloatArray:
+def _value(measure: Measure, ranked: RankedQueries, summation: str) -> FloatArray:
     k = measure.cutoff or 0
     kernels = {
         "recall": lambda: recall(ranked, k),
         "mrr": lambda: reciprocal_rank(ranked, k),
-        "ndcg": lambda: ndcg(ranked, k),
+        "ndcg": lambda: ndcg(ranked, k, summation),
         "context_precision": lambda: context_precision(ranked),
         "context_recall": lambda: context_recall(ranked),
     }
@@ -228,6 +252,7 @@ def standard_values(
     chunk_lengths: Mapping[str, int] | None,
     context_k: int,
     measures: Sequence[Measure] = STANDARD_MEASURES,
+    summation: str = "exact",
 ) -> dict[Measure, FloatArray]:
     """Every measure's value for every query, in the order of ``rankings``.
 
@@ -237,4 +262,4 @@ def standard_values(
     depth = max([m.cutoff or 1 for m in measures] + [context_k, 1])
     needs_context = any(m.name.startswith("context_") for m in measures)
     ranked = rank_queries(rankings, judged, chunk_lengths, depth, context_k if needs_context else 0)
-    return {measure: _value(measure, ranked) for measure in measures}
+    return {measure: _value(measure, ranked, summation) for measure in measures}

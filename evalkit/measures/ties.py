@@ -24,7 +24,7 @@ import numpy as np
 
 from evalkit.measures.metrics import dedupe_ranking
 
-__all__ = ["DEFAULT_TIE_POLICY", "TIE_POLICIES", "TiePolicyName", "order_ranking", "tie_policy"]
+__all__ = ["DEFAULT_TIE_POLICY", "SUMMATION_OF", "TIE_POLICIES", "TiePolicyName", "order_ranking", "tie_policy"]
 
 TiePolicyName = Literal["evalkit", "trec_eval"]
 """The declared tie policies."""
@@ -61,6 +61,11 @@ TIE_POLICIES: Final[dict[str, TiePolicy]] = {
     "trec_eval": _trec_eval_order,
 }
 """Tie policies by name: each orders (chunk ID, score) pairs into a deduplicated ranking."""
+
+
+SUMMATION_OF: Final[dict[str, str]] = {"evalkit": "exact", "trec_eval": "sequential"}
+"""How nDCG adds its terms under each policy (see :data:`evalkit.measures.batch.SUMMATIONS`): ``trec_eval`` adds
+them one by one, as trec_eval does, so that its nDCG equals pytrec_eval's bit for bit; ``evalkit`` sums exactly."""
 
 
 def tie_policy(name: str) -> TiePolicy:
