@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from evalkit.data.fixture import AliasGroup, AliasTable, LoadedFixture
@@ -317,3 +317,15 @@ def test_fingerprints_and_rows_identical_across_hash_seeds() -> None:
         outputs.append(result.stdout)
     assert outputs[0] == outputs[1]
     assert len(outputs[0].splitlines()) == 2
+
+
+@settings(max_examples=300)
+@given(
+    st.lists(st.sampled_from(["a", "b", "c", "同步"]), max_size=30),
+    st.lists(st.lists(st.sampled_from(["a", "b", "c", "同步"]), max_size=4), max_size=6),
+)
+def test_token_runs_count_every_term_as_count_runs_does(tokens: list[str], terms: list[list[str]]) -> None:
+    from evalkit.retrieval.embeddings import _count_runs, _token_runs
+
+    runs = _token_runs(tokens, frozenset(len(t) for t in terms if t))
+    assert [runs.get(tuple(t), 0) for t in terms] == [_count_runs(tokens, t) for t in terms]
