@@ -19,7 +19,7 @@ from matplotlib.patches import Patch
 from evalkit.ablations import ALL_ABLATION_IDS
 from evalkit.data.schema import LANGUAGES, SLICES
 from evalkit.reporting.comparison import ComparisonRow
-from evalkit.reporting.figures import LANGUAGE_COLORS, SVG_HASH_SALT
+from evalkit.reporting.figures import LANGUAGE_COLORS, SVG_HASH_SALT, per_query_bars
 from evalkit.reporting.per_query import ANSWERABLE_MEASURES, NO_ANSWER_MEASURES
 from evalkit.reporting.report import Report
 
@@ -129,18 +129,6 @@ def per_query_difference_frame(base: Report, head: Report, ablation: str, measur
 
 def plot_per_query_differences(frame: pd.DataFrame, ablation: str, measure: str) -> Figure:
     """Bars of the per-query differences (from :func:`per_query_difference_frame`), coloured by language."""
-    with matplotlib.rc_context(_RC):
-        figure = Figure(figsize=(10, 4.2), layout="constrained")
-        axis = figure.subplots()
-        colors = [LANGUAGE_COLORS[language] for language in frame.language]
-        axis.bar(np.arange(len(frame)), frame.difference, color=colors, width=0.8)
-        axis.axhline(0, color="black", linewidth=0.8)
-        handles = [Patch(color=color, label=language) for language, color in LANGUAGE_COLORS.items()]
-        axis.legend(handles=handles, title="query language")
-        axis.set_xticks([])
-        axis.set_xlabel(f"queries, sorted by difference ({len(frame)} queries)")
-        axis.set_ylabel(f"{measure} difference (head minus base)")
-        gained, lost = int((frame.difference > 0).sum()), int((frame.difference < 0).sum())
-        axis.set_title(f"{ablation} {measure} per query: {gained} better, {lost} worse")
-        axis.grid(axis="y", alpha=0.3)
-    return figure
+    labels = (f"queries, sorted by difference ({len(frame)} queries)", f"{measure} difference (head minus base)")
+    title = f"{ablation} {measure} per query: {{up}} better, {{down}} worse"
+    return per_query_bars(frame.difference.tolist(), frame.language.tolist(), 4.2, labels, title)

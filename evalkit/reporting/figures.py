@@ -94,24 +94,34 @@ def plot_latency(evaluation: Evaluation) -> Figure:
     return figure
 
 
-def plot_rerank_delta(evaluation: Evaluation) -> Figure:
-    """Per answerable query, the change in nDCG@10 from hybrid to hybrid-rerank, coloured by language."""
-    frame = rerank_delta_frame(evaluation)
+def per_query_bars(
+    values: Sequence[float], languages: Sequence[str], height: float, labels: tuple[str, str], title: str
+) -> Figure:
+    """One bar per query (already sorted), coloured by query language, with a zero line; ``labels`` are the x and y
+    axis labels and ``title`` is given the counts of positive and negative values as ``{up}`` and ``{down}``."""
     with matplotlib.rc_context(_RC):
-        figure = Figure(figsize=(10, 4.5), layout="constrained")
+        figure = Figure(figsize=(10, height), layout="constrained")
         axis = figure.subplots()
-        colors = [LANGUAGE_COLORS[language] for language in frame.language]
-        axis.bar(np.arange(len(frame)), frame.delta, color=colors, width=0.8)
+        colors = [LANGUAGE_COLORS[language] for language in languages]
+        axis.bar(np.arange(len(values)), values, color=colors, width=0.8)
         axis.axhline(0, color="black", linewidth=0.8)
         handles = [Patch(color=color, label=language) for language, color in LANGUAGE_COLORS.items()]
         axis.legend(handles=handles, title="query language")
         axis.set_xticks([])
-        axis.set_xlabel(f"answerable queries, sorted by change ({len(frame)} queries)")
-        axis.set_ylabel("nDCG@10 change (rerank minus hybrid)")
-        gained, lost = int((frame.delta > 0).sum()), int((frame.delta < 0).sum())
-        axis.set_title(f"Effect of reranking per query: {gained} improved, {lost} worse")
+        axis.set_xlabel(labels[0])
+        axis.set_ylabel(labels[1])
+        array = np.asarray(values, dtype=np.float64)
+        axis.set_title(title.format(up=int((array > 0).sum()), down=int((array < 0).sum())))
         axis.grid(axis="y", alpha=0.3)
     return figure
+
+
+def plot_rerank_delta(evaluation: Evaluation) -> Figure:
+    """Per answerable query, the change in nDCG@10 from hybrid to hybrid-rerank, coloured by language."""
+    frame = rerank_delta_frame(evaluation)
+    labels = (f"answerable queries, sorted by change ({len(frame)} queries)", "nDCG@10 change (rerank minus hybrid)")
+    title = "Effect of reranking per query: {up} improved, {down} worse"
+    return per_query_bars(frame.delta.tolist(), frame.language.tolist(), 4.5, labels, title)
 
 
 def figure_bytes(figure: Figure, suffix: str) -> bytes:
