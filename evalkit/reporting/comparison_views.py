@@ -8,7 +8,6 @@ ablation and measure; :func:`interval_frame` puts every aggregate of a report be
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 import matplotlib
 import numpy as np
@@ -19,12 +18,11 @@ from matplotlib.patches import Patch
 from evalkit.ablations import ALL_ABLATION_IDS
 from evalkit.data.schema import LANGUAGES, SLICES
 from evalkit.reporting.comparison import ComparisonRow
-from evalkit.reporting.figures import LANGUAGE_COLORS, SVG_HASH_SALT, per_query_bars
+from evalkit.reporting.figures import FIGURE_RC, LANGUAGE_COLORS, per_query_bars
 from evalkit.reporting.per_query import ANSWERABLE_MEASURES, NO_ANSWER_MEASURES
 from evalkit.reporting.report import Report
 
 FOREST_MEASURES = ("recall@1", "recall@10", "mrr@10", "ndcg@10", "context_recall", "no_answer_fpr")
-_RC: Any = {"svg.hashsalt": SVG_HASH_SALT, "svg.fonttype": "path", "font.family": "DejaVu Sans"}
 
 
 def comparison_frame(rows: Sequence[ComparisonRow]) -> pd.DataFrame:
@@ -79,7 +77,7 @@ def plot_forest(rows: Sequence[ComparisonRow], measures: Sequence[str] = FOREST_
     shown = [m for m in measures if any(r.measure == m for r in rows)]
     ablations = list(dict.fromkeys(r.ablation for r in rows))
     by_key: dict[tuple[str, str, str], ComparisonRow] = {(r.ablation, r.measure, r.slice): r for r in rows}
-    with matplotlib.rc_context(_RC):
+    with matplotlib.rc_context(FIGURE_RC):
         figure = Figure(figsize=(3.0 * max(len(shown), 1), 0.6 * len(ablations) + 2.2), layout="constrained")
         axes = figure.subplots(1, max(len(shown), 1), sharey=True, squeeze=False)[0]
         positions = np.arange(len(ablations))

@@ -28,14 +28,15 @@ from evalkit.reporting.tables import language_metrics_frame, latency_frame, rera
 CHART_MEASURES = ("recall@10", "mrr@10", "ndcg@10", "context_precision", "context_recall")
 LANGUAGE_COLORS = {"en": "#1f77b4", "zh": "#d62728"}
 SVG_HASH_SALT = "evalkit"
-_RC: Any = {"svg.hashsalt": SVG_HASH_SALT, "svg.fonttype": "path", "font.family": "DejaVu Sans"}
+FIGURE_RC: Any = {"svg.hashsalt": SVG_HASH_SALT, "svg.fonttype": "path", "font.family": "DejaVu Sans"}
+"""Matplotlib settings of every evalkit figure: fixed SVG hash salt and fonts, so bytes are reproducible."""
 
 
 def plot_language_metrics(report: Report, measures: Sequence[str] = CHART_MEASURES) -> Figure:
     """Grouped bars per measure: one group per ablation, en beside zh."""
     frame = language_metrics_frame(report, measures)
     ablations = list(report.ablations)
-    with matplotlib.rc_context(_RC):
+    with matplotlib.rc_context(FIGURE_RC):
         figure = Figure(figsize=(3.2 * len(measures), 4.2), layout="constrained")
         axes = figure.subplots(1, len(measures), sharey=True, squeeze=False)[0]
         positions = np.arange(len(ablations))
@@ -82,7 +83,7 @@ def plot_latency(evaluation: Evaluation) -> Figure:
     frame = latency_frame(evaluation)
     ablations = list(evaluation.ablations)
     samples = [frame.loc[frame.ablation == a, "latency_ms"].to_numpy() for a in ablations]
-    with matplotlib.rc_context(_RC):
+    with matplotlib.rc_context(FIGURE_RC):
         figure = Figure(figsize=(8, 4.5), layout="constrained")
         axis = figure.subplots()
         axis.boxplot(samples, tick_labels=ablations, showfliers=True, whis=(5, 95))
@@ -99,7 +100,7 @@ def per_query_bars(
 ) -> Figure:
     """One bar per query (already sorted), coloured by query language, with a zero line; ``labels`` are the x and y
     axis labels and ``title`` is given the counts of positive and negative values as ``{up}`` and ``{down}``."""
-    with matplotlib.rc_context(_RC):
+    with matplotlib.rc_context(FIGURE_RC):
         figure = Figure(figsize=(10, height), layout="constrained")
         axis = figure.subplots()
         colors = [LANGUAGE_COLORS[language] for language in languages]
@@ -128,7 +129,7 @@ def figure_bytes(figure: Figure, suffix: str) -> bytes:
     """The figure as PNG or SVG bytes with the deterministic settings (hash salt, no dates or versions)."""
     metadata = {"Software": None} if suffix == "png" else {"Date": None, "Creator": None}
     buffer = io.BytesIO()
-    with matplotlib.rc_context(_RC):
+    with matplotlib.rc_context(FIGURE_RC):
         figure.savefig(buffer, format=suffix, metadata=metadata, dpi=110)
     return buffer.getvalue()
 
@@ -163,7 +164,7 @@ def plot_benchmark(summary: BenchmarkSummary, measure: str = "ndcg@10") -> Figur
     settings = [s.setting_id for s in summary.settings]
     ablations = list(dict.fromkeys(a for s in summary.settings for a in s.metrics))
     width = 0.8 / max(len(ablations), 1)
-    with matplotlib.rc_context(_RC):
+    with matplotlib.rc_context(FIGURE_RC):
         figure = Figure(figsize=(max(8.0, 1.4 * len(settings)), 4.8), layout="constrained")
         axis = figure.subplots()
         positions = np.arange(len(settings))
@@ -187,7 +188,7 @@ def plot_abstention(curves: Sequence[AbstentionCurve]) -> Figure:
     marked, and the target region (FPR at most 0.2) is shaded.
     """
     languages = [language for language in LANGUAGE_COLORS if any(c.query_language == language for c in curves)]
-    with matplotlib.rc_context(_RC):
+    with matplotlib.rc_context(FIGURE_RC):
         figure = Figure(figsize=(5.5 * max(len(languages), 1), 4.6), layout="constrained")
         axes = figure.subplots(1, max(len(languages), 1), sharey=True, squeeze=False)[0]
         for axis, language in zip(axes, languages, strict=False):
