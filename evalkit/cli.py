@@ -58,6 +58,7 @@ from evalkit.retrieval.presets import DEFAULT_PRESET, PRESETS, resolve_settings
 from evalkit.retrieval.retriever import Retriever, RunRetriever
 from evalkit.retrieval.service import RetrievalSettings
 from evalkit.runner import DEFAULT_NOTEBOOK, parse_value, run_notebook
+from evalkit.score_command import add_score_arguments, score_qrels
 
 if TYPE_CHECKING:
     from evalkit.data.squad import SquadImportOptions
@@ -466,7 +467,10 @@ def _export(args: argparse.Namespace) -> int:
     from evalkit.data.trec import trec_files
 
     fixture = load_fixture(Path(args.fixture)).fixture
-    files = beir_files(fixture, args.split) if args.format == "beir" else trec_files(fixture, args.topics_format)
+    if args.format == "beir":
+        files = beir_files(fixture, args.split)
+    else:
+        files = trec_files(fixture, args.topics_format, args.gains)
     workspace = Path.cwd()
     targets = {
         resolve_output_path(f"{args.output_dir.rstrip('/')}/{name}", workspace): data for name, data in files.items()
@@ -489,10 +493,25 @@ def _add_export_parser(commands: argparse._SubParsersAction[argparse.ArgumentPar
         default="jsonl",
         help="tsv loses languages, tags and spans (default: %(default)s)",
     )
+    _add_gains_argument(trec)
     for parser in (beir, trec):
         parser.add_argument("fixture", help="fixture directory or fixture.json")
         parser.add_argument("--output-dir", required=True, help="workspace-relative directory to write")
         parser.set_defaults(handler=_export)
+
+
+def _add_gains_argument(parser: argparse.ArgumentParser) -> None:
+    from evalkit.data.trec import DEFAULT_QRELS_GAINS, QRELS_GAINS
+
+    parser.add_argument(
+        "--gains",
+        choices=sorted(QRELS_GAINS),
+        default=DEFAULT_QRELS_GAINS,
+        help="relevance written in qrels.txt: raw writes each grade as it is ('evalkit import trec' reads it back "
+        "into the same judgments; trec_eval's ndcg_cut is then linear-gain nDCG); exponential writes 2^g - 1 for "
+        "grade g >= 1 (0 otherwise), so that trec_eval's ndcg_cut_10 reproduces evalkit's ndcg@10 "
+        "(default: %(default)s)",
+    )
 
 
 def _external_systems(args: argparse.Namespace) -> tuple[tuple[Ablation, ...], dict[str, Retriever]]:
@@ -557,7 +576,20 @@ def _add_ties_argument(parser: argparse.ArgumentParser) -> None:
 
 
 def _score(args: argparse.Namespace) -> int:
+    """``evalkit score``: against qrels alone (the scoring core, no corpus) or against a fixture."""
+    if args.qrels is not None:
+        if args.fixture is not None:
+            raise ValueError("give --qrels or --fixture, not both")
+        return score_qrels(args)
+    if args.topics is not None or args.measures is not None or args.format != "table" or args.per_query:
+        raise ValueError("--topics, --measures, --format and --per-query go with --qrels")
+    return _score_fixture(args)
+
+
+def _score_fixture(args: argparse.Namespace) -> int:
+    """``evalkit score --fixture``: the runs as external systems of the fixture (context measures, gates)."""
     workspace = Path.cwd()
+    args.fixture = args.fixture or str(DEFAULT_FIXTURE)
     fixture_dir = Path(args.fixture)
     loaded = load_fixture(fixture_dir)
     fixture = loaded.fixture
@@ -598,12 +630,20 @@ def _score(args: argparse.Namespace) -> int:
 
 
 def _add_score_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    score = commands.add_parser("score", help="score run files (TREC or JSONL) against a fixture, as ablations")
-    score.add_argument("--fixture", default=str(DEFAULT_FIXTURE), help="fixture directory (default: %(default)s)")
+    score = commands.add_parser(
+        "score", help="score run files (TREC or JSONL) against qrels (no corpus needed) or against a fixture"
+    )
+    score.add_argument(
+        "--fixture",
+        default=None,
+        help=f"fixture directory, for context measures and the fixture's gates (default: {DEFAULT_FIXTURE} "
+        "when --qrels is not given)",
+    )
     score.add_argument(
         "--run", action="append", required=True, help="run file: .jsonl is JSONL, anything else TREC (repeatable)"
     )
     _add_ties_argument(score)
+    add_score_arguments(score, _add_ties_argument)
     score.add_argument("--output", default=None, help=f"workspace-relative JSON report path (default: ${ENV_VAR})")
     _add_gate_arguments(score)
     score.add_argument("--no-gates", action="store_true", help="print the gates but do not fail on them")
@@ -833,7 +873,7 @@ def _dispatch(argv: Sequence[str] | None) -> int:
     except DeterminismError as exc:
         print(f"evalkit: determinism check failed: {exc}", file=sys.stderr)
         return EXIT_GATE
-    except (FixtureError, OutputPathError, ProviderUnavailableError, ValueError, OSError) as exc:
+    except (FixtureError, OutputPathError, ProviderUnavailableError, ValueError, OSError, MemoryError) as exc:
         print(f"evalkit: {exc}", file=sys.stderr)
         return EXIT_INPUT
     return code

@@ -16,7 +16,7 @@ from typing import Any, Literal, cast
 from evalkit.ablations import BASELINE_MODE, PROVIDERS, Ablation
 from evalkit.data.fixture import Fixture, LoadedFixture, Query
 from evalkit.data.schema import LANGUAGES, Language
-from evalkit.measures.batch import judged_query, standard_values
+from evalkit.measures.core import score_rankings
 from evalkit.measures.metrics import (
     METRICS_VERSION,
     NO_ANSWER_FPR,
@@ -28,11 +28,13 @@ from evalkit.measures.metrics import (
     dedupe_ranking,
     latency_summary,
     mean,
+    merge_intervals,
     ndcg_at_k,
     recall_at_k,
     reciprocal_rank_at_k,
     returned_any,
 )
+from evalkit.measures.registry import parse_measures
 from evalkit.measures.statistics import DEFAULT_STATISTICS
 from evalkit.measures.ties import DEFAULT_TIE_POLICY, SUMMATION_OF, order_ranking, tie_policy
 from evalkit.retrieval.bm25 import Bm25sBaseline
@@ -58,6 +60,8 @@ CONTEXT_K = 5
 """The returned context of a query: its first CONTEXT_K results (what a RAG prompt would receive)."""
 FAILURE_CUTOFF = 10
 """A relevant chunk not within the first FAILURE_CUTOFF results is reported as a failure."""
+FIXTURE_MEASURES = parse_measures([*(str(m) for m in STANDARD_MEASURES), str(NO_ANSWER_FPR)])
+"""Every measure a fixture run reports, as the scoring core declares them."""
 StoreFactory = Callable[[KnowledgeDatabase], AbstractContextManager[KnowledgeStore]]
 """Makes the store a run searches from its seeded database, and releases it after the run."""
 
@@ -285,29 +289,25 @@ def score_queries(
     chunk_lengths: Mapping[str, int],
     summation: str = "exact",
 ) -> dict[str, dict[str, float]]:
-    """:func:`score_query` for many queries at once, through the batch kernels (the same values, one pass).
+    """:func:`score_query` for many queries at once, through the scoring core's kernels (the same values, one pass).
 
     ``summation`` is how nDCG adds its terms (``exact``, as the reference; ``sequential`` as trec_eval does).
     """
-    answerable = [(query, ranking) for query, ranking in zip(queries, rankings, strict=True) if query.answerable]
-    judged = [
-        judged_query(
-            {j.chunk_id: j.grade for j in query.judgments},
-            {j.chunk_id: [(s.start, s.end) for s in j.spans] for j in query.judgments},
-        )
-        for query, _ in answerable
+    grades = [{j.chunk_id: j.grade for j in query.judgments} for query in queries]
+    spans = [
+        {j.chunk_id: sum(e - s for s, e in merge_intervals((s.start, s.end) for s in j.spans)) for j in query.judgments}
+        for query in queries
     ]
-    rankings_answerable = [ranking for _, ranking in answerable]
-    values = standard_values(rankings_answerable, judged, chunk_lengths, CONTEXT_K, summation=summation)
-    columns = [(str(measure), column.tolist()) for measure, column in values.items()]
-    scored = {
-        query.query_id: {name: column[row] for name, column in columns} for row, (query, _) in enumerate(answerable)
-    }
+    values, answerable = score_rankings(rankings, grades, FIXTURE_MEASURES, summation, spans, chunk_lengths, CONTEXT_K)
+    columns = {name: column.tolist() for name, column in values.items()}
     no_answer = str(NO_ANSWER_FPR)
-    for query, ranking in zip(queries, rankings, strict=True):
-        if not query.answerable:
-            scored[query.query_id] = {no_answer: returned_any(ranking)}
-    return {query.query_id: scored[query.query_id] for query in queries}
+    scored: dict[str, dict[str, float]] = {}
+    for row, (query, has_answer) in enumerate(zip(queries, answerable.tolist(), strict=True)):
+        if has_answer:
+            scored[query.query_id] = {str(m): columns[str(m)][row] for m in STANDARD_MEASURES}
+        else:
+            scored[query.query_id] = {no_answer: columns[no_answer][row]}
+    return scored
 
 
 def _measure_value(

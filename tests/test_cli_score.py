@@ -94,7 +94,7 @@ def test_jsonl_run_with_missing_queries_unknown_chunks_and_duplicates(
             "bad.trec line 2: score 'x' is not a number",
         ),
         ("q-en-001 Q0 en-trash-01 1 1.0 t\nq-en-001 Q0 en-trash-02\n", "bad.trec line 2: expected 6 columns"),
-        ("q-en-001 Q0 en-trash-01 1 1.0 t\n\nq-xx-999 Q0 en-trash-01 1 1.0 t\n", "line 3: query 'q-xx-999' is not in"),
+        ("q-en-001 Q0 en-trash-01 1 1.0 t\n\nq-xx-999 Q0 en-trash-01 1 1.0 t\n", "query 'q-xx-999' is not in the fixture"),
     ],
 )
 def test_bad_run_lines_exit_2_naming_the_line(

@@ -28,6 +28,7 @@ from evalkit.data.schema import (
     MAX_ATTRIBUTION_LENGTH,
     MAX_CHUNK_LENGTH,
     MAX_ID_LENGTH,
+    MAX_JUDGMENTS_PER_QUERY,
     MAX_QUERY_LENGTH,
     MAX_SPANS_PER_JUDGMENT,
     MAX_TITLE_LENGTH,
@@ -331,6 +332,32 @@ def test_values_at_their_limits_are_accepted() -> None:
     fixture = parse_fixture(dumps(data))
     assert len(fixture.chunks[0].text) == MAX_CHUNK_LENGTH
     assert len(fixture.queries[0].judgments[0].spans) == MAX_SPANS_PER_JUDGMENT
+
+
+def _judged_everywhere(count: int) -> Data:
+    """The tiny fixture with `count` more chunks, every one judged by query q-en-001 (a TREC-sized topic)."""
+    data = tiny()
+    data["chunks"] += [
+        {"chunk_id": f"bulk-{i}", "doc_id": "en-trash", "text": f"Bulk passage {i}."} for i in range(count)
+    ]
+    data["queries"][0]["judgments"] = [
+        {"chunk_id": f"bulk-{i}", "grade": 1 + i % 3, "spans": [{"start": 0, "text": "Bulk passage"}]}
+        for i in range(count)
+    ]
+    return data
+
+
+def test_query_with_the_most_judgments_is_accepted() -> None:
+    fixture = parse_fixture(dumps(_judged_everywhere(MAX_JUDGMENTS_PER_QUERY)))
+    assert MAX_JUDGMENTS_PER_QUERY == 5_000
+    assert len(fixture.queries[0].judgments) == MAX_JUDGMENTS_PER_QUERY
+    assert [j.grade for j in fixture.queries[0].judgments[:4]] == [1, 2, 3, 1]
+
+
+def test_query_with_too_many_judgments_is_refused_naming_query_and_field() -> None:
+    problem = only_problem(_judged_everywhere(MAX_JUDGMENTS_PER_QUERY + 1))
+    assert problem.startswith("query 'q-en-001': field 'judgments': "), problem
+    assert f"at most {MAX_JUDGMENTS_PER_QUERY} items" in problem
 
 
 # --- cross-record checks ---------------------------------------------------------------------------------------

@@ -30,7 +30,6 @@ def test_trec_run_is_read_into_tuples_in_file_order(tmp_path: Path) -> None:
     run = read_trec_run(path)
     assert run.name == "sys"
     assert run.rankings == {"q1": (("c2", 2.5), ("c1", 2.5)), "q2": (("c3", -1.0),)}
-    assert run.first_line == {"q1": 1, "q2": 4}
     assert (run.lines, run.duplicates) == (3, 0)
 
 
@@ -88,7 +87,7 @@ def test_missing_file_and_non_utf8_are_clear_errors(tmp_path: Path) -> None:
         read_run(tmp_path / "nope.trec")
     path = tmp_path / "latin.trec"
     path.write_bytes(b"q1 Q0 caf\xe9 1 1 t\n")
-    with pytest.raises(RunFileError, match=r"latin\.trec: not UTF-8"):
+    with pytest.raises(RunFileError, match=r"latin\.trec line 1: not UTF-8"):
         read_run(path)
 
 
@@ -109,9 +108,9 @@ def test_fixture_policies(tmp_path: Path) -> None:
     assert "1 unknown chunk ID(s)" in coverage.describe()
 
 
-def test_unknown_query_is_an_error_naming_its_line(tmp_path: Path) -> None:
+def test_unknown_query_is_an_error_naming_it(tmp_path: Path) -> None:
     run = read_trec_run(_write(tmp_path, "u.trec", "q1 Q0 c1 1 2 t\nq9 Q0 c1 1 2 t\nq8 Q0 c1 1 2 t\n"))
-    with pytest.raises(RunFileError, match=r"run t line 2: query 'q9' is not in the fixture \(2 unknown"):
+    with pytest.raises(RunFileError, match=r"run t: query 'q8' is not in the fixture \(2 unknown"):
         check_run(run, ["q1"], ["c1"])
 
 

@@ -6,14 +6,16 @@ import json
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from evalkit.cli import main
 from evalkit.data.collection import CollectionOptions
 from evalkit.data.fixture import load_fixture
 from evalkit.data.repairs import RepairLog, RepairPolicy
-from evalkit.data.trec import read_trec, trec_files, write_trec
+from evalkit.data.trec import QRELS_GAINS, qrels_text, read_trec, trec_files, write_trec
 from evalkit.evaluation import corpus_sha256
+from evalkit.measures.metrics import ndcg_at_k
 
 from .conftest import SYNTHETIC_DIR
 
@@ -149,3 +151,80 @@ def test_export_refuses_an_output_outside_the_workspace(workspace: Path, capsys:
     assert main(["export", "trec", str(SYNTHETIC_DIR), "--output-dir", "../escape"]) == 2
     assert "refusing output path" in capsys.readouterr().err
     assert not (workspace.parent / "escape").exists()
+
+
+# --- qrels gains: --gains raw|exponential --------------------------------------------------------------------------
+
+
+def export_qrels(workspace: Path, *flags: str) -> dict[str, dict[str, int]]:
+    """Export the synthetic fixture with `flags` and read back qrels.txt as query -> chunk -> relevance."""
+    assert main(["export", "trec", str(SYNTHETIC_DIR), "--output-dir", "out", *flags]) == 0
+    qrels: dict[str, dict[str, int]] = {}
+    for line in (workspace / "out" / "qrels.txt").read_text(encoding="utf-8").splitlines():
+        query_id, iteration, chunk_id, relevance = line.split(" ")
+        assert iteration == "0"
+        qrels.setdefault(query_id, {})[chunk_id] = int(relevance)
+    return qrels
+
+
+def test_exponential_qrels_make_trec_eval_ndcg_cut_10_equal_evalkit_ndcg_at_10(workspace: Path) -> None:
+    pytrec_eval = pytest.importorskip("pytrec_eval")
+    fixture = load_fixture(SYNTHETIC_DIR).fixture
+    rng = np.random.default_rng(20240611)
+    chunk_ids = [c.chunk_id for c in fixture.chunks]
+    # every chunk ranked in a random order with strictly decreasing scores: no ties for either tool to break
+    rankings = {q.query_id: [chunk_ids[i] for i in rng.permutation(len(chunk_ids))] for q in fixture.queries}
+    run = {qid: {c: float(len(r) - rank) for rank, c in enumerate(r)} for qid, r in rankings.items()}
+    grades = {q.query_id: {j.chunk_id: j.grade for j in q.judgments} for q in fixture.queries if q.answerable}
+
+    exponential = export_qrels(workspace, "--gains", "exponential")
+    raw = export_qrels(workspace, "--gains", "raw")
+    peer = pytrec_eval.RelevanceEvaluator(exponential, {"ndcg_cut.10"}).evaluate(run)
+    peer_raw = pytrec_eval.RelevanceEvaluator(raw, {"ndcg_cut.10"}).evaluate(run)
+
+    assert set(peer) == set(grades)  # trec_eval evaluates the answerable queries: no-answer ones have no qrels
+    ours = {qid: ndcg_at_k(rankings[qid], grades[qid], 10) for qid in grades}
+    for qid, value in ours.items():
+        assert abs(peer[qid]["ndcg_cut_10"] - value) <= 1e-12, (qid, peer[qid], value)
+    # the sample exercises partial scores, and raw grades would not have reproduced them
+    assert any(0.0 < value < 1.0 for value in ours.values())
+    assert any(abs(peer_raw[qid]["ndcg_cut_10"] - value) > 1e-6 for qid, value in ours.items())
+
+
+def test_raw_qrels_are_the_grades_unchanged_and_the_default(workspace: Path) -> None:
+    fixture = load_fixture(SYNTHETIC_DIR).fixture
+    expected = "".join(f"{q.query_id} 0 {j.chunk_id} {j.grade}\n" for q in fixture.queries for j in q.judgments)
+    assert main(["export", "trec", str(SYNTHETIC_DIR), "--output-dir", "default"]) == 0
+    assert main(["export", "trec", str(SYNTHETIC_DIR), "--output-dir", "raw", "--gains", "raw"]) == 0
+    assert (workspace / "raw" / "qrels.txt").read_text(encoding="utf-8") == expected
+    assert (workspace / "default" / "qrels.txt").read_bytes() == (workspace / "raw" / "qrels.txt").read_bytes()
+    assert {j.grade for q in fixture.queries for j in q.judgments} == {1, 2, 3}
+
+
+def test_exponential_qrels_write_two_to_the_grade_minus_one(workspace: Path) -> None:
+    fixture = load_fixture(SYNTHETIC_DIR).fixture
+    exponential = export_qrels(workspace, "--gains", "exponential")
+    relevance = {1: 1, 2: 3, 3: 7}
+    assert exponential == {
+        q.query_id: {j.chunk_id: relevance[j.grade] for j in q.judgments} for q in fixture.queries if q.answerable
+    }
+    assert [QRELS_GAINS["exponential"](grade) for grade in (-1, 0, 1, 2, 3, 4)] == [0, 0, 1, 3, 7, 15]
+    assert [QRELS_GAINS["raw"](grade) for grade in (-1, 0, 1, 2, 3)] == [-1, 0, 1, 2, 3]
+
+
+def test_unknown_gains_are_refused(workspace: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(["export", "trec", str(SYNTHETIC_DIR), "--output-dir", "out", "--gains", "linear"])
+    assert info.value.code == 2
+    assert "invalid choice: 'linear'" in capsys.readouterr().err
+    assert not (workspace / "out").exists()
+    with pytest.raises(ValueError, match="unknown qrels gains 'linear'; valid gains: exponential, raw"):
+        qrels_text(load_fixture(SYNTHETIC_DIR).fixture, "linear")
+
+
+def test_export_help_documents_the_gains(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["export", "trec", "--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert "--gains {exponential,raw}" in out
+    assert "(default: raw)" in out

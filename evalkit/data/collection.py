@@ -389,6 +389,7 @@ def _grouped_qrels(
     """Query ID -> its qrels in file order; qrels of unknown queries or chunks and repeated pairs are skipped."""
     query_ids = {q.query_id for q in queries}
     grouped: dict[str, list[Qrel]] = {}
+    seen: set[tuple[str, str]] = set()
     for qrel in qrels:
         if qrel.query_id not in query_ids or qrel.chunk_id not in chunks:
             unknown = "query" if qrel.query_id not in query_ids else "document"
@@ -397,12 +398,12 @@ def _grouped_qrels(
                 "unknown_reference", f"{qrel.query_id}/{qrel.chunk_id}", f"{qrel.where}: unknown {unknown} {name!r}"
             )
             continue
-        group = grouped.setdefault(qrel.query_id, [])
-        if any(q.chunk_id == qrel.chunk_id for q in group):
+        if (qrel.query_id, qrel.chunk_id) in seen:
             problem = f"{qrel.where}: query {qrel.query_id!r} judges {qrel.chunk_id!r} again"
             log.note("duplicate_id", f"{qrel.query_id}/{qrel.chunk_id}", problem)
             continue
-        group.append(qrel)
+        seen.add((qrel.query_id, qrel.chunk_id))
+        grouped.setdefault(qrel.query_id, []).append(qrel)
     return grouped
 
 

@@ -1,17 +1,22 @@
-"""Run files in and out: TREC 6-column runs and a JSONL form, read into plain tuples.
+"""Run files in and out: TREC 6-column runs and a JSONL form, read into one columnar :class:`Run`.
 
-A TREC run line is ``qid Q0 docid rank score tag`` (whitespace-separated; columns past the sixth are ignored, as
-trec_eval ignores them). A JSONL run holds one object per line, ``{"query_id": ..., "results": [{"chunk_id": ...,
-"score": ...}, ...]}``; unknown keys are ignored. Blank lines are skipped in both.
+A TREC run line is ``qid Q0 docid rank score tag``, columns separated by any run of spaces or tabs; columns past the
+sixth are ignored when every line has the same number of them (as trec_eval ignores them). A JSONL run holds one
+object per line, ``{"query_id": ..., "results": [{"chunk_id": ..., "score": ...}, ...]}``; unknown keys are ignored.
+Blank lines are skipped in both. Either may be gzip-compressed (recognised by its bytes, whatever its name).
 
-Policies (the README's "Evaluate your own retriever" declares them):
+TREC runs are parsed by pyarrow's CSV reader (:mod:`evalkit.data.tables`), never by a Python loop over lines.
 
-- a malformed line (too few columns, a rank that is not an integer, a score that is not a finite number, a JSON
-  line that is not such an object) raises :class:`RunFileError` naming the file and the line number;
-- duplicate (query, chunk) lines are kept as read and counted; the tie policy later keeps the best-placed one;
-- checked against a fixture (:func:`check_run`): a line for a query the fixture does not have is an error naming the
-  line; a query of the fixture missing from the run scores as an empty ranking and is counted; a chunk ID the
-  fixture does not have is kept (it is simply not relevant) and counted.
+Policies (the docs' "Score a run file" page declares them):
+
+- a malformed line (too few columns, a rank that is not an integer, a score that is not a finite number, an ID with
+  a control character, a JSON line that is not such an object) raises :class:`RunFileError` naming the file and the
+  line number (the first 20 of them);
+- duplicate (query, document) lines are kept as read; the tie policy later keeps the best-placed one, and the
+  scoring core counts them;
+- checked against a fixture (:func:`check_run`): a query the fixture does not have is an error naming it; a query of
+  the fixture missing from the run scores as an empty ranking and is counted; a chunk ID the fixture does not have
+  is kept (it is simply not relevant) and counted.
 
 The rank column is read but not used for ordering: like trec_eval, evalkit orders a run by score (see
 ``evalkit.measures.ties``).
@@ -22,11 +27,27 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+
+from evalkit.data.columns import Codes, IntArray, encode
+from evalkit.data.inputs import InputError, clip
 from evalkit.data.schema import is_identifier
+from evalkit.data.tables import (
+    DEFAULT_MAX_TABLE_BYTES,
+    TableError,
+    bad_ids,
+    diagnose,
+    id_problem,
+    read_columns,
+    text_lines,
+)
 
 __all__ = [
     "Run",
@@ -36,26 +57,222 @@ __all__ = [
     "read_jsonl_run",
     "read_run",
     "read_trec_run",
+    "run_from_rankings",
     "trec_run_bytes",
 ]
 
 Ranking = tuple[tuple[str, float], ...]
 """One query's results: (chunk ID, score) pairs in file order."""
+FloatArray = npt.NDArray[np.float64]
+_TREC_COLUMNS = ("query", "_q0", "doc", "rank", "score", "tag")
 
 
 class RunFileError(ValueError):
     """A run file that cannot be read: names the file and the line."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Run:
-    """A run as read: per query ID its (chunk ID, score) pairs in file order, and where each query first appeared."""
+    """A run as read, columnar: one row per result line, in file order.
+
+    ``queries`` holds every query ID the run names (sorted; a JSONL query with no results is one too),
+    ``query[i]`` and ``doc[i]`` are row i's codes into ``queries`` and ``docs``, ``scores[i]`` its score.
+    """
 
     name: str
-    rankings: Mapping[str, Ranking]
-    first_line: Mapping[str, int]
+    queries: pa.StringArray
+    query: IntArray
+    docs: pa.StringArray
+    doc: IntArray
+    scores: FloatArray
     lines: int
-    duplicates: int
+    sha256: str | None = field(default=None)
+
+    @property
+    def duplicates(self) -> int:
+        """Rows that repeat an earlier row's (query, document) pair."""
+        if len(self.query) == 0:
+            return 0
+        keys = self.query * max(len(self.docs), 1) + self.doc
+        return int(len(keys) - len(np.unique(keys)))
+
+    @cached_property
+    def rankings(self) -> Mapping[str, Ranking]:
+        """Per query ID its (document ID, score) pairs in file order (a Python view, for small runs)."""
+        queries = self.queries.to_pylist()
+        docs = self.docs.to_pylist()
+        grouped: dict[str, list[tuple[str, float]]] = {q: [] for q in queries}
+        for q, d, s in zip(self.query.tolist(), self.doc.tolist(), self.scores.tolist(), strict=True):
+            grouped[queries[q]].append((docs[d], s))
+        return {q: tuple(pairs) for q, pairs in grouped.items()}
+
+
+def _run(name: str, query: Codes, doc: Codes, scores: FloatArray, lines: int) -> Run:
+    return Run(name, query.values, query.codes, doc.values, doc.codes, scores, lines)
+
+
+def run_from_rankings(name: str, rankings: Mapping[str, Sequence[tuple[str, float]]]) -> Run:
+    """A run from per-query (document ID, score) pairs; a query with no pairs is kept (it returned nothing)."""
+    queries = [q for q, pairs in rankings.items() for _ in pairs]
+    docs = [d for pairs in rankings.values() for d, _ in pairs]
+    scores = np.array([float(s) for pairs in rankings.values() for _, s in pairs], dtype=np.float64)
+    for query_id, pairs in rankings.items():
+        for doc_id, score in pairs:
+            if not isinstance(score, (int, float)) or isinstance(score, bool) or not math.isfinite(score):
+                raise RunFileError(f"run {name}: query {query_id!r} document {doc_id!r}: score {score!r} is not finite")
+    query = encode(pa.array([*queries, *rankings], type=pa.string()))
+    codes = Codes(query.values, query.codes[: len(queries)])
+    return _run(name, codes, encode(pa.array(docs, type=pa.string())), scores, len(docs))
+
+
+def _name_from(path: Path, tags: Iterable[str]) -> str:
+    """The run's system ID: its single tag when that is a valid ID, else the file name without suffix."""
+    unique = sorted(set(tags))
+    if len(unique) == 1 and is_identifier(unique[0]):
+        return unique[0]
+    stem = path.name.split(".")[0]
+    if not is_identifier(stem):
+        raise RunFileError(f"{clip(path.name)}: no usable run ID: the tag and the file name are not valid IDs")
+    return stem
+
+
+def _trec_line_problem(fields: list[str], where: str) -> str | None:
+    if len(fields) < 6:
+        return f"{where}: expected 6 columns (qid Q0 docid rank score tag), got {len(fields)}"
+    query_id, _, doc_id, rank, score, tag = fields[:6]
+    try:
+        int(rank)
+    except ValueError:
+        return f"{where}: rank {clip(repr(rank))} is not an integer"
+    problem = _score_problem(score, where)
+    if problem is not None:
+        return problem
+    for value, name in ((query_id, "qid"), (doc_id, "docid"), (tag, "tag")):
+        problem = id_problem(value, name, where)
+        if problem is not None:
+            return problem
+    return None
+
+
+def _score_problem(text: Any, where: str) -> str | None:
+    if isinstance(text, bool) or not isinstance(text, (str, int, float)):
+        return f"{where}: score {clip(repr(text))} is not a number"
+    try:
+        value = float(text)
+    except (ValueError, OverflowError):
+        return f"{where}: score {clip(repr(text))} is not a number"
+    if not math.isfinite(value):
+        return f"{where}: score {clip(repr(text))} is not finite"
+    return None
+
+
+def _irregular_trec(path: Path, max_bytes: int) -> Run:
+    """A valid run whose lines have different numbers of columns (extra ones ignored): read line by line."""
+    queries: list[str] = []
+    docs: list[str] = []
+    scores: list[float] = []
+    tags: set[str] = set()
+    for _, line in text_lines(path, max_bytes):
+        fields = line.split()
+        if fields:
+            queries.append(fields[0])
+            docs.append(fields[2])
+            scores.append(float(fields[4]))
+            tags.add(fields[5])
+    query, doc = encode(pa.array(queries, type=pa.string())), encode(pa.array(docs, type=pa.string()))
+    return _run(_name_from(path, tags), query, doc, np.array(scores, dtype=np.float64), len(queries))
+
+
+def read_trec_run(path: Path, max_bytes: int = DEFAULT_MAX_TABLE_BYTES) -> Run:
+    """Read a TREC 6-column run file (``qid Q0 docid rank score tag``), columnar."""
+    path = Path(path)
+    types = {
+        "query": pa.dictionary(pa.int32(), pa.string()),
+        "doc": pa.dictionary(pa.int32(), pa.string()),
+        "rank": pa.int64(),
+        "score": pa.float64(),
+        "tag": pa.dictionary(pa.int32(), pa.string()),
+    }
+    try:
+        table = read_columns(path, _TREC_COLUMNS, types, max_bytes)
+        scores = table.column("score").to_numpy().astype(np.float64, copy=False)
+        refused = not np.isfinite(scores).all()
+        for name in ("query", "doc", "tag"):
+            column = table.column(name)
+            dictionaries = [chunk.dictionary for chunk in column.chunks]
+            refused = refused or any(bad_ids(d).to_numpy(zero_copy_only=False).any() for d in dictionaries)
+    except pa.ArrowInvalid:
+        refused = True
+    except TableError as exc:
+        raise RunFileError(str(exc)) from None
+    if refused:
+        error = diagnose(path, _trec_line_problem, max_bytes)
+        if error.problems:
+            raise RunFileError(str(error))
+        return _irregular_trec(path, max_bytes)
+    tags = {t for chunk in table.column("tag").chunks for t in chunk.dictionary.to_pylist()}
+    query, doc = encode(table.column("query")), encode(table.column("doc"))
+    return _run(_name_from(path, tags), query, doc, scores, table.num_rows)
+
+
+def read_jsonl_run(path: Path, max_bytes: int = DEFAULT_MAX_TABLE_BYTES) -> Run:
+    """Read a JSONL run: one ``{"query_id", "results": [{"chunk_id", "score"}]}`` object per line."""
+    path = Path(path)
+    label = clip(path.name)
+    rankings: dict[str, list[tuple[str, float]]] = {}
+    try:
+        for number, line in text_lines(path, max_bytes):
+            if line.strip():
+                _jsonl_line(line, f"{label} line {number}", rankings)
+    except TableError as exc:
+        raise RunFileError(str(exc)) from None
+    run = run_from_rankings(_name_from(path, ()), rankings)
+    return run
+
+
+def _jsonl_line(line: str, where: str, rankings: dict[str, list[tuple[str, float]]]) -> None:
+    try:
+        record = json.loads(line)
+    except (json.JSONDecodeError, RecursionError) as exc:
+        raise RunFileError(f"{where}: not JSON ({getattr(exc, 'msg', 'nested too deeply')})") from None
+    if not isinstance(record, dict) or not isinstance(record.get("query_id"), str):
+        raise RunFileError(f"{where}: expected an object with a string query_id")
+    results = record.get("results")
+    if not isinstance(results, list):
+        raise RunFileError(f"{where}: results must be a list")
+    query_id = record["query_id"]
+    _check_id(query_id, "query_id", where)
+    pairs = rankings.setdefault(query_id, [])
+    for index, result in enumerate(results):
+        item = f"{where} results[{index}]"
+        if not isinstance(result, dict) or not isinstance(result.get("chunk_id"), str):
+            raise RunFileError(f"{item}: expected an object with a string chunk_id")
+        _check_id(result["chunk_id"], "chunk_id", item)
+        problem = _score_problem(result.get("score"), item)
+        if problem is not None:
+            raise RunFileError(problem)
+        pairs.append((result["chunk_id"], float(result["score"])))
+
+
+def _check_id(value: str, name: str, where: str) -> None:
+    if not value or any(c.isspace() for c in value):
+        raise RunFileError(f"{where}: field {name!r}: {clip(repr(value))} is empty or holds whitespace")
+    problem = id_problem(value, name, where)
+    if problem is not None:
+        raise RunFileError(problem)
+
+
+def read_run(path: Path, max_bytes: int = DEFAULT_MAX_TABLE_BYTES) -> Run:
+    """Read a run file by its name: ``.jsonl`` (or ``.jsonl.gz``) is JSONL, anything else TREC."""
+    path = Path(path)
+    try:
+        if path.name.endswith((".jsonl", ".jsonl.gz")):
+            return read_jsonl_run(path, max_bytes)
+        return read_trec_run(path, max_bytes)
+    except InputError as exc:
+        if exc.reason == "file not found":
+            raise RunFileError(f"run file {clip(path.name)} not found") from None
+        raise RunFileError(str(exc)) from None
 
 
 @dataclass(frozen=True)
@@ -74,131 +291,23 @@ class RunCoverage:
         )
 
 
-class _Builder:
-    def __init__(self) -> None:
-        self.rankings: dict[str, list[tuple[str, float]]] = {}
-        self.first_line: dict[str, int] = {}
-        self.seen: set[tuple[str, str]] = set()
-        self.lines = 0
-        self.duplicates = 0
-        self.tags: set[str] = set()
-
-    def add(self, query_id: str, chunk_id: str, score: float, number: int) -> None:
-        self.lines += 1
-        self.first_line.setdefault(query_id, number)
-        if (query_id, chunk_id) in self.seen:
-            self.duplicates += 1
-        self.seen.add((query_id, chunk_id))
-        self.rankings.setdefault(query_id, []).append((chunk_id, score))
-
-    def build(self, name: str) -> Run:
-        return Run(
-            name=name,
-            rankings={q: tuple(r) for q, r in self.rankings.items()},
-            first_line=dict(self.first_line),
-            lines=self.lines,
-            duplicates=self.duplicates,
-        )
-
-
-def _score(text: Any, where: str) -> float:
-    if isinstance(text, bool) or not isinstance(text, (str, int, float)):
-        raise RunFileError(f"{where}: score {text!r} is not a number")
-    try:
-        value = float(text)
-    except ValueError:
-        raise RunFileError(f"{where}: score {text!r} is not a number") from None
-    if not math.isfinite(value):
-        raise RunFileError(f"{where}: score {text!r} is not finite")
-    return value
-
-
-def _name_from(path: Path, tags: Iterable[str]) -> str:
-    """The run's ablation ID: its single tag when that is a valid ID, else the file name without suffix."""
-    unique = sorted(set(tags))
-    if len(unique) == 1 and is_identifier(unique[0]):
-        return unique[0]
-    stem = path.name.split(".")[0]
-    if not is_identifier(stem):
-        raise RunFileError(f"{path.name}: no usable run ID: the tag and the file name are not valid IDs")
-    return stem
-
-
-def _lines(path: Path) -> Iterable[tuple[int, str]]:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise RunFileError(f"{path.name}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
-    for number, line in enumerate(text.splitlines(), 1):
-        if line.strip():
-            yield number, line
-
-
-def read_trec_run(path: Path) -> Run:
-    """Read a TREC 6-column run file (``qid Q0 docid rank score tag``)."""
-    builder = _Builder()
-    for number, line in _lines(path):
-        where = f"{path.name} line {number}"
-        columns = line.split()
-        if len(columns) < 6:
-            raise RunFileError(f"{where}: expected 6 columns (qid Q0 docid rank score tag), got {len(columns)}")
-        query_id, _, chunk_id, rank, score, tag = columns[:6]
-        try:
-            int(rank)
-        except ValueError:
-            raise RunFileError(f"{where}: rank {rank!r} is not an integer") from None
-        builder.tags.add(tag)
-        builder.add(query_id, chunk_id, _score(score, where), number)
-    return builder.build(_name_from(path, builder.tags))
-
-
-def read_jsonl_run(path: Path) -> Run:
-    """Read a JSONL run: one ``{"query_id", "results": [{"chunk_id", "score"}]}`` object per line."""
-    builder = _Builder()
-    for number, line in _lines(path):
-        where = f"{path.name} line {number}"
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise RunFileError(f"{where}: not JSON ({exc.msg})") from None
-        if not isinstance(record, dict) or not isinstance(record.get("query_id"), str):
-            raise RunFileError(f"{where}: expected an object with a string query_id")
-        results = record.get("results")
-        if not isinstance(results, list):
-            raise RunFileError(f"{where}: results must be a list")
-        query_id = record["query_id"]
-        builder.first_line.setdefault(query_id, number)
-        builder.rankings.setdefault(query_id, [])
-        for index, result in enumerate(results):
-            item = f"{where} results[{index}]"
-            if not isinstance(result, dict) or not isinstance(result.get("chunk_id"), str):
-                raise RunFileError(f"{item}: expected an object with a string chunk_id")
-            builder.add(query_id, result["chunk_id"], _score(result.get("score"), item), number)
-    return builder.build(_name_from(path, ()))
-
-
-def read_run(path: Path) -> Run:
-    """Read a run file by its suffix: ``.jsonl`` is JSONL, anything else TREC."""
-    if not path.is_file():
-        raise RunFileError(f"run file {path.name} not found")
-    return read_jsonl_run(path) if path.suffix == ".jsonl" else read_trec_run(path)
-
-
 def check_run(run: Run, query_ids: Iterable[str], chunk_ids: Iterable[str]) -> RunCoverage:
-    """Apply the fixture policies: unknown query -> error naming its first line; missing queries and unknown
-    chunks counted."""
+    """Apply the fixture policies: an unknown query is an error naming it; missing queries and unknown chunks are
+    counted."""
     queries = set(query_ids)
-    unknown_queries = sorted((line, q) for q, line in run.first_line.items() if q not in queries)
+    named = run.queries.to_pylist()
+    unknown_queries = [q for q in named if q not in queries]
     if unknown_queries:
-        line, query_id = unknown_queries[0]
         raise RunFileError(
-            f"run {run.name} line {line}: query {query_id!r} is not in the fixture "
+            f"run {run.name}: query {clip(repr(unknown_queries[0]))} is not in the fixture "
             f"({len(unknown_queries)} unknown query ID(s) in all)"
         )
     chunks = set(chunk_ids)
-    unknown = sorted({c for ranking in run.rankings.values() for c, _ in ranking if c not in chunks})
+    used = np.unique(run.doc)
+    docs = run.docs.to_pylist()
+    unknown = sorted(docs[d] for d in used.tolist() if docs[d] not in chunks)
     return RunCoverage(
-        missing_queries=tuple(sorted(queries - set(run.rankings))),
+        missing_queries=tuple(sorted(queries - set(named))),
         unknown_chunks=tuple(unknown),
         duplicates=run.duplicates,
     )

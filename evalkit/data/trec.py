@@ -9,12 +9,23 @@
 :func:`read_trec` forgives and records like every source reader; :func:`write_trec` writes ``corpus.jsonl``,
 ``topics.jsonl`` (or ``topics.tsv``) and ``qrels.txt``. TSV topics carry no language, tags or spans: read back, their
 languages come from the ``language`` option (``auto`` detects per query) and judgments get whole-chunk spans.
+
+The relevance column of the written qrels is chosen by name from :data:`QRELS_GAINS`:
+
+- ``raw`` (the default): each grade as it is, so ``evalkit import trec`` reads the file back into the same
+  judgments. trec_eval's ``ndcg_cut_10`` on these qrels uses the grade itself as gain (linear gain), which is
+  evalkit's ``ndcg@10`` with ``gain="linear"``, not its default.
+- ``exponential``: each grade ``g >= 1`` written as ``2**g - 1`` (1, 3, 7 for grades 1, 2, 3; a grade ``<= 0`` as
+  0), so that trec_eval's ``ndcg_cut_10`` on the exported qrels reproduces evalkit's ``ndcg@10`` (exponential gain).
+  The file then no longer holds the grades: read back, grade 2 (written 3) becomes grade 3 and grade 3 (written
+  7) is lowered to 3 as ``grade_above_3``, so use ``raw`` for a round trip.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Literal
+from typing import Final, Literal
 
 from evalkit.data.collection import (
     CollectionOptions,
@@ -34,7 +45,17 @@ from evalkit.data.fixture import Fixture
 from evalkit.data.repairs import RepairLog
 from evalkit.output import write_atomic
 
-__all__ = ["QRELS_FILE", "qrels_text", "read_qrels", "read_topics_tsv", "read_trec", "trec_files", "write_trec"]
+__all__ = [
+    "DEFAULT_QRELS_GAINS",
+    "QRELS_FILE",
+    "QRELS_GAINS",
+    "qrels_text",
+    "read_qrels",
+    "read_topics_tsv",
+    "read_trec",
+    "trec_files",
+    "write_trec",
+]
 
 QRELS_FILE = "qrels.txt"
 TopicsFormat = Literal["jsonl", "tsv"]
@@ -104,9 +125,31 @@ def read_trec(qrels: Path, topics: Path, corpus: Path, options: CollectionOption
     return build_fixture(records, queries, judged, options, log, f"TREC {qrels}")
 
 
-def qrels_text(fixture: Fixture) -> bytes:
-    """The fixture's judgments as TREC qrels (``query-id 0 doc-id grade``), in fixture order."""
-    rows = [f"{q.query_id} 0 {j.chunk_id} {j.grade}\n" for q in fixture.queries for j in q.judgments]
+def _raw_grade(grade: int) -> int:
+    return grade
+
+
+def _exponential_grade(grade: int) -> int:
+    return 2**grade - 1 if grade >= 1 else 0
+
+
+QRELS_GAINS: Final[dict[str, Callable[[int], int]]] = {"exponential": _exponential_grade, "raw": _raw_grade}
+"""The relevance written for a grade, by name: ``raw`` is the grade, ``exponential`` ``2**grade - 1`` (0 for a grade
+``<= 0``), which makes trec_eval's linear-gain ``ndcg_cut`` equal evalkit's exponential-gain nDCG."""
+
+DEFAULT_QRELS_GAINS = "raw"
+
+
+def qrels_text(fixture: Fixture, gains: str = DEFAULT_QRELS_GAINS) -> bytes:
+    """The fixture's judgments as TREC qrels (``query-id 0 doc-id relevance``), in fixture order.
+
+    The relevance is each grade mapped by ``QRELS_GAINS[gains]`` (see the module docstring); an unknown `gains`
+    raises ``ValueError`` listing the valid names.
+    """
+    gain_fn = QRELS_GAINS.get(gains)
+    if gain_fn is None:
+        raise ValueError(f"unknown qrels gains {gains!r}; valid gains: {', '.join(sorted(QRELS_GAINS))}")
+    rows = [f"{q.query_id} 0 {j.chunk_id} {gain_fn(j.grade)}\n" for q in fixture.queries for j in q.judgments]
     return "".join(rows).encode("utf-8")
 
 
@@ -118,15 +161,20 @@ def _topics_tsv(fixture: Fixture) -> bytes:
     return "".join(rows).encode("utf-8")
 
 
-def trec_files(fixture: Fixture, topics_format: TopicsFormat = "jsonl") -> dict[str, bytes]:
-    """Relative path -> content of the TREC files of `fixture`."""
+def trec_files(
+    fixture: Fixture, topics_format: TopicsFormat = "jsonl", gains: str = DEFAULT_QRELS_GAINS
+) -> dict[str, bytes]:
+    """Relative path -> content of the TREC files of `fixture`; `gains` names the qrels relevance (QRELS_GAINS)."""
+    qrels = qrels_text(fixture, gains)
     topics = queries_jsonl(fixture) if topics_format == "jsonl" else _topics_tsv(fixture)
-    return {"corpus.jsonl": corpus_jsonl(fixture), f"topics.{topics_format}": topics, QRELS_FILE: qrels_text(fixture)}
+    return {"corpus.jsonl": corpus_jsonl(fixture), f"topics.{topics_format}": topics, QRELS_FILE: qrels}
 
 
-def write_trec(fixture: Fixture, directory: Path, topics_format: TopicsFormat = "jsonl") -> list[Path]:
+def write_trec(
+    fixture: Fixture, directory: Path, topics_format: TopicsFormat = "jsonl", gains: str = DEFAULT_QRELS_GAINS
+) -> list[Path]:
     """Write the fixture's corpus, topics and qrels into `directory` (atomically, all built before any is written)."""
-    files = trec_files(fixture, topics_format)
+    files = trec_files(fixture, topics_format, gains)
     written: list[Path] = []
     for name, data in files.items():
         path = Path(directory) / name

@@ -31,7 +31,13 @@ from evalkit.measures.statistics import (
 )
 from evalkit.progress import progress
 from evalkit.reporting.gates import GateFailure
-from evalkit.reporting.per_query import ANSWERABLE_MEASURES, NO_ANSWER_MEASURES, PerQueryColumns, QueryIndex
+from evalkit.reporting.per_query import (
+    ANSWERABLE_MEASURES,
+    NO_ANSWER_MEASURES,
+    PerQueryColumns,
+    QueryIndex,
+    split_measures,
+)
 from evalkit.reporting.report import GateOutcome, Report
 
 COMPARISON_SCHEMA_VERSION: Literal[1] = 1
@@ -53,9 +59,9 @@ class ReportIdentity(StrictModel):
     fixture_id: Identifier
     fixture_version: str
     judgments_sha256: Sha256
-    corpus_sha256: Sha256
+    corpus_sha256: Sha256 | None
     evaluation_definition_hash: Sha256
-    provider_definitions_hash: Sha256
+    provider_definitions_hash: Sha256 | None
     metrics_version: str
 
 
@@ -135,6 +141,14 @@ def _check_comparable(base: Report, head: Report) -> None:
         raise ComparisonError("reports list different queries (queries) although their judgments_sha256 agree")
     if not base.queries.query_ids:
         raise ComparisonError("reports hold no per-query values; regenerate them with `evalkit run --output PATH`")
+    base_defs, head_defs = base.measure_definitions(), head.measure_definitions()
+    differing = sorted(m for m in base_defs.keys() & head_defs.keys() if base_defs[m] != head_defs[m])
+    if differing:
+        name = differing[0]
+        raise ComparisonError(
+            f"measure {name} is defined differently in the two reports (base {base_defs[name]}, head "
+            f"{head_defs[name]}): compare reports whose measures agree"
+        )
 
 
 def _notes(base: Report, head: Report) -> tuple[str, ...]:
@@ -183,8 +197,10 @@ def _slice_rows(
     rows = index.members(slice_name, answerable)
     if not rows or not pairs:
         return []
-    measures = ANSWERABLE_MEASURES if answerable else NO_ANSWER_MEASURES
+    measures = split_measures(_measures(pairs))[0 if answerable else 1]
     keys = [(pair, m) for pair in pairs for m in measures]
+    if not keys:
+        return []
     before = np.column_stack([_column(p[1], p[0], m, rows, "base") for p, m in keys])
     after = np.column_stack([_column(p[2], p[0], m, rows, "head") for p, m in keys])
     differences = after - before
@@ -216,6 +232,15 @@ def _slice_rows(
     return out
 
 
+def _measures(pairs: Sequence[Pair]) -> tuple[str, ...]:
+    """The measures both sides of every pair hold, in the base's column order (the standard set first)."""
+    if not pairs:
+        return ()
+    shared = [m for m in pairs[0][1] if all(m in p[1] and m in p[2] for p in pairs)]
+    standard = [m for m in (*ANSWERABLE_MEASURES, *NO_ANSWER_MEASURES) if m in shared]
+    return (*standard, *(m for m in shared if m not in standard))
+
+
 def compared_rows(index: QueryIndex, pairs: Sequence[Pair], settings: StatisticsSettings) -> tuple[ComparisonRow, ...]:
     """Rows of every pair, measure and slice in report order, with Holm-adjusted p-values over all of them."""
     raw: list[ComparisonRow] = []
@@ -223,7 +248,7 @@ def compared_rows(index: QueryIndex, pairs: Sequence[Pair], settings: Statistics
     for slice_name, answerable in progress(steps, "comparing", len(steps)):
         raw += _slice_rows(index, pairs, settings, slice_name, answerable)
     labels = [label for label, _, _ in pairs]
-    measures = (*ANSWERABLE_MEASURES, *NO_ANSWER_MEASURES)
+    measures = _measures(pairs)
     raw.sort(key=lambda r: (labels.index(r.ablation), measures.index(r.measure), SLICES.index(r.slice)))
     adjusted = holm_adjust([r.p_value for r in raw])
     return tuple(r.model_copy(update={"p_holm": float(p)}) for r, p in zip(raw, adjusted, strict=True))

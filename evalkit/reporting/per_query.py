@@ -33,7 +33,9 @@ class QueryIndex(StrictModel):
     """The evaluated queries in query-ID order: the row index of every per-query column."""
 
     query_ids: tuple[Identifier, ...] = Field(default=(), description="query IDs, ascending")
-    languages: tuple[Language, ...] = Field(default=(), description="language of each query")
+    languages: tuple[Language | None, ...] = Field(
+        default=(), description="language of each query (None: not known, the query is in the 'all' slice only)"
+    )
     answerable: tuple[bool, ...] = Field(default=(), description="whether each query has relevant chunks")
 
     @model_validator(mode="after")
@@ -66,10 +68,14 @@ def query_index(queries: Sequence[Query]) -> QueryIndex:
     )
 
 
-def per_query_columns(index: QueryIndex, per_query: Mapping[str, Mapping[str, float]]) -> PerQueryColumns:
+def per_query_columns(
+    index: QueryIndex,
+    per_query: Mapping[str, Mapping[str, float]],
+    measures: Sequence[str] = (*ANSWERABLE_MEASURES, *NO_ANSWER_MEASURES),
+) -> PerQueryColumns:
     """One rounded column per measure, aligned with ``index``."""
     columns: PerQueryColumns = {}
-    for measure in (*ANSWERABLE_MEASURES, *NO_ANSWER_MEASURES):
+    for measure in measures:
         column = []
         for query_id in index.query_ids:
             value = per_query[query_id].get(measure)
@@ -93,10 +99,19 @@ def check_columns(index: QueryIndex, name: str, columns: PerQueryColumns) -> Non
             raise ValueError(f"ablation {name}: per_query[{measure!r}] value {state} for query {query_id}")
 
 
+def split_measures(measures: Sequence[str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The measures defined on answerable queries and those defined on no-answer queries, order kept."""
+    return (
+        tuple(m for m in measures if m not in NO_ANSWER_MEASURES),
+        tuple(m for m in measures if m in NO_ANSWER_MEASURES),
+    )
+
+
 def aggregate_intervals(
     index: QueryIndex,
     per_query: Mapping[str, Mapping[str, Mapping[str, float]]],
     settings: StatisticsSettings,
+    measures: Sequence[str] = (*ANSWERABLE_MEASURES, *NO_ANSWER_MEASURES),
 ) -> dict[str, dict[Slice, dict[str, Interval]]]:
     """Bootstrap interval of every aggregate: ablation -> slice -> measure -> (low, high).
 
@@ -105,12 +120,13 @@ def aggregate_intervals(
     resamples; a slice without queries of a kind has no aggregate of that kind and no interval.
     """
     intervals: dict[str, dict[Slice, dict[str, Interval]]] = {name: {} for name in per_query}
+    answerable_measures, no_answer_measures = split_measures(measures)
     for slice_name in SLICES:
-        for answerable, measures in ((True, ANSWERABLE_MEASURES), (False, NO_ANSWER_MEASURES)):
+        for answerable, kind in ((True, answerable_measures), (False, no_answer_measures)):
             query_ids = [index.query_ids[row] for row in index.members(slice_name, answerable)]
-            if not query_ids:
+            if not query_ids or not kind:
                 continue
-            keys = [(name, measure) for name in sorted(per_query) for measure in measures]
+            keys = [(name, measure) for name in sorted(per_query) for measure in kind]
             matrix = np.array([[per_query[name][q][m] for name, m in keys] for q in query_ids], dtype=np.float64)
             bounds = bootstrap_mean_intervals(matrix, settings)
             for (name, measure), (low, high) in zip(keys, bounds.tolist(), strict=True):

@@ -40,6 +40,18 @@ from evalkit.retrieval.service import RetrievalSettings
 
 SCHEMA_VERSION: Literal[2] = 2
 
+STANDARD_DEFINITIONS: dict[str, str] = {
+    "recall@1": "recall(cutoff=1)",
+    "recall@5": "recall(cutoff=5)",
+    "recall@10": "recall(cutoff=10)",
+    "mrr@10": "mrr(cutoff=10)",
+    "ndcg@10": "ndcg(cutoff=10, gain=exponential)",
+    "context_precision": "context_precision()",
+    "context_recall": "context_recall()",
+    "no_answer_fpr": "no_answer_fpr()",
+}
+"""The definitions of the measures every fixture run reports (see :mod:`evalkit.measures.registry`)."""
+
 MetricTable = dict[str, Annotated[float, Field(ge=0.0, le=1.0)]]
 
 
@@ -115,13 +127,15 @@ class Report(StrictModel):
     schema_version: Literal[2] = SCHEMA_VERSION
     fixture_id: Identifier
     fixture_version: str
-    corpus_sha256: Sha256
+    corpus_sha256: Sha256 | None = Field(description="hash of the corpus; None when only qrels and runs were scored")
     evaluation_definition_hash: Sha256
-    provider_definitions_hash: Sha256
+    provider_definitions_hash: Sha256 | None = Field(description="hash of the embedding providers; None: none ran")
     deterministic_projection_sha256: Sha256
     metrics_version: str = METRICS_VERSION
     runs: PositiveInt
-    retrieval_settings: RetrievalSettings = Field(description="the retrieval settings that ran (numbers and names)")
+    retrieval_settings: RetrievalSettings | None = Field(
+        description="the retrieval settings that ran (numbers and names); None when no built-in system ran"
+    )
     context_k: PositiveInt = CONTEXT_K
     failure_cutoff: PositiveInt = FAILURE_CUTOFF
     tie_policy: TiePolicyName = Field(default=DEFAULT_TIE_POLICY, description="how equal scores were ordered")
@@ -130,6 +144,17 @@ class Report(StrictModel):
     judgments_sha256: Sha256 | None = Field(default=None, description="hash of the queries and judgments alone")
     statistics: StatisticsSettings = Field(default=DEFAULT_STATISTICS, description="how intervals were computed")
     queries: QueryIndex = Field(default_factory=QueryIndex, description="the row index of every per-query column")
+    measures: dict[str, str] = Field(
+        default_factory=dict,
+        description="measure name -> its definition with every parameter (empty: the standard measures)",
+    )
+    missing_queries: Literal["zero", "skip"] = Field(
+        default="zero", description="judged queries a run does not name: scored 0 (zero) or left out (skip)"
+    )
+
+    def measure_definitions(self) -> dict[str, str]:
+        """Every measure's definition; a report written before definitions were recorded holds the standard ones."""
+        return dict(self.measures) or dict(STANDARD_DEFINITIONS)
 
     @model_validator(mode="after")
     def _per_query_matches_queries(self) -> Report:
@@ -200,6 +225,7 @@ def build_report(evaluation: Evaluation, gates: tuple[GateOutcome, ...] = ()) ->
         judgments_sha256=judgments_sha256(evaluation.fixture),
         statistics=DEFAULT_STATISTICS,
         queries=index,
+        measures=dict(STANDARD_DEFINITIONS),
     )
 
 

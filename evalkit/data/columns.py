@@ -1,0 +1,58 @@
+"""Columnar building blocks shared by runs and qrels: IDs encoded once, as sorted dictionaries and integer codes.
+
+A run of ten million lines holds its query and document IDs as two pyarrow string arrays of unique values
+(sorted, so that a code's order is the ID's code-point order) and one int32 code per line for each; everything
+after reading is numpy arithmetic over those codes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+import pyarrow.compute as pc
+
+__all__ = ["Codes", "IntArray", "encode", "lookup"]
+
+IntArray = npt.NDArray[np.int64]
+
+
+@dataclass(frozen=True)
+class Codes:
+    """IDs as sorted unique ``values`` and one code per item (``values[codes[i]]`` is item i's ID)."""
+
+    values: pa.StringArray
+    codes: IntArray
+
+
+def encode(ids: pa.Array | pa.ChunkedArray) -> Codes:
+    """Sorted unique IDs and each item's code; nulls are not allowed (readers never make them)."""
+    if isinstance(ids, pa.ChunkedArray):
+        if pa.types.is_dictionary(ids.type):
+            ids = ids.unify_dictionaries()
+        ids = ids.combine_chunks() if ids.num_chunks != 1 else ids.chunk(0)
+    if not pa.types.is_dictionary(ids.type):
+        ids = pc.dictionary_encode(ids)
+    dictionary = ids.dictionary.cast(pa.string())
+    order = pc.sort_indices(dictionary).to_numpy()
+    rank = np.empty(len(order), dtype=np.int64)
+    rank[order] = np.arange(len(order), dtype=np.int64)
+    raw = ids.indices.to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
+    used = np.zeros(len(order), dtype=bool)
+    used[raw] = True
+    if used.all():
+        return Codes(dictionary.take(pa.array(order)), rank[raw])
+    # Dictionaries unified across blocks may hold values no item uses: keep only the used ones.
+    kept = order[used[order]]
+    renumber = np.full(len(order), -1, dtype=np.int64)
+    renumber[kept] = np.arange(len(kept), dtype=np.int64)
+    return Codes(dictionary.take(pa.array(kept)), renumber[raw])
+
+
+def lookup(values: pa.Array, among: pa.Array) -> IntArray:
+    """The position of each of ``values`` in ``among`` (unique), -1 where it is absent."""
+    found = pc.index_in(values, value_set=among)
+    positions: IntArray = np.asarray(found.fill_null(-1).to_numpy(zero_copy_only=False), dtype=np.int64)
+    return positions

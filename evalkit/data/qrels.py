@@ -1,0 +1,193 @@
+"""Relevance judgments (qrels) in, columnar: TREC qrels and BEIR qrels TSV, plain or gzip-compressed.
+
+- **TREC**: ``query-id iteration doc-id grade``, columns separated by any run of spaces or tabs; the iteration
+  column is not used, columns past the fourth are ignored (as trec_eval ignores them).
+- **BEIR**: ``query-id<TAB>corpus-id<TAB>score``, with or without BEIR's header line ``query-id corpus-id score``.
+
+The format is told by the first data line: three columns is BEIR, four or more TREC. Grades are integers; a grade
+of 0 or below means "judged, not relevant" (it counts for ``judged@k``, never as relevant). A query whose
+judgments are all 0 or below has no relevant document: it is a no-answer query (scored by ``no_answer_fpr``).
+
+Duplicate policy: a (query, document) pair judged twice with the same grade is kept once and counted; judged with
+two different grades it is refused, naming the query, the document and both grades, since no rule can tell which
+one the assessor meant.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+from evalkit.data.columns import IntArray, encode
+from evalkit.data.inputs import InputError, cap_problems, clip
+from evalkit.data.tables import (
+    DEFAULT_MAX_TABLE_BYTES,
+    TableError,
+    bad_ids,
+    diagnose,
+    id_problem,
+    read_columns,
+    text_lines,
+)
+
+__all__ = ["Qrels", "QrelsError", "qrels_from_mapping", "read_qrels_file"]
+
+_BEIR_HEADER = ("query-id", "corpus-id", "score")
+
+
+class QrelsError(ValueError):
+    """Judgments that cannot be used: names the file (or source), the line or the query and document."""
+
+
+@dataclass(frozen=True, eq=False)
+class Qrels:
+    """Judgments, one row per (query, document) pair, sorted by query then document ID.
+
+    ``queries`` are the judged query IDs (sorted, unique); ``query[i]`` is row i's code into it, ``docs[i]`` its
+    document ID and ``grades[i]`` its grade. ``duplicates`` counts the repeated lines that were collapsed.
+    """
+
+    queries: pa.StringArray
+    query: IntArray
+    docs: pa.StringArray
+    grades: IntArray
+    duplicates: int
+    source: str
+
+    def __len__(self) -> int:
+        return len(self.query)
+
+    def as_dict(self) -> dict[str, dict[str, int]]:
+        """``{query_id: {doc_id: grade}}`` (a Python view, for small judgments)."""
+        queries = self.queries.to_pylist()
+        table: dict[str, dict[str, int]] = {q: {} for q in queries}
+        for q, d, g in zip(self.query.tolist(), self.docs.to_pylist(), self.grades.tolist(), strict=True):
+            table[queries[q]][d] = g
+        return table
+
+
+def _build(
+    query_ids: pa.Array | pa.ChunkedArray, doc_ids: pa.Array | pa.ChunkedArray, grades: IntArray, source: str
+) -> Qrels:
+    """Sort, collapse identical duplicates, refuse conflicting ones."""
+    query, doc = encode(query_ids), encode(doc_ids)
+    order = np.lexsort((doc.codes, query.codes))
+    q, d, g = query.codes[order], doc.codes[order], np.asarray(grades, dtype=np.int64)[order]
+    same = (q[1:] == q[:-1]) & (d[1:] == d[:-1])
+    conflicts = np.flatnonzero(same & (g[1:] != g[:-1]))
+    if len(conflicts):
+        names, docs = query.values, doc.values
+        problems = [
+            f"query {clip(repr(names[int(q[i])].as_py()))} document {clip(repr(docs[int(d[i])].as_py()))}: "
+            f"judged twice with different grades ({int(g[i])} and {int(g[i + 1])})"
+            for i in conflicts[:21].tolist()
+        ]
+        listing = "\n".join(f"  - {p}" for p in cap_problems(problems))
+        raise QrelsError(f"{source}: {len(conflicts)} conflicting judgment(s)\n{listing}")
+    keep = np.concatenate(([True], ~same)) if len(q) else np.zeros(0, dtype=bool)
+    used = np.unique(q[keep])
+    renumber = np.full(len(query.values), -1, dtype=np.int64)
+    renumber[used] = np.arange(len(used), dtype=np.int64)
+    return Qrels(
+        queries=query.values.take(pa.array(used)),
+        query=renumber[q[keep]],
+        docs=doc.values.take(pa.array(d[keep])),
+        grades=g[keep],
+        duplicates=int(len(q) - keep.sum()),
+        source=source,
+    )
+
+
+def qrels_from_mapping(judgments: Mapping[str, Mapping[str, int]], source: str = "qrels") -> Qrels:
+    """Judgments from ``{query_id: {doc_id: grade}}`` (grades must be integers; bool is refused)."""
+    queries: list[str] = []
+    docs: list[str] = []
+    grades: list[int] = []
+    for query_id, row in judgments.items():
+        for doc_id, grade in row.items():
+            if not isinstance(grade, (int, np.integer)) or isinstance(grade, bool):
+                raise QrelsError(
+                    f"{source}: query {clip(repr(query_id))} document {clip(repr(doc_id))}: "
+                    f"grade {clip(repr(grade))} is not an integer"
+                )
+            queries.append(str(query_id))
+            docs.append(str(doc_id))
+            grades.append(int(grade))
+    for value, field in [*((q, "query_id") for q in judgments), *((d, "doc_id") for d in docs)]:
+        problem = (
+            id_problem(value, field, source)
+            if value and not any(c.isspace() for c in value)
+            else (f"{source}: field {field!r}: {clip(repr(value))} is empty or holds whitespace")
+        )
+        if problem is not None:
+            raise QrelsError(problem)
+    return _build(
+        pa.array(queries, type=pa.string()), pa.array(docs, type=pa.string()), np.array(grades, dtype=np.int64), source
+    )
+
+
+def _layout(path: Path, max_bytes: int) -> tuple[str, int]:
+    """``("beir" | "trec", header rows)`` from the first data line."""
+    for number, line in text_lines(path, max_bytes):
+        fields = line.split()
+        if not fields:
+            continue
+        if tuple(f.lower() for f in fields[:3]) == _BEIR_HEADER:
+            return "beir", number
+        return ("beir" if len(fields) == 3 else "trec"), number - 1
+    return "trec", 0
+
+
+def _line_problem(layout: str, width: int):  # type: ignore[no-untyped-def]
+    names = ("query-id", "corpus-id", "score") if layout == "beir" else ("query-id", "iteration", "doc-id", "grade")
+
+    def check(fields: list[str], where: str) -> str | None:
+        if len(fields) < len(names):
+            return f"{where}: needs {len(names)} columns ({' '.join(names)}), has {len(fields)}"
+        if len(fields) != width:
+            return f"{where}: has {len(fields)} columns where the first line has {width}"
+        try:
+            int(fields[len(names) - 1])
+        except ValueError:
+            return f"{where}: field {names[-1]!r}: {clip(repr(fields[len(names) - 1]))} is not an integer"
+        for value, name in ((fields[0], names[0]), (fields[len(names) - 2], names[-2])):
+            problem = id_problem(value, name, where)
+            if problem is not None:
+                return problem
+        return None
+
+    return check
+
+
+def read_qrels_file(path: Path, max_bytes: int = DEFAULT_MAX_TABLE_BYTES) -> Qrels:
+    """Read TREC or BEIR qrels (see the module docstring), columnar; errors name the file and the lines."""
+    path = Path(path)
+    label = clip(path.name)
+    try:
+        layout, header = _layout(path, max_bytes)
+        names = ("query", "doc", "grade") if layout == "beir" else ("query", "_iter", "doc", "grade")
+        types = {"query": pa.string(), "doc": pa.string(), "grade": pa.int64()}
+        width = len(names)
+        try:
+            table = read_columns(path, names, types, max_bytes, skip_rows=header)
+            refused = any(
+                bad_ids(table.column(n).combine_chunks()).to_numpy(zero_copy_only=False).any() for n in ("query", "doc")
+            )
+        except pa.ArrowInvalid:
+            refused = True
+        if refused:
+            for _, line in text_lines(path, max_bytes):
+                if line.split() and tuple(f.lower() for f in line.split()[:3]) != _BEIR_HEADER:
+                    width = len(line.split())
+                    break
+            raise QrelsError(str(diagnose(path, _line_problem(layout, width), max_bytes, skip_rows=header)))
+    except InputError as exc:
+        raise QrelsError(str(exc)) from None
+    except TableError as exc:
+        raise QrelsError(str(exc)) from None
+    grades = table.column("grade").to_numpy().astype(np.int64, copy=False)
+    return _build(table.column("query"), table.column("doc"), grades, label)

@@ -1,0 +1,269 @@
+"""Whitespace-separated tables (TREC runs and qrels, BEIR qrels) read by a columnar parser, never a Python line loop.
+
+One guarded door for every tabular input:
+
+- only a regular file is read: a FIFO, a device, a socket or a directory is refused at once, without blocking;
+- a file whose bytes (after decompression, for ``.gz``) exceed the limit is refused while it is read
+  (:data:`DEFAULT_MAX_TABLE_BYTES`, raised with ``--max-input-mb``), so a gzip bomb stops at the limit;
+- gzip is recognised by its magic bytes, whatever the file is called; a UTF-8 byte-order mark is stripped;
+- columns are separated by any run of spaces and tabs (as trec_eval reads them), blank lines are skipped, and
+  columns past the expected ones are ignored.
+
+The bytes are normalised in blocks (tabs and runs of spaces to one space, with C-speed byte operations) and parsed
+by pyarrow's CSV reader, with IDs dictionary-encoded: a 10-million-line run takes a few hundred MB. When the
+parser or a later check refuses the file, :func:`diagnose` scans it line by line, only then, to name the first
+:data:`~evalkit.data.inputs.MAX_PROBLEMS` bad lines by number.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import re
+import stat
+import zlib
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Final
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyarrow import csv
+
+from evalkit.data.inputs import InputError, cap_problems, clip
+
+__all__ = [
+    "DEFAULT_MAX_TABLE_BYTES",
+    "TableError",
+    "diagnose",
+    "open_guarded",
+    "read_columns",
+    "text_lines",
+]
+
+DEFAULT_MAX_TABLE_BYTES: Final = 4 * 1024**3
+"""Run and qrels files larger than this (4 GiB, after decompression) are refused; ``--max-input-mb`` raises it."""
+
+_BLOCK = 1 << 22
+_GZIP_MAGIC = b"\x1f\x8b"
+_BOM = b"\xef\xbb\xbf"
+_WHITESPACE = bytes.maketrans(b"\t\r\f\v", b"    ")
+_SPACES = re.compile(rb" {2,}")
+_CONTROL = r"[\x00-\x1f\x7f\u0080-\u009f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]"
+"""Control and bidirectional-control characters, as Python's re spells them."""
+_CONTROL_RE2 = r"[\x00-\x1f\x7f\x{80}-\x{9f}\x{61c}\x{200e}\x{200f}\x{202a}-\x{202e}\x{2066}-\x{2069}]"
+"""The same class as RE2 (pyarrow) spells it."""
+
+
+class TableError(ValueError):
+    """A tabular file that cannot be used: names the file and, for malformed lines, each line number."""
+
+    def __init__(self, message: str, problems: Sequence[str] = ()) -> None:
+        super().__init__(message)
+        self.problems = tuple(problems)
+
+
+class _Guarded(io.RawIOBase):
+    """A regular file's bytes, decompressed when gzip, BOM stripped, capped at ``max_bytes``; whitespace normalised.
+
+    Blocks handed on end at a line end, so that the normalisation never sees half a separator.
+    """
+
+    def __init__(self, path: Path, max_bytes: int, normalise: bool) -> None:
+        super().__init__()
+        self._label = str(path)
+        self._max = max_bytes
+        self._normalise = normalise
+        self._raw = _open_regular(path)
+        head = self._raw.read(2)
+        self._raw.seek(0)
+        self._source: io.BufferedIOBase | io.RawIOBase = self._raw
+        self._inflate = zlib.decompressobj(wbits=31) if head == _GZIP_MAGIC else None
+        self._seen = 0
+        self._pending = b""
+        self._out = b""
+        self._first = True
+        self._eof = False
+
+    def readable(self) -> bool:
+        return True
+
+    def close(self) -> None:
+        self._raw.close()
+        super().close()
+
+    def _next_raw(self) -> bytes:
+        if self._inflate is None:
+            return self._raw.read(_BLOCK)
+        while True:
+            if self._inflate.unconsumed_tail:
+                data = self._inflate.decompress(self._inflate.unconsumed_tail, _BLOCK)
+            else:
+                compressed = self._raw.read(_BLOCK)
+                if not compressed:
+                    return self._inflate.flush()
+                data = self._inflate.decompress(compressed, _BLOCK)
+                if self._inflate.eof and self._inflate.unused_data:
+                    # A concatenated gzip member follows: start a new decompressor on the rest.
+                    rest = self._inflate.unused_data
+                    self._inflate = zlib.decompressobj(wbits=31)
+                    data += self._inflate.decompress(rest, _BLOCK)
+            if data:
+                return data
+
+    def _fill(self) -> None:
+        while not self._out and not self._eof:
+            try:
+                data = self._next_raw()
+            except (zlib.error, EOFError) as exc:
+                raise InputError(self._label, f"cannot be read: corrupt gzip data ({exc})") from None
+            self._seen += len(data)
+            if self._seen > self._max:
+                raise InputError(
+                    self._label,
+                    f"cannot be read: it is larger than the input limit ({self._max / 2**20:g} MiB"
+                    f"{' decompressed' if self._inflate is not None else ''}); raise the limit with --max-input-mb "
+                    "if the file is trusted",
+                )
+            if self._first and data:
+                if len(data) < 3 and _BOM.startswith(data):
+                    data += self._next_raw()
+                data = data.removeprefix(_BOM)
+                self._first = False
+            if not data:
+                self._eof = True
+                block, self._pending = self._pending, b""
+            else:
+                joined = self._pending + data
+                cut = joined.rfind(b"\n") + 1
+                block, self._pending = joined[:cut], joined[cut:]
+            self._out = _normalise(block) if self._normalise else block
+
+    def readinto(self, buffer: memoryview) -> int:  # type: ignore[override]
+        self._fill()
+        size = min(len(buffer), len(self._out))
+        buffer[:size] = self._out[:size]
+        self._out = self._out[size:]
+        return size
+
+
+def _normalise(block: bytes) -> bytes:
+    """Tabs and other blanks to spaces, runs of spaces to one, no space at either end of a line."""
+    block = block.translate(_WHITESPACE)
+    if b"  " in block:
+        block = _SPACES.sub(b" ", block)
+    block = block.replace(b"\n ", b"\n").replace(b" \n", b"\n")
+    return block[1:] if block.startswith(b" ") else block
+
+
+def _open_regular(path: Path) -> io.BufferedReader:
+    """The file opened for reading, refusing at once anything but a regular file (FIFOs do not block the open)."""
+    source = str(path)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        raise InputError(source, "file not found") from None
+    except OSError as exc:
+        raise InputError(source, f"cannot be opened: {exc.strerror or exc}") from None
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        kind = "a directory" if stat.S_ISDIR(mode) else "not a regular file (a FIFO, device or socket)"
+        raise InputError(source, f"cannot be read: it is {kind}, and only regular files are read")
+    os.set_blocking(fd, True)
+    return os.fdopen(fd, "rb")
+
+
+def open_guarded(path: Path, max_bytes: int = DEFAULT_MAX_TABLE_BYTES, normalise: bool = False) -> io.BufferedReader:
+    """A buffered reader of the file's text bytes (see the module docstring); the caller closes it."""
+    return io.BufferedReader(_Guarded(Path(path), max_bytes, normalise), buffer_size=_BLOCK)
+
+
+def text_lines(path: Path, max_bytes: int = DEFAULT_MAX_TABLE_BYTES) -> Iterator[tuple[int, str]]:
+    """``(line number, text)`` of every line, decoded as UTF-8 (for small files and for :func:`diagnose`)."""
+    with open_guarded(path, max_bytes) as stream:
+        for number, raw in enumerate(stream, 1):
+            try:
+                yield number, raw.decode("utf-8").rstrip("\r\n")
+            except UnicodeDecodeError as exc:
+                raise TableError(f"{Path(path).name} line {number}: not UTF-8 text ({exc.reason})") from None
+
+
+def read_columns(
+    path: Path,
+    names: Sequence[str],
+    types: dict[str, pa.DataType],
+    max_bytes: int = DEFAULT_MAX_TABLE_BYTES,
+    skip_rows: int = 0,
+) -> pa.Table:
+    """The whitespace-separated columns ``names`` of the file, typed as ``types`` (others skipped).
+
+    Rows with more columns than ``names`` keep the first ``len(names)`` (extra columns are ignored, as trec_eval
+    ignores them). Raises :class:`pyarrow.ArrowInvalid` on any row the parser refuses (too few columns, a value
+    of the wrong type, invalid UTF-8): the caller then names the lines with :func:`diagnose`.
+    """
+    extra = _extra_columns(path, len(names), max_bytes, skip_rows)
+    column_names = [*names, *(f"_extra{i}" for i in range(extra))]
+    with open_guarded(path, max_bytes, normalise=True) as stream:
+        return csv.read_csv(
+            stream,
+            read_options=csv.ReadOptions(column_names=column_names, skip_rows=skip_rows, block_size=1 << 24),
+            parse_options=csv.ParseOptions(delimiter=" ", quote_char=False, double_quote=False, escape_char=False),
+            convert_options=csv.ConvertOptions(
+                column_types=types,
+                include_columns=[n for n in names if not n.startswith("_")],
+                strings_can_be_null=False,
+                quoted_strings_can_be_null=False,
+                null_values=[],
+                check_utf8=True,
+            ),
+        )
+
+
+def _extra_columns(path: Path, expected: int, max_bytes: int, skip_rows: int) -> int:
+    """How many columns past ``expected`` the first data line has (its width is the file's)."""
+    for number, line in text_lines(path, max_bytes):
+        if number <= skip_rows or not line.split():
+            continue
+        return max(0, len(line.split()) - expected)
+    return 0
+
+
+def bad_ids(values: pa.Array) -> pa.Array:
+    """Mask of IDs with control or bidirectional-control characters (whitespace cannot occur: it separates)."""
+    return pc.match_substring_regex(values, _CONTROL_RE2)
+
+
+def diagnose(
+    path: Path,
+    check: Callable[[list[str], str], str | None],
+    max_bytes: int = DEFAULT_MAX_TABLE_BYTES,
+    skip_rows: int = 0,
+) -> TableError:
+    """The error for a refused file: every line whose fields ``check`` refuses, the first 20 listed by number.
+
+    ``check(fields, where)`` returns a problem (naming the field) or None; blank lines are skipped.
+    """
+    label = clip(Path(path).name)
+    problems: list[str] = []
+    try:
+        for number, line in text_lines(path, max_bytes):
+            fields = line.split()
+            if number <= skip_rows or not fields:
+                continue
+            problem = check(fields, f"{label} line {number}")
+            if problem is not None:
+                problems.append(problem)
+    except TableError as exc:
+        problems.append(str(exc))
+    if not problems:
+        return TableError(f"{label}: the file could not be parsed")
+    listing = "\n".join(f"  - {p}" for p in cap_problems(problems))
+    return TableError(f"{label}: {len(problems)} malformed line(s)\n{listing}", problems)
+
+
+def id_problem(value: str, field: str, where: str) -> str | None:
+    """A problem with one ID field (control or bidirectional characters), or None."""
+    if re.search(_CONTROL, value):
+        return f"{where}: field {field!r}: {clip(repr(value))} holds a control or bidirectional character"
+    return None

@@ -1,0 +1,112 @@
+"""The scoring core: a run and the qrels in, one value per judged query and measure out.
+
+No corpus, no retrieval path: :func:`score_run` joins a columnar :class:`~evalkit.data.runs.Run` to the
+:class:`~evalkit.data.qrels.Qrels`, orders it under the declared tie policy (:mod:`evalkit.measures.ties`) and
+computes every measure with its registry kernel (:mod:`evalkit.measures.registry`). The fixture path scores its
+rankings with the same kernels through :func:`score_rankings`.
+
+Which queries count:
+
+- every query of the qrels is evaluated; one the run does not name returned nothing and scores 0 (trec_eval's
+  ``-c``). With ``missing="skip"`` such queries are left out instead (trec_eval's default, without ``-c``);
+- queries of the run that the qrels do not judge are ignored, and counted;
+- a query whose judgments are all 0 or below has no relevant document: the ranking measures are not defined for
+  it (NaN), ``no_answer_fpr`` is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Final, Literal
+
+import numpy as np
+import numpy.typing as npt
+
+from evalkit.data.qrels import Qrels
+from evalkit.data.runs import Run
+from evalkit.measures.ranked import Ranked, RunCounts, rank_lists, rank_run
+from evalkit.measures.registry import MeasureDef
+from evalkit.measures.ties import SUMMATION_OF, tie_policy
+
+__all__ = ["MISSING_POLICIES", "Missing", "RunScores", "depth_of", "score_ranked", "score_rankings", "score_run"]
+
+FloatArray = npt.NDArray[np.float64]
+Missing = Literal["zero", "skip"]
+MISSING_POLICIES: Final = ("zero", "skip")
+
+
+@dataclass(frozen=True)
+class RunScores:
+    """One run's per-query values: ``values[measure][i]`` for query ``i`` of the qrels (NaN: not defined there,
+    or not evaluated), which queries were ``evaluated`` and which are ``answerable``, and the join's counts."""
+
+    name: str
+    values: Mapping[str, FloatArray]
+    evaluated: npt.NDArray[np.bool_]
+    answerable: npt.NDArray[np.bool_]
+    counts: RunCounts | None = None
+
+
+def depth_of(measures: Sequence[MeasureDef], context_k: int = 0) -> int | None:
+    """The deepest rank any of the measures reads (None: the whole ranking)."""
+    depths = []
+    for m in measures:
+        spec = m.spec
+        if spec.needs_spans:
+            depths.append(context_k)
+        elif spec.no_answer:
+            depths.append(1)
+        elif m.cutoff is None or spec.user:
+            return None
+        else:
+            depths.append(m.cutoff)
+    return max(depths, default=1) or 1
+
+
+def score_ranked(ranked: Ranked, measures: Sequence[MeasureDef]) -> tuple[dict[str, FloatArray], npt.NDArray[np.bool_]]:
+    """Every measure's kernel over ``ranked``; NaN where a measure is not defined. Returns values and answerable."""
+    answerable = ranked.relevant() > 0
+    values: dict[str, FloatArray] = {}
+    for measure in measures:
+        column = np.asarray(measure.spec.kernel(ranked, measure), dtype=np.float64)
+        defined = ~answerable if measure.spec.no_answer else answerable
+        values[measure.name] = np.where(defined, column, np.nan)
+    return values, answerable
+
+
+def score_run(
+    qrels: Qrels,
+    run: Run,
+    measures: Sequence[MeasureDef],
+    ties: str = "evalkit",
+    missing: str = "zero",
+) -> RunScores:
+    """Score ``run`` against ``qrels`` (see the module docstring); rows follow ``qrels.queries``."""
+    tie_policy(ties)
+    if missing not in MISSING_POLICIES:
+        raise ValueError(f"unknown missing-query policy {missing!r}; valid: {', '.join(MISSING_POLICIES)}")
+    spans = [m.name for m in measures if m.spec.needs_spans]
+    if spans:
+        raise ValueError(f"{', '.join(spans)} need(s) gold spans, which qrels do not have: score against a fixture")
+    with_ids = any(m.spec.user for m in measures)
+    ranked, in_run, counts = rank_run(run, qrels, ties, SUMMATION_OF[ties], depth_of(measures), with_ids)
+    values, answerable = score_ranked(ranked, measures)
+    evaluated = np.ones(ranked.n, dtype=bool) if missing == "zero" else in_run
+    if missing == "skip":
+        values = {name: np.where(evaluated, column, np.nan) for name, column in values.items()}
+    return RunScores(run.name, values, evaluated, answerable, counts)
+
+
+def score_rankings(
+    rankings: Sequence[Sequence[str]],
+    grades: Sequence[Mapping[str, int]],
+    measures: Sequence[MeasureDef],
+    summation: str = "exact",
+    spans: Sequence[Mapping[str, int]] | None = None,
+    chunk_lengths: Mapping[str, int] | None = None,
+    context_k: int = 0,
+) -> tuple[dict[str, FloatArray], npt.NDArray[np.bool_]]:
+    """Rankings already in order (the fixture path), each with its grades (and gold-span characters by chunk)."""
+    ranked = rank_lists(rankings, grades, summation, depth_of(measures, context_k), spans, chunk_lengths, context_k)
+    return score_ranked(ranked, measures)

@@ -1,0 +1,305 @@
+"""Rankings in the form every measure kernel reads: flat arrays, one entry per (query, rank), deduplicated.
+
+A :class:`Ranked` holds ``n`` queries. Position ``i`` is rank ``rank[i]`` (from 1) of query ``row[i]``; positions
+are grouped by query and in rank order, so a per-query sum accumulated over the positions in array order adds the
+terms rank by rank. Beside each position: the grade of its document (0 when unjudged) and whether it was judged.
+Per query: its positive grades sorted descending (the ideal ranking), and, for the fixture path, gold-span
+characters and chunk lengths for the context measures.
+
+Two builders, one per door: :func:`rank_run` orders a columnar run under a tie policy and joins it to the qrels,
+with numpy sorts and searches (no Python loop over lines); :func:`rank_lists` takes rankings already in order (the
+fixture path, and the reference functions' inputs).
+
+How additive measures (nDCG, AP) add their terms is :data:`SUMMATIONS`: ``exact`` (correctly rounded, equal to
+``math.fsum``) under the evalkit tie policy, ``sequential`` (one by one in rank order, as trec_eval adds them, so
+values equal pytrec_eval's bit for bit) under the trec_eval policy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Final
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+
+from evalkit.data.columns import IntArray, lookup
+from evalkit.data.qrels import Qrels
+from evalkit.data.runs import Run
+
+__all__ = ["SUMMATIONS", "Ranked", "RunCounts", "rank_lists", "rank_run", "segment_sums"]
+
+FloatArray = npt.NDArray[np.float64]
+BoolArray = npt.NDArray[np.bool_]
+
+
+@dataclass(frozen=True)
+class Ranked:
+    """Flat deduplicated rankings of ``n`` queries (see the module docstring)."""
+
+    n: int
+    row: IntArray
+    rank: IntArray
+    grade: IntArray
+    judged: BoolArray
+    ideal_row: IntArray
+    ideal_rank: IntArray
+    ideal_grade: IntArray
+    summation: str = "exact"
+    doc_ids: Sequence[str] | None = None
+    judgments: Sequence[Mapping[str, int]] | None = None
+    span_chars: IntArray | None = None
+    lengths: IntArray | None = None
+    total_span_chars: IntArray | None = None
+
+    def count(self, mask: BoolArray) -> IntArray:
+        """Per query, the number of positions where ``mask`` holds."""
+        counts: IntArray = np.bincount(self.row[mask], minlength=self.n).astype(np.int64)
+        return counts
+
+    def relevant(self, level: int = 1) -> IntArray:
+        """Per query, the number of judged documents with grade >= ``level``."""
+        counts: IntArray = np.bincount(self.ideal_row[self.ideal_grade >= level], minlength=self.n).astype(np.int64)
+        return counts
+
+    def returned(self) -> IntArray:
+        """Per query, the number of (deduplicated) results."""
+        counts: IntArray = np.bincount(self.row, minlength=self.n).astype(np.int64)
+        return counts
+
+    def sums(self, mask: BoolArray, terms: FloatArray) -> FloatArray:
+        """Per query, the sum of ``terms`` at the positions of ``mask``, added as :attr:`summation` says."""
+        return segment_sums(self.row[mask], self.rank[mask], terms, self.n, self.summation)
+
+    def ideal_sums(self, mask: BoolArray, terms: FloatArray) -> FloatArray:
+        """:meth:`sums` over the ideal ranking."""
+        return segment_sums(self.ideal_row[mask], self.ideal_rank[mask], terms, self.n, self.summation)
+
+
+def _sequential(row: IntArray, rank: IntArray, terms: FloatArray, n: int) -> FloatArray:
+    """Added one by one in array order (rank order within a query): ``np.bincount`` accumulates sequentially."""
+    sums: FloatArray = np.asarray(np.bincount(row, weights=terms, minlength=n), dtype=np.float64)
+    return sums
+
+
+def _exact(row: IntArray, rank: IntArray, terms: FloatArray, n: int) -> FloatArray:
+    """Error-free accumulation rank by rank (TwoSum, Knuth): the final rounding equals that of the exact sum, as
+    :func:`math.fsum` gives it (the terms are non-negative: no cancellation)."""
+    high = np.zeros(n, dtype=np.float64)
+    low = np.zeros(n, dtype=np.float64)
+    if len(terms) == 0:
+        return high
+    order = np.argsort(rank, kind="stable")
+    ranks = rank[order]
+    bounds = np.flatnonzero(np.diff(ranks)) + 1
+    for level in np.split(order, bounds):
+        rows, term = row[level], terms[level]
+        old = high[rows]
+        total = old + term
+        back = total - old
+        low[rows] += (old - (total - back)) + (term - back)
+        high[rows] = total
+    sums: FloatArray = high + low
+    return sums
+
+
+SUMMATIONS: Final[dict[str, Callable[[IntArray, IntArray, FloatArray, int], FloatArray]]] = {
+    "exact": _exact,
+    "sequential": _sequential,
+}
+"""How additive measures add their terms: ``exact`` (equal to ``math.fsum``) or ``sequential`` (trec_eval's)."""
+
+
+def segment_sums(row: IntArray, rank: IntArray, terms: FloatArray, n: int, summation: str) -> FloatArray:
+    """Per query, the sum of its terms; an unknown summation raises ``ValueError`` naming the valid ones."""
+    add = SUMMATIONS.get(summation)
+    if add is None:
+        raise ValueError(f"unknown summation {summation!r}; valid: {', '.join(SUMMATIONS)}")
+    return add(row, rank, terms, n)
+
+
+def _ranks(row: IntArray, n: int) -> IntArray:
+    """1-based rank of each position of rows grouped in order."""
+    starts = np.concatenate(([0], np.cumsum(np.bincount(row, minlength=n))[:-1]))
+    ranks: IntArray = np.arange(len(row), dtype=np.int64) - starts[row] + 1
+    return ranks
+
+
+def _ideal(query: IntArray, grades: IntArray, n: int) -> tuple[IntArray, IntArray, IntArray]:
+    positive = grades >= 1
+    q, g = query[positive], grades[positive]
+    order = np.lexsort((-g, q))
+    q, g = q[order], g[order]
+    return q, _ranks(q, n), g
+
+
+@dataclass(frozen=True)
+class RunCounts:
+    """What joining a run to the qrels found: counts, never IDs."""
+
+    lines: int
+    duplicates: int
+    unjudged_queries: int
+    missing_queries: int
+    all_ties: int
+
+
+def rank_run(
+    run: Run, qrels: Qrels, ties: str, summation: str, depth: int | None = None, with_ids: bool = False
+) -> tuple[Ranked, BoolArray, RunCounts]:
+    """The run ordered under the tie policy ``ties`` and joined to the qrels; rows are the qrels' queries.
+
+    Returns the rankings, a mask of the qrels' queries the run names, and the counts. ``depth`` keeps only the
+    first ``depth`` results of each query (None: all), which is all any cutoff measure can see.
+    """
+    n = len(qrels.queries)
+    position = lookup(run.queries, qrels.queries)
+    in_run = np.zeros(n, dtype=bool)
+    in_run[position[position >= 0]] = True
+    row = position[run.query]
+    keep = row >= 0
+    q, d, s = row[keep], run.doc[keep], run.scores[keep]
+    if ties == "trec_eval":
+        order = np.lexsort((-d, -s.astype(np.float32), q))
+    elif ties == "evalkit":
+        order = np.lexsort((d, -s, q))
+    else:
+        raise ValueError(f"unknown tie policy {ties!r}; valid: evalkit, trec_eval")
+    q, d, s = q[order], d[order], s[order]
+    width = max(len(run.docs), 1)
+    _, first = np.unique(q * width + d, return_index=True)
+    duplicates = len(q) - len(first)
+    if duplicates:
+        unique = np.zeros(len(q), dtype=bool)
+        unique[first] = True
+        q, d, s = q[unique], d[unique], s[unique]
+    all_ties = _all_ties(q, s, n)
+    rank = _ranks(q, n)
+    if depth is not None:
+        within = rank <= depth
+        q, d, rank = q[within], d[within], rank[within]
+    judged_doc = lookup(qrels.docs, run.docs)
+    known = judged_doc >= 0
+    keys = qrels.query[known] * width + judged_doc[known]
+    order = np.argsort(keys, kind="stable")
+    keys, grades = keys[order], qrels.grades[known][order]
+    at = np.searchsorted(keys, q * width + d)
+    at_clipped = np.minimum(at, max(len(keys) - 1, 0))
+    judged = (at < len(keys)) & (keys[at_clipped] == q * width + d) if len(keys) else np.zeros(len(q), dtype=bool)
+    grade = np.where(judged, grades[at_clipped] if len(keys) else 0, 0).astype(np.int64)
+    ideal_row, ideal_rank, ideal_grade = _ideal(qrels.query, qrels.grades, n)
+    ranked = Ranked(n, q, rank, grade, judged, ideal_row, ideal_rank, ideal_grade, summation)
+    if with_ids:  # registered measures call a Python function per query with IDs
+        judgments = qrels_judgments(qrels)
+        ranked = replace(ranked, doc_ids=run.docs.take(pa.array(d)).to_pylist(), judgments=judgments)
+    counts = RunCounts(
+        lines=len(run.query),
+        duplicates=int(duplicates),
+        unjudged_queries=int((position < 0).sum()),
+        missing_queries=int(n - in_run.sum()),
+        all_ties=all_ties,
+    )
+    return ranked, in_run, counts
+
+
+def qrels_judgments(qrels: Qrels) -> list[dict[str, int]]:
+    """Per qrels query, its judgments as a dict (for registered measures)."""
+    table: list[dict[str, int]] = [{} for _ in range(len(qrels.queries))]
+    for q, doc, grade in zip(qrels.query.tolist(), qrels.docs.to_pylist(), qrels.grades.tolist(), strict=True):
+        table[q][doc] = grade
+    return table
+
+
+def _all_ties(q: IntArray, s: FloatArray, n: int) -> int:
+    """Queries with at least two results, all of the same score (their order is the tie policy's alone)."""
+    if len(q) == 0:
+        return 0
+    high = np.full(n, -np.inf)
+    low = np.full(n, np.inf)
+    np.maximum.at(high, q, s)
+    np.minimum.at(low, q, s)
+    sizes = np.bincount(q, minlength=n)
+    return int(((sizes >= 2) & (high == low)).sum())
+
+
+def rank_lists(
+    rankings: Sequence[Sequence[str]],
+    grades: Sequence[Mapping[str, int]],
+    summation: str = "exact",
+    depth: int | None = None,
+    spans: Sequence[Mapping[str, int]] | None = None,
+    chunk_lengths: Mapping[str, int] | None = None,
+    context_k: int = 0,
+) -> Ranked:
+    """Rankings given in order (duplicates removed here, first kept) with each query's grades.
+
+    ``spans`` (per query, gold-span characters by chunk) and ``chunk_lengths`` feed the context measures, whose
+    context is the first ``context_k`` results; a chunk in a context without a length raises ``ValueError``.
+    """
+    if len(rankings) != len(grades):
+        raise ValueError(f"{len(rankings)} rankings for {len(grades)} judged queries")
+    n = len(rankings)
+    rows: list[int] = []
+    ids: list[str] = []
+    for index, ranking in enumerate(rankings):
+        top = tuple(dict.fromkeys(ranking))
+        if depth is not None:
+            top = top[:depth]
+        ids += top
+        rows += [index] * len(top)
+    row = np.array(rows, dtype=np.int64)
+    rank = _ranks(row, n)
+    grade_list: list[int] = []
+    judged_list: list[bool] = []
+    for index, chunk_id in zip(rows, ids, strict=True):
+        value = grades[index].get(chunk_id)
+        judged_list.append(value is not None)
+        grade_list.append(0 if value is None else value)
+    judged_query = np.array([i for i, g in enumerate(grades) for _ in g], dtype=np.int64)
+    judged_grades = np.array([v for g in grades for v in g.values()], dtype=np.int64)
+    ideal_row, ideal_rank, ideal_grade = _ideal(judged_query, judged_grades, n)
+    span_chars = lengths = total = None
+    if spans is not None:
+        span_chars, lengths, total = _context(rows, ids, rank, spans, chunk_lengths, context_k, n)
+    return Ranked(
+        n,
+        row,
+        rank,
+        np.array(grade_list, dtype=np.int64),
+        np.array(judged_list, dtype=bool),
+        ideal_row,
+        ideal_rank,
+        ideal_grade,
+        summation,
+        tuple(ids),
+        grades,
+        span_chars,
+        lengths,
+        total,
+    )
+
+
+def _context(
+    rows: list[int],
+    ids: list[str],
+    rank: IntArray,
+    spans: Sequence[Mapping[str, int]],
+    chunk_lengths: Mapping[str, int] | None,
+    context_k: int,
+    n: int,
+) -> tuple[IntArray, IntArray, IntArray]:
+    chars: list[int] = []
+    lengths: list[int] = []
+    for index, chunk_id, position in zip(rows, ids, rank.tolist(), strict=True):
+        if position > context_k:
+            chars.append(0)
+            lengths.append(0)
+            continue
+        if chunk_lengths is None or chunk_id not in chunk_lengths:
+            raise ValueError(f"chunk {chunk_id!r} has no entry in chunk_lengths")
+        chars.append(spans[index].get(chunk_id, 0))
+        lengths.append(chunk_lengths[chunk_id])
+    total = np.array([sum(s.values()) for s in spans], dtype=np.int64)
+    return np.array(chars, dtype=np.int64), np.array(lengths, dtype=np.int64), total

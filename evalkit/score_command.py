@@ -1,0 +1,146 @@
+"""``evalkit score``: score run files against qrels (no corpus) or against a fixture (with answer spans).
+
+``--qrels`` takes TREC or BEIR qrels and goes through the scoring core alone (:func:`evalkit.scoring.score`): no
+database, analyzer or embedding is built. ``--fixture`` scores the runs as external systems of the fixture, which
+adds the context measures (they need answer spans) and the fixture's gates.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from evalkit.data.tables import DEFAULT_MAX_TABLE_BYTES
+from evalkit.measures.core import MISSING_POLICIES
+from evalkit.output import ENV_VAR, output_path_from_env, refuse_input_overwrite, resolve_output_path, write_atomic
+from evalkit.reporting.report import report_json
+from evalkit.scoring import ScoreResult, score
+
+__all__ = ["FORMATS", "add_score_arguments", "score_qrels"]
+
+FORMATS = ("table", "json", "trec")
+
+
+def _measures(text: str | None) -> list[str] | None:
+    if text is None:
+        return None
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    if not names:
+        raise ValueError("--measures names no measure")
+    return names
+
+
+def _max_bytes(args: argparse.Namespace) -> int:
+    if args.max_input_mb is None:
+        return DEFAULT_MAX_TABLE_BYTES
+    if args.max_input_mb <= 0:
+        raise ValueError(f"--max-input-mb must be positive, got {args.max_input_mb}")
+    return int(args.max_input_mb * 2**20)
+
+
+def _rendered(result: ScoreResult, args: argparse.Namespace) -> bytes:
+    if args.format == "json":
+        return report_json(result.to_report())
+    if args.format == "trec":
+        return (result.format_trec(per_query=args.per_query) + "\n").encode("utf-8")
+    text = result.format_table()
+    if args.per_query:
+        text += "\n\n" + result.per_query.to_string(float_format=lambda v: f"{v:.4f}", na_rep="-")
+    return (text + "\n").encode("utf-8")
+
+
+def score_qrels(args: argparse.Namespace) -> int:
+    """``evalkit score --qrels``: every input read and checked, then the output written (or printed)."""
+    workspace = Path.cwd()
+    inputs = [Path(args.qrels), *(Path(r) for r in args.run), *([Path(args.topics)] if args.topics else [])]
+    requested = args.output or os.environ.get(ENV_VAR) or None
+    target = (
+        resolve_output_path(args.output, workspace)
+        if args.output is not None
+        else output_path_from_env(os.environ, workspace)
+    )
+    if target is not None:
+        refuse_input_overwrite(target, inputs, requested)
+    max_bytes = _max_bytes(args)
+    runs = {Path(r).name: Path(r) for r in args.run}
+    run_input = Path(args.run[0]) if len(args.run) == 1 else _named_runs(args.run, max_bytes)
+    if len(runs) != len(args.run):
+        raise ValueError("the same run file is given twice")
+    result = score(
+        Path(args.qrels),
+        run_input,
+        measures=_measures(args.measures),
+        ties=args.ties,
+        languages=Path(args.topics) if args.topics else None,
+        missing=args.missing,
+        max_bytes=max_bytes,
+    )
+    data = _rendered(result, args)
+    if target is None:
+        sys.stdout.write(data.decode("utf-8"))
+        return 0
+    write_atomic(target, data)
+    if args.format != "json":
+        sys.stdout.write(result.format_table() + "\n")
+    print(f"{args.format} output written to {target.relative_to(workspace.resolve())}")
+    return 0
+
+
+def _named_runs(paths: list[str], max_bytes: int) -> dict[str, object]:
+    """Several run files, each named by its tag (or file name); two runs named alike are refused."""
+    from evalkit.data.runs import read_run
+
+    runs: dict[str, object] = {}
+    for path in paths:
+        run = read_run(Path(path), max_bytes)
+        if run.name in runs:
+            raise ValueError(f"run ID {run.name!r} of {Path(path).name} is used by another run; rename the file or tag")
+        runs[run.name] = run
+    return runs
+
+
+def add_score_arguments(
+    score_parser: argparse.ArgumentParser, add_ties: Callable[[argparse.ArgumentParser], None]
+) -> None:
+    """The options of ``evalkit score`` for the qrels path."""
+    score_parser.add_argument(
+        "--qrels",
+        default=None,
+        help="TREC (qid iter docid grade) or BEIR TSV qrels, optionally .gz: score without a corpus "
+        "(default: none, score against --fixture)",
+    )
+    score_parser.add_argument(
+        "--topics",
+        default=None,
+        help="TSV (qid<TAB>text) or JSONL topics with optional language: per-language slices (default: one slice)",
+    )
+    score_parser.add_argument(
+        "--measures",
+        default=None,
+        help="comma-separated measures, evalkit's (ndcg@10, recall@10, mrr@10, precision@k, success@k, map, "
+        "map@k, rprec, judged@k) or trec_eval's (ndcg_cut_10, recip_rank, P_10, recall_100, map, Rprec) "
+        "(default: recall@1,recall@5,recall@10,mrr@10,ndcg@10)",
+    )
+    score_parser.add_argument(
+        "--missing",
+        choices=MISSING_POLICIES,
+        default="zero",
+        help="judged queries absent from a run: zero scores them 0 (trec_eval -c), skip leaves them out "
+        "(trec_eval's default)",
+    )
+    score_parser.add_argument("--per-query", action="store_true", help="also print every query's values")
+    score_parser.add_argument(
+        "--format",
+        choices=FORMATS,
+        default="table",
+        help="table (for people), json (the report evalkit compare reads) or trec (trec_eval's layout)",
+    )
+    score_parser.add_argument(
+        "--max-input-mb",
+        type=float,
+        default=None,
+        help=f"refuse a qrels, run or topics file larger than this (default: {DEFAULT_MAX_TABLE_BYTES // 2**20} MiB)",
+    )

@@ -1,0 +1,455 @@
+"""``evalkit.score``: any run against any qrels, no corpus needed, at home in a notebook.
+
+>>> result = evalkit.score("qrels.txt", "run.trec", measures=["ndcg@10", "ndcg_cut_10", "recip_rank"])
+>>> result.aggregate            # measure -> mean over the judged queries
+>>> result.per_query            # DataFrame: one row per query ID, one column per measure as named
+>>> result.intervals            # run -> slice -> measure -> 95% bootstrap interval
+>>> report = result.to_report() # the schema-2 report `evalkit compare` reads
+
+Inputs: qrels as a path (TREC or BEIR, optionally ``.gz``), ``{qid: {docid: grade}}`` or a DataFrame with
+columns ``query_id``, ``doc_id``, ``grade``; a run as a path (TREC or JSONL), ``{qid: {docid: score}}``, a
+DataFrame with ``query_id``, ``doc_id``, ``score``, or several runs as ``{name: run}``. ``languages`` gives each
+query's language (a mapping, or a topics file: :mod:`evalkit.data.topics`) for the ``en`` and ``zh`` slices;
+without it there is one slice, ``all``. Which queries count, and how ties and duplicates are handled, is the
+scoring core's (:mod:`evalkit.measures.core`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import html
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import pandas as pd
+
+from evalkit.data.qrels import Qrels, qrels_from_mapping, read_qrels_file
+from evalkit.data.runs import Run, read_run, run_from_rankings
+from evalkit.data.schema import LANGUAGES, SLICES, Language, Slice, is_identifier
+from evalkit.data.tables import DEFAULT_MAX_TABLE_BYTES
+from evalkit.data.topics import read_topics
+from evalkit.measures.core import RunScores, score_run
+from evalkit.measures.metrics import LatencySummary
+from evalkit.measures.registry import DEFAULT_SCORE_MEASURES, MeasureDef, parse_measures
+from evalkit.measures.statistics import DEFAULT_STATISTICS, StatisticsSettings
+from evalkit.measures.ties import DEFAULT_TIE_POLICY
+from evalkit.reporting.per_query import (
+    PER_QUERY_DECIMALS,
+    Interval,
+    QueryIndex,
+    aggregate_intervals,
+    split_measures,
+)
+from evalkit.reporting.report import AblationReport, QueryCounts, Report, SystemReport
+
+__all__ = ["ScoreResult", "load_qrels", "load_run", "score"]
+
+QrelsInput = str | Path | Qrels | Mapping[str, Mapping[str, int]] | pd.DataFrame
+RunInput = str | Path | Run | Mapping[str, Mapping[str, float]] | pd.DataFrame
+_QUERY_COLUMNS = ("query_id", "qid", "query-id")
+_DOC_COLUMNS = ("doc_id", "docid", "corpus-id", "chunk_id")
+_GRADE_COLUMNS = ("grade", "relevance", "rel", "score")
+_SCORE_COLUMNS = ("score",)
+
+
+def _column(frame: pd.DataFrame, names: Sequence[str], what: str) -> pd.Series:
+    for name in names:
+        if name in frame.columns:
+            return frame[name]
+    raise ValueError(f"{what} DataFrame needs a column named one of {', '.join(names)}; it has {list(frame.columns)}")
+
+
+def load_qrels(qrels: QrelsInput, max_bytes: int = DEFAULT_MAX_TABLE_BYTES) -> Qrels:
+    """Judgments from a path, a ``{qid: {docid: grade}}`` mapping or a DataFrame."""
+    if isinstance(qrels, Qrels):
+        return qrels
+    if isinstance(qrels, (str, Path)):
+        return read_qrels_file(Path(qrels), max_bytes)
+    if isinstance(qrels, pd.DataFrame):
+        table: dict[str, dict[str, int]] = {}
+        queries = _column(qrels, _QUERY_COLUMNS, "qrels").astype(str)
+        docs = _column(qrels, _DOC_COLUMNS, "qrels").astype(str)
+        for q, d, g in zip(queries, docs, _column(qrels, _GRADE_COLUMNS, "qrels"), strict=True):
+            if d in table.setdefault(q, {}) and table[q][d] != g:
+                raise ValueError(f"qrels: query {q!r} document {d!r}: judged twice with different grades")
+            table[q][d] = g
+        return qrels_from_mapping(table, "qrels DataFrame")
+    return qrels_from_mapping(qrels, "qrels")
+
+
+def load_run(run: RunInput, name: str = "run", max_bytes: int = DEFAULT_MAX_TABLE_BYTES) -> Run:
+    """A run from a path, a ``{qid: {docid: score}}`` mapping or a DataFrame (``name`` names the last two)."""
+    if isinstance(run, Run):
+        return run
+    if isinstance(run, (str, Path)):
+        return read_run(Path(run), max_bytes)
+    if isinstance(run, pd.DataFrame):
+        rankings: dict[str, list[tuple[str, float]]] = {}
+        queries = _column(run, _QUERY_COLUMNS, "run").astype(str)
+        docs = _column(run, _DOC_COLUMNS, "run").astype(str)
+        for q, d, s in zip(queries, docs, _column(run, _SCORE_COLUMNS, "run"), strict=True):
+            rankings.setdefault(q, []).append((d, float(s)))
+        return run_from_rankings(name, rankings)
+    return run_from_rankings(name, {q: list(docs.items()) for q, docs in run.items()})
+
+
+def _is_single_run(runs: Any) -> bool:
+    if not isinstance(runs, Mapping) or not runs:
+        return True
+    first = next(iter(runs.values()))
+    if not isinstance(first, Mapping) or not first:
+        return not isinstance(first, (str, Path, Run, pd.DataFrame))
+    return not isinstance(next(iter(first.values())), (Mapping, str, Path, Run, pd.DataFrame))
+
+
+def _load_runs(runs: Any, max_bytes: int) -> list[Run]:
+    if _is_single_run(runs):
+        return [load_run(runs, max_bytes=max_bytes)]
+    loaded = []
+    for name, run in runs.items():
+        one = load_run(run, str(name), max_bytes)
+        loaded.append(
+            one
+            if one.name == name
+            else Run(str(name), one.queries, one.query, one.docs, one.doc, one.scores, one.lines)
+        )
+    return loaded
+
+
+def _languages(languages: Mapping[str, str] | str | Path | None, max_bytes: int) -> dict[str, Language]:
+    if languages is None:
+        return {}
+    if isinstance(languages, (str, Path)):
+        return read_topics(Path(languages), max_bytes)
+    bad = sorted(q for q, lang in languages.items() if lang not in LANGUAGES)
+    if bad:
+        raise ValueError(f"languages: query {bad[0]!r} has language {languages[bad[0]]!r}, not one of {LANGUAGES}")
+    return dict(languages)  # type: ignore[arg-type]
+
+
+def _content_sha256(*parts: object) -> str:
+    digest = hashlib.sha256()
+    for part in parts:
+        if isinstance(part, np.ndarray):
+            digest.update(np.ascontiguousarray(part).tobytes())
+        else:
+            digest.update(repr(part).encode("utf-8"))
+        digest.update(b"\x00")
+    return digest.hexdigest()
+
+
+def _qrels_sha256(qrels: Qrels) -> str:
+    return _content_sha256("qrels", qrels.queries.to_pylist(), qrels.query, qrels.docs.to_pylist(), qrels.grades)
+
+
+def _run_sha256(run: Run) -> str:
+    return _content_sha256("run", run.queries.to_pylist(), run.query, run.docs.to_pylist(), run.doc, run.scores)
+
+
+@dataclass(frozen=True)
+class ScoreResult:
+    """Per-query values of one or more runs against one set of qrels; see the module docstring."""
+
+    qrels: Qrels
+    runs: tuple[RunScores, ...]
+    measures: tuple[MeasureDef, ...]
+    languages: Mapping[str, Language]
+    ties: str
+    missing: str
+    notes: tuple[str, ...]
+    statistics: StatisticsSettings = DEFAULT_STATISTICS
+    run_hashes: Mapping[str, str] = field(default_factory=dict)
+
+    @cached_property
+    def query_ids(self) -> list[str]:
+        """The evaluated query IDs, ascending (with ``missing="skip"``, those every run names)."""
+        evaluated = np.logical_and.reduce([r.evaluated for r in self.runs])
+        ids = self.qrels.queries.to_pylist()
+        return [q for q, keep in zip(ids, evaluated.tolist(), strict=True) if keep]
+
+    @cached_property
+    def _rows(self) -> npt.NDArray[np.int64]:
+        evaluated = np.logical_and.reduce([r.evaluated for r in self.runs])
+        return np.flatnonzero(evaluated)
+
+    def __getitem__(self, name: str) -> ScoreResult:
+        """The result of the run called ``name`` alone."""
+        chosen = tuple(r for r in self.runs if r.name == name)
+        if not chosen:
+            raise KeyError(f"no run named {name!r}; runs: {', '.join(r.name for r in self.runs)}")
+        return ScoreResult(
+            self.qrels,
+            chosen,
+            self.measures,
+            self.languages,
+            self.ties,
+            self.missing,
+            self.notes,
+            self.statistics,
+            self.run_hashes,
+        )
+
+    def _frame(self, run: RunScores) -> pd.DataFrame:
+        frame = pd.DataFrame(
+            {m.name: run.values[m.name][self._rows] for m in self.measures}, index=pd.Index(self.query_ids)
+        )
+        frame.index.name = "query_id"
+        return frame
+
+    @cached_property
+    def per_query(self) -> pd.DataFrame:
+        """One row per evaluated query ID, one column per measure as named (NaN: not defined for the query).
+        With several runs, the columns are (run, measure)."""
+        if len(self.runs) == 1:
+            return self._frame(self.runs[0])
+        return pd.concat({r.name: self._frame(r) for r in self.runs}, axis=1)
+
+    def _slice_rows(self, slice_name: str) -> list[int]:
+        if slice_name == "all":
+            return list(range(len(self.query_ids)))
+        return [i for i, q in enumerate(self.query_ids) if self.languages.get(q) == slice_name]
+
+    @cached_property
+    def slices(self) -> tuple[Slice, ...]:
+        """``all``, then each language some evaluated query has."""
+        present = {self.languages.get(q) for q in self.query_ids}
+        return ("all", *(lang for lang in LANGUAGES if lang in present))
+
+    @cached_property
+    def means(self) -> dict[tuple[str, str], dict[str, float]]:
+        """(run, slice) -> measure -> mean over the slice's queries the measure is defined on (NaN: none)."""
+        means: dict[tuple[str, str], dict[str, float]] = {}
+        for run in self.runs:
+            for slice_name in self.slices:
+                rows = self._rows[self._slice_rows(slice_name)]
+                row: dict[str, float] = {}
+                for m in self.measures:
+                    column = [v for v in run.values[m.name][rows].tolist() if not math.isnan(v)]
+                    row[m.name] = math.fsum(column) / len(column) if column else math.nan
+                means[(run.name, slice_name)] = row
+        return means
+
+    @property
+    def table(self) -> pd.DataFrame:
+        """:attr:`means` as a DataFrame: rows (run, slice), one column per measure."""
+        frame = pd.DataFrame.from_dict(self.means, orient="index")
+        frame.index = pd.MultiIndex.from_tuples(list(self.means), names=["run", "slice"])
+        return frame
+
+    @property
+    def aggregate(self) -> dict[str, float] | dict[str, dict[str, float]]:
+        """Measure -> mean over the judged queries (slice ``all``); with several runs, run -> that mapping."""
+        means = {run.name: dict(self.means[(run.name, "all")]) for run in self.runs}
+        return means[self.runs[0].name] if len(self.runs) == 1 else means
+
+    @cached_property
+    def intervals(self) -> dict[str, dict[Slice, dict[str, Interval]]]:
+        """Run -> slice -> measure -> 95% percentile bootstrap interval of the mean (seeded: the same every time)."""
+        index, per_query = self._index_and_values()
+        return aggregate_intervals(index, per_query, self.statistics, [m.name for m in self.measures])
+
+    def _index_and_values(self) -> tuple[QueryIndex, dict[str, dict[str, dict[str, float]]]]:
+        answerable = self.runs[0].answerable[self._rows].tolist()
+        index = QueryIndex(
+            query_ids=tuple(self.query_ids),
+            languages=tuple(self.languages.get(q) for q in self.query_ids),
+            answerable=tuple(answerable),
+        )
+        per_query: dict[str, dict[str, dict[str, float]]] = {}
+        for run in self.runs:
+            columns = {m.name: run.values[m.name][self._rows].tolist() for m in self.measures}
+            per_query[run.name] = {
+                q: {name: v[i] for name, v in columns.items() if not math.isnan(v[i])}
+                for i, q in enumerate(self.query_ids)
+            }
+        return index, per_query
+
+    def to_report(self) -> Report:
+        """The schema-2 report (IDs, hashes and numbers only) that ``evalkit compare`` reads."""
+        bad = [r.name for r in self.runs if not is_identifier(r.name)]
+        if bad:
+            raise ValueError(f"run name {bad[0]!r} is not a valid report ID (letters, digits and . _ : -)")
+        index, per_query = self._index_and_values()
+        names = [m.name for m in self.measures]
+        intervals = aggregate_intervals(index, per_query, self.statistics, names)
+        counts = self._query_counts(index)
+        ablations = {}
+        for run in self.runs:
+            metrics = {
+                s: {m: v for m, v in self.means[(run.name, s)].items() if not math.isnan(v)} for s in self.slices
+            }
+            columns = {
+                m: tuple(
+                    None if math.isnan(v) else round(v, PER_QUERY_DECIMALS) for v in run.values[m][self._rows].tolist()
+                )
+                for m in names
+            }
+            ablations[run.name] = AblationReport(
+                mode="run",
+                metrics=metrics,
+                query_counts=counts,
+                latency_ms=LatencySummary(count=0, min_ms=0.0, median_ms=0.0, p95_ms=0.0, max_ms=0.0, mean_ms=0.0),
+                failures=(),
+                system=SystemReport(kind="run-file", sha256=self.run_hashes.get(run.name), counts=_counts(run)),
+                intervals=intervals[run.name],
+                per_query=columns,
+            )
+        judgments = _qrels_sha256(self.qrels)
+        definitions = {m.name: m.definition for m in self.measures}
+        projection = _content_sha256(*(run.values[m][self._rows] for run in self.runs for m in names))
+        definition = _content_sha256(
+            judgments,
+            sorted(self.run_hashes.items()),
+            definitions,
+            self.ties,
+            self.missing,
+            self.statistics.model_dump(mode="json"),
+        )
+        return Report(
+            fixture_id="qrels",
+            fixture_version=f"judgments-{judgments[:12]}",
+            corpus_sha256=None,
+            evaluation_definition_hash=definition,
+            provider_definitions_hash=None,
+            deterministic_projection_sha256=projection,
+            runs=1,
+            retrieval_settings=None,
+            tie_policy=self.ties,  # type: ignore[arg-type]
+            ablations=ablations,
+            judgments_sha256=judgments,
+            statistics=self.statistics,
+            queries=index,
+            measures=definitions,
+            missing_queries=self.missing,  # type: ignore[arg-type]
+        )
+
+    def _query_counts(self, index: QueryIndex) -> dict[Slice, QueryCounts]:
+        counts: dict[Slice, QueryCounts] = {}
+        for slice_name in SLICES:
+            answerable = len(index.members(slice_name, True))
+            counts[slice_name] = QueryCounts(answerable=answerable, no_answer=len(index.members(slice_name, False)))
+        return counts
+
+    def format_table(self) -> str:
+        """Plain text: one row per run and slice, one column per measure, then the notes."""
+        names = [m.name for m in self.measures]
+        width = max([8, *(len(r.name) for r in self.runs)])
+        header = f"{'run':<{width}} {'slice':<5} " + " ".join(f"{n:>{max(8, len(n))}}" for n in names)
+        lines = [header, "-" * len(header)]
+        for (run, slice_name), row in self.means.items():
+            cells = [
+                f"{'-':>{max(8, len(n))}}" if math.isnan(row[n]) else f"{row[n]:>{max(8, len(n))}.4f}" for n in names
+            ]
+            lines.append(f"{run:<{width}} {slice_name:<5} " + " ".join(cells))
+        return "\n".join([*lines, *(f"note: {n}" for n in self.notes)])
+
+    def format_trec(self, per_query: bool = False) -> str:
+        """trec_eval's layout, ``measure<TAB>query<TAB>value`` with 4 decimals (``%-22s\\t%s\\t%6.4f``): per query
+        first when asked, then ``all``. With several runs, each run's block follows the previous one."""
+        lines = []
+        for run in self.runs:
+            if per_query:
+                columns = {m.name: run.values[m.name][self._rows].tolist() for m in self.measures}
+                for i, query_id in enumerate(self.query_ids):
+                    lines += [f"{n:<22}\t{query_id}\t{v[i]:6.4f}" for n, v in columns.items() if not math.isnan(v[i])]
+            means = self.means[(run.name, "all")]
+            lines += [
+                f"{m.name:<22}\tall\t{means[m.name]:6.4f}" for m in self.measures if not math.isnan(means[m.name])
+            ]
+        return "\n".join(lines)
+
+    def _repr_html_(self) -> str:
+        notes = "".join(f"<li>{html.escape(n)}</li>" for n in self.notes)
+        table: str = self.table.to_html(float_format=lambda v: f"{v:.4f}", na_rep="-")
+        return table + (f"<ul>{notes}</ul>" if notes else "")
+
+
+def _counts(run: RunScores) -> dict[str, int]:
+    if run.counts is None:
+        return {}
+    c = run.counts
+    return {
+        "lines": c.lines,
+        "duplicates": c.duplicates,
+        "unjudged_queries": c.unjudged_queries,
+        "missing_queries": c.missing_queries,
+        "all_ties": c.all_ties,
+    }
+
+
+def _notes(scores: Sequence[RunScores], dropped: Sequence[str], missing: str) -> list[str]:
+    notes = (
+        [
+            f"{', '.join(dropped)} left out: context measures need answer spans, which only a fixture gives "
+            "(evalkit score --fixture)"
+        ]
+        if dropped
+        else []
+    )
+    for run in scores:
+        c = run.counts
+        if c is None:
+            continue
+        action = "scored 0" if missing == "zero" else "left out"
+        notes.append(
+            f"{run.name}: {c.lines} line(s); {c.missing_queries} judged query(ies) missing from the run ({action}); "
+            f"{c.unjudged_queries} run query(ies) without judgments ignored; {c.duplicates} duplicate line(s) "
+            f"(best-placed kept); {c.all_ties} query(ies) whose results all tie (ordered by the tie policy alone)"
+        )
+    return notes
+
+
+def score(
+    qrels: QrelsInput,
+    run: Any,
+    measures: Sequence[str] | None = None,
+    ties: str = DEFAULT_TIE_POLICY,
+    languages: Mapping[str, str] | str | Path | None = None,
+    missing: str = "zero",
+    max_bytes: int = DEFAULT_MAX_TABLE_BYTES,
+) -> ScoreResult:
+    """Score one run (or ``{name: run}``) against qrels; see the module docstring for the inputs.
+
+    ``measures`` are names in evalkit's or trec_eval's vocabulary (:mod:`evalkit.measures.registry`; default:
+    recall@1/5/10, mrr@10, ndcg@10, plus no_answer_fpr when some judged query has no relevant document). Context
+    measures need answer spans and are left out with a note. ``ties`` is the tie policy, ``missing`` what a judged
+    query the run does not name counts as (``zero`` or ``skip``).
+    """
+    judged = load_qrels(qrels, max_bytes)
+    runs = _load_runs(run, max_bytes)
+    names = [r.name for r in runs]
+    if len(set(names)) != len(names):
+        raise ValueError(f"two runs are named alike ({', '.join(names)}): name them with a {{name: run}} mapping")
+    asked = parse_measures(list(measures) if measures is not None else list(DEFAULT_SCORE_MEASURES))
+    dropped = [m.name for m in asked if m.spec.needs_spans]
+    chosen = [m for m in asked if not m.spec.needs_spans]
+    scores = tuple(score_run(judged, r, chosen, ties, missing) for r in runs)
+    if measures is None and not scores[0].answerable.all():
+        no_answer = parse_measures(["no_answer_fpr"])
+        extra = [score_run(judged, r, no_answer, ties, missing) for r in runs]
+        scores = tuple(
+            RunScores(s.name, {**s.values, **e.values}, s.evaluated, s.answerable, s.counts)
+            for s, e in zip(scores, extra, strict=True)
+        )
+        chosen += list(no_answer)
+    if not chosen:
+        raise ValueError("no measure left to compute: " + "; ".join(_notes((), dropped, missing)))
+    if not len(judged):
+        raise ValueError(f"{judged.source}: holds no judgments")
+    split_measures([m.name for m in chosen])
+    return ScoreResult(
+        judged,
+        scores,
+        tuple(chosen),
+        _languages(languages, max_bytes),
+        ties,
+        missing,
+        tuple(_notes(scores, dropped, missing)),
+        run_hashes={r.name: _run_sha256(r) for r in runs},
+    )
