@@ -1,6 +1,7 @@
 """evalkit: offline, deterministic retrieval evaluation for bilingual (Simplified Chinese + English) knowledge bases.
 
-The names below are the public surface; everything else may change between versions.
+The names below are the public surface; everything else may change between versions. Start with :func:`score`:
+any run against any qrels, no corpus needed.
 """
 
 from evalkit.ablations import ABLATION_IDS, ABLATIONS, Ablation, external_ablation, parse_ablations, select_ablations
@@ -10,6 +11,7 @@ from evalkit.data.runs import read_run
 from evalkit.data.squad import SquadImportOptions, import_cross_lingual, import_squad, read_squad
 from evalkit.evaluation import DeterminismError, Evaluation, evaluate
 from evalkit.measures.metrics import Measure
+from evalkit.measures.registry import MeasureDef, parse_measure, register_measure, unregister_measure
 from evalkit.output import OutputPathError, resolve_output_path
 from evalkit.reporting.comparison import compare_reports, find_regressions
 from evalkit.reporting.gates import GateFailure, GateThresholds, check_gates, evaluate_gates, load_baselines
@@ -26,6 +28,7 @@ from evalkit.retrieval.embeddings import (
 )
 from evalkit.retrieval.retriever import QueryError, QueryFailed, Retriever
 from evalkit.retrieval.service import KnowledgeService, RetrievalSettings
+from evalkit.scoring import ScoreResult, load_qrels, load_run, score
 
 __all__ = [
     "ABLATIONS",
@@ -47,12 +50,14 @@ __all__ = [
     "KnowledgeService",
     "LoadedFixture",
     "Measure",
+    "MeasureDef",
     "OutputPathError",
     "QueryError",
     "QueryFailed",
     "Report",
     "RetrievalSettings",
     "Retriever",
+    "ScoreResult",
     "SentenceTransformerProvider",
     "SquadImportOptions",
     "TokenHashProvider",
@@ -69,12 +74,18 @@ __all__ = [
     "import_squad",
     "load_baselines",
     "load_fixture",
+    "load_qrels",
+    "load_run",
     "parse_ablations",
+    "parse_measure",
     "parse_report",
     "read_run",
     "read_squad",
+    "register_measure",
     "report_json",
     "resolve_output_path",
     "run_benchmark",
+    "score",
     "select_ablations",
+    "unregister_measure",
 ]
