@@ -41,6 +41,7 @@ benchmark-scale: setup
 	$(BIN)/python benchmarks/scale.py
 	$(BIN)/python benchmarks/metrics_speed.py
 	$(BIN)/python benchmarks/statistics_speed.py
+	$(BIN)/python benchmarks/score_speed.py
 
 # Regenerate the committed context baselines for review (see README: only after a reviewed change).
 baseline: setup

@@ -5,8 +5,9 @@ chunks with grades 1 to 3, two of them planted in the ranking on average. Both t
 plain-Python inputs, in batches of 100,000 queries so that a million queries fit in memory, and the times are
 summed:
 
-- evalkit: rankings (lists of chunk IDs in rank order, as the runner holds them) and grade dicts, through
-  ``judged_query`` and ``standard_values`` (the path the runner, ``evalkit score`` and comparisons use);
+- evalkit: rankings (lists of chunk IDs in rank order, as the runner holds them) and grade dicts, through the
+  scoring core's ``rank_lists`` and ``score_ranked`` (the registry's batch kernels, which the fixture path and
+  ``evalkit score`` share);
 - pytrec_eval: the run as ``{qid: {docid: score}}`` and the qrels as ``{qid: {docid: grade}}``, through
   ``RelevanceEvaluator(qrels, {ndcg_cut, recall, recip_rank}).evaluate(run)`` (trec_eval sorts by score itself,
   and computes every cutoff of the measure families it is given, so it does somewhat more work than evalkit).
@@ -29,12 +30,14 @@ from collections.abc import Callable
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from evalkit.measures.batch import judged_query, standard_values
-from evalkit.measures.metrics import Measure, mean
+from evalkit.measures.core import depth_of, score_ranked
+from evalkit.measures.metrics import mean
+from evalkit.measures.ranked import rank_lists
+from evalkit.measures.registry import parse_measures
 
 DEPTH = 100
 CHUNK_POOL = 20_000
-MEASURES = (Measure.parse("ndcg@10"), Measure.parse("recall@10"), Measure.parse("mrr@10"))
+MEASURES = parse_measures(["ndcg@10", "recall@10", "mrr@10"])
 
 Batch = tuple[list[str], list[list[str]], list[list[float]], list[dict[str, int]]]
 
@@ -57,9 +60,9 @@ def make_batch(rng: np.random.Generator, start: int, size: int) -> Batch:
 def time_evalkit(batch: Batch) -> float:
     _, rankings, _, grades = batch
     started = time.perf_counter()
-    judged = [judged_query(g, {}) for g in grades]
-    values = standard_values(rankings, judged, None, context_k=0, measures=MEASURES)
-    _ = {str(m): mean(v.tolist()) for m, v in values.items()}
+    ranked = rank_lists(rankings, grades, depth=depth_of(MEASURES))
+    values, _ = score_ranked(ranked, MEASURES)
+    _ = {name: mean(v.tolist()) for name, v in values.items()}
     return time.perf_counter() - started
 
 

@@ -40,6 +40,8 @@ from evalkit.output import (
 from evalkit.plugins import load_http_retriever, load_retriever
 from evalkit.reporting.gates import (
     BASELINES_FILE,
+    GATE_OPTION_HELP,
+    GATES_FILE,
     GateFailure,
     GateThresholds,
     assess,
@@ -47,8 +49,10 @@ from evalkit.reporting.gates import (
     baselines_json,
     check_baselines_match,
     check_gates,
+    collect_gates,
     format_gates,
     load_baselines,
+    load_gate_file,
 )
 from evalkit.reporting.report import Report, build_report, parse_report, report_json
 from evalkit.reporting.trec import write_trec_runs
@@ -115,7 +119,7 @@ def _fixture_inputs(fixture: Path) -> list[Path]:
     """The files a run over `fixture` (a folder or its fixture.json) reads, which no output may overwrite."""
     folder = fixture if fixture.is_dir() else fixture.parent
     files = [fixture / FIXTURE_FILE] if fixture.is_dir() else [fixture]
-    return [*files, folder / ALIASES_FILE, folder / BASELINES_FILE]
+    return [*files, folder / ALIASES_FILE, folder / BASELINES_FILE, folder / GATES_FILE]
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -124,8 +128,15 @@ def _run(args: argparse.Namespace) -> int:
     loaded = load_fixture(fixture_dir, _max_bytes(args))
     external, systems = _external_systems(args)
     ablations = (*(parse_ablations(args.ablations) if args.ablations.strip() or not systems else ()), *external)
-    baselines = load_baselines(fixture_dir, _max_bytes(args)) if fixture_dir.is_dir() else None
-    thresholds = GateThresholds.from_values(args)
+    requested = [a.ablation_id for a in ablations]
+    gates = collect_gates(
+        fixture_dir if fixture_dir.is_dir() else None,
+        loaded.fixture,
+        thresholds=GateThresholds.from_values(args),
+        options=args.gate,
+        systems=requested,
+        max_bytes=_max_bytes(args),
+    )
     cluster = _cluster_options(args)
     if not 1 <= args.runs <= MAX_RUNS:
         raise ValueError(f"--runs must be between 1 and {MAX_RUNS}, got {args.runs}")
@@ -145,12 +156,12 @@ def _run(args: argparse.Namespace) -> int:
     else:
         evaluation = evaluate_on_ray(loaded, ablations, cluster, settings, args.runs, cache, systems, args.ties)
         print(f"evalkit: searched {cluster.shards} shard(s) on Ray ({cluster.address})", file=sys.stderr)
-    report = assess(evaluation, thresholds, baselines)
+    report = assess(evaluation, gates, requested=requested)
     print(f"evalkit: fixture {report.fixture_id} {report.fixture_version}, {report.runs} run(s), deterministic")
     print(f"retrieval settings: {settings_label} ({format_settings(settings)})")
     print(format_summary(report))
     print()
-    print(format_gates(report.gates))
+    print(format_gates(report.gates) or "no gates: none names a system evaluated here")
     if target is not None:
         write_atomic(target, report_json(report))
         print(f"report written to {target.relative_to(workspace.resolve())}")
@@ -181,16 +192,19 @@ def _validate(args: argparse.Namespace) -> int:
     location = Path(args.path)
     loaded = load_fixture(location, _max_bytes(args))
     fixture = loaded.fixture
-    # Read baselines.json too, so that a folder validate accepts is not refused by run.
-    baselines = load_baselines(location if location.is_dir() else location.parent, _max_bytes(args))
+    # Read baselines.json and gates.json too, so that a folder validate accepts is not refused by run.
+    folder = location if location.is_dir() else location.parent
+    baselines = load_baselines(folder, _max_bytes(args))
     if baselines is not None:
         check_baselines_match(baselines, fixture.fixture_id, fixture.fixture_version)
+    gate_file = load_gate_file(folder, _max_bytes(args))
     answerable = sum(1 for q in fixture.queries if q.answerable)
     print(
         f"fixture {fixture.fixture_id} {fixture.fixture_version} is valid: {len(fixture.documents)} documents, "
         f"{len(fixture.chunks)} chunks, {len(fixture.queries)} queries ({answerable} answerable, "
         f"{len(fixture.queries) - answerable} no-answer), {len(loaded.aliases.groups)} alias groups"
         + ("" if baselines is None else f", {BASELINES_FILE} matches")
+        + ("" if gate_file is None else f", {GATES_FILE} holds {len(gate_file.gates)} gate(s)")
     )
     return EXIT_OK
 
@@ -608,21 +622,38 @@ def _score_fixture(args: argparse.Namespace) -> int:
         systems[run.name] = RunRetriever(run, hashlib.sha256(path.read_bytes()).hexdigest(), counts)
         print(f"run {run.name} ({path.name}): {coverage.describe()}")
     ablations = tuple(external_ablation(name, "run") for name in systems)
-    baselines = load_baselines(fixture_dir) if fixture_dir.is_dir() else None
-    thresholds = GateThresholds.from_values(args)
+    gates = collect_gates(
+        fixture_dir if fixture_dir.is_dir() else None,
+        fixture,
+        thresholds=GateThresholds.from_values(args),
+        options=args.gate,
+        systems=set(systems),
+    )
     target = (
         resolve_output_path(args.output, workspace)
         if args.output is not None
         else output_path_from_env(os.environ, workspace)
     )
-    report = assess(evaluate(loaded, ablations, runs=1, systems=systems, ties=args.ties), thresholds, baselines)
+    if target is not None:
+        refuse_input_overwrite(
+            target,
+            [*_fixture_inputs(fixture_dir), *(Path(p) for p in args.run)],
+            args.output or os.environ.get(ENV_VAR),
+        )
+    evaluation = evaluate(loaded, ablations, runs=1, systems=systems, ties=args.ties)
+    report = assess(evaluation, gates, requested=set(systems))
     print(format_summary(report))
+    return _finish_gates(report, target, workspace, args.no_gates)
+
+
+def _finish_gates(report: Report, target: Path | None, workspace: Path, no_gates: bool) -> int:
+    """Print the gates, write the report, then enforce the gates (unless ``--no-gates``)."""
     print()
-    print(format_gates(report.gates))
+    print(format_gates(report.gates) if report.gates else "no gates: none names a system evaluated here")
     if target is not None:
         write_atomic(target, report_json(report))
         print(f"report written to {target.relative_to(workspace.resolve())}")
-    if args.no_gates:
+    if no_gates:
         print("gates not enforced (--no-gates)")
         return EXIT_OK
     check_gates(report.gates)
@@ -646,6 +677,7 @@ def _add_score_parser(commands: argparse._SubParsersAction[argparse.ArgumentPars
     add_score_arguments(score, _add_ties_argument)
     score.add_argument("--output", default=None, help=f"workspace-relative JSON report path (default: ${ENV_VAR})")
     _add_gate_arguments(score)
+    score.add_argument("--gate", action="append", default=[], metavar="GATE", help=GATE_OPTION_HELP)
     score.add_argument("--no-gates", action="store_true", help="print the gates but do not fail on them")
     score.set_defaults(handler=_score)
 
@@ -704,14 +736,13 @@ def _add_compare_parser(commands: argparse._SubParsersAction[argparse.ArgumentPa
 
 
 def _add_gate_arguments(parser: argparse.ArgumentParser) -> None:
-    """One ``--<threshold>`` option per gate threshold, with its default."""
-    defaults = GateThresholds()
+    """One ``--<threshold>`` option per seed gate threshold; unset, the fixture's gates.json entry holds."""
     for name, field in GateThresholds.model_fields.items():
         parser.add_argument(
             "--" + name.replace("_", "-"),
             type=float,
-            default=getattr(defaults, name),
-            help=f"{field.description} (default: %(default)s)",
+            default=None,
+            help=f"{field.description}: replaces the {GATES_FILE} entry or adds it (default: the entry's bound)",
         )
 
 
@@ -772,6 +803,7 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"write the JSON report to this workspace-relative path (default: ${ENV_VAR}, else nothing)",
     )
     _add_gate_arguments(run)
+    run.add_argument("--gate", action="append", default=[], metavar="GATE", help=GATE_OPTION_HELP)
     run.add_argument(
         "--no-gates", action="store_true", help="print the gates but do not fail on them (e.g. for another fixture)"
     )

@@ -19,13 +19,13 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 from evalkit.ablations import ALL_ABLATION_IDS, Ablation, select_ablations
 from evalkit.data.schema import Identifier, StrictModel, describe_validation_error
 from evalkit.output import resolve_output_path
-from evalkit.reporting.gates import GateThresholds
+from evalkit.reporting.gates import FiniteFloat, GateSpec, GateThresholds, collect_gates
 from evalkit.retrieval.embedding_cache import EmbeddingCache
 from evalkit.retrieval.presets import DEFAULT_PRESET, PRESETS, load_settings_file
 
 if TYPE_CHECKING:
     from evalkit.benchmark import BenchmarkConfig
-    from evalkit.data.fixture import LoadedFixture
+    from evalkit.data.fixture import Fixture, LoadedFixture
     from evalkit.evaluation import Evaluation
     from evalkit.reporting.report import Report
     from evalkit.retrieval.retriever import Retriever
@@ -180,10 +180,10 @@ class EvaluationParameters(AblationParameters):
     runs: int = Field(ge=1, le=10, description="runs compared for determinism")
     report_output: str | None = Field(description="workspace-relative JSON report path; None writes nothing")
     figures_dir: str | None = Field(description="workspace-relative folder for PNG and SVG figures; None: none")
-    min_reranked_mrr_at_10: float = Field(allow_inf_nan=False)
-    min_reranked_ndcg_at_10: float = Field(allow_inf_nan=False)
-    max_no_answer_fpr: float = Field(allow_inf_nan=False)
-    max_rerank_ndcg_drop: float = Field(allow_inf_nan=False)
+    min_reranked_mrr_at_10: FiniteFloat | None = Field(description="seed gate bound; None: gates.json's")
+    min_reranked_ndcg_at_10: FiniteFloat | None = Field(description="seed gate bound; None: gates.json's")
+    max_no_answer_fpr: FiniteFloat | None = Field(description="seed gate bound; None: gates.json's")
+    max_rerank_ndcg_drop: FiniteFloat | None = Field(description="seed gate bound; None: gates.json's")
     retriever: str | None = Field(
         default=None, description="your own retriever: 'package.module:factory', or an HTTP config file (.json)"
     )
@@ -226,6 +226,10 @@ class EvaluationParameters(AblationParameters):
     def thresholds(self) -> GateThresholds:
         """The gate thresholds."""
         return GateThresholds.from_values(self)
+
+    def gates(self, fixture: Fixture) -> tuple[GateSpec, ...]:
+        """The gates of an evaluation of `fixture`: its gates.json with :attr:`thresholds`, then its baselines."""
+        return collect_gates(self.fixture_path, fixture, thresholds=self.thresholds)
 
     def report_path(self) -> Path | None:
         """Where the report goes, or None."""

@@ -10,13 +10,14 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from evalkit.data.tables import DEFAULT_MAX_TABLE_BYTES
 from evalkit.measures.core import MISSING_POLICIES
 from evalkit.output import ENV_VAR, output_path_from_env, refuse_input_overwrite, resolve_output_path, write_atomic
-from evalkit.reporting.report import report_json
+from evalkit.reporting.gates import check_gates, evaluate_gates, format_gates, parse_gate
+from evalkit.reporting.report import GateOutcome, report_json
 from evalkit.scoring import ScoreResult, score
 
 __all__ = ["FORMATS", "add_score_arguments", "score_qrels"]
@@ -41,9 +42,9 @@ def _max_bytes(args: argparse.Namespace) -> int:
     return int(args.max_input_mb * 2**20)
 
 
-def _rendered(result: ScoreResult, args: argparse.Namespace) -> bytes:
+def _rendered(result: ScoreResult, args: argparse.Namespace, gates: Sequence[GateOutcome] = ()) -> bytes:
     if args.format == "json":
-        return report_json(result.to_report())
+        return report_json(result.to_report().model_copy(update={"gates": tuple(gates)}))
     if args.format == "trec":
         return (result.format_trec(per_query=args.per_query) + "\n").encode("utf-8")
     text = result.format_table()
@@ -78,14 +79,25 @@ def score_qrels(args: argparse.Namespace) -> int:
         missing=args.missing,
         max_bytes=max_bytes,
     )
-    data = _rendered(result, args)
+    gates = [parse_gate(text) for text in args.gate]
+    unknown = sorted({s for g in gates for s in g.systems} - {r.name for r in result.runs})
+    if unknown:
+        raise ValueError(f"--gate names system {unknown[0]!r}, which is not one of the runs scored here")
+    outcomes = evaluate_gates(result.to_report(), gates) if gates else ()
+    data = _rendered(result, args, outcomes)
     if target is None:
         sys.stdout.write(data.decode("utf-8"))
-        return 0
-    write_atomic(target, data)
-    if args.format != "json":
-        sys.stdout.write(result.format_table() + "\n")
-    print(f"{args.format} output written to {target.relative_to(workspace.resolve())}")
+    else:
+        write_atomic(target, data)
+        if args.format != "json":
+            sys.stdout.write(result.format_table() + "\n")
+        print(f"{args.format} output written to {target.relative_to(workspace.resolve())}")
+    if outcomes:
+        print(format_gates(outcomes), file=sys.stderr if args.format != "table" and target is None else sys.stdout)
+        if args.no_gates:
+            print("gates not enforced (--no-gates)", file=sys.stderr)
+        else:
+            check_gates(outcomes)
     return 0
 
 

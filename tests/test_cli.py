@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -17,7 +18,7 @@ from evalkit.data.fixture import FIXTURE_FILE
 from evalkit.output import ENV_VAR
 from evalkit.reporting.report import parse_report
 
-from .conftest import TINY_DIR
+from .conftest import SYNTHETIC_DIR, TINY_DIR
 
 TINY = str(TINY_DIR)
 VALID_LINE = (
@@ -55,6 +56,15 @@ def workspace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.chdir(ws)
     monkeypatch.delenv(ENV_VAR, raising=False)
     return ws
+
+
+@pytest.fixture
+def tiny_gated(tmp_path: Path) -> str:
+    """The tiny fixture beside the synthetic fixture's gates.json (the four seed gates), outside the workspace."""
+    folder = tmp_path / "tiny-gated"
+    shutil.copytree(TINY_DIR, folder)
+    shutil.copy(SYNTHETIC_DIR / "gates.json", folder)
+    return str(folder)
 
 
 def contents(directory: Path, include_cache: bool = False) -> list[str]:
@@ -124,8 +134,10 @@ def test_validate_missing_fixture_exits_2(capsys: pytest.CaptureFixture[str], tm
 # --- run -------------------------------------------------------------------------------------------------------
 
 
-def test_run_prints_every_ablation_and_slice(capsys: pytest.CaptureFixture[str], workspace: Path) -> None:
-    code, out, err = run_cli(capsys, "run", "--fixture", TINY)
+def test_run_prints_every_ablation_and_slice(
+    capsys: pytest.CaptureFixture[str], workspace: Path, tiny_gated: str
+) -> None:
+    code, out, err = run_cli(capsys, "run", "--fixture", tiny_gated)
     assert (code, err) == (0, "")
     assert "fixture tiny-bilingual 1.0.0, 2 run(s), deterministic" in out
     for ablation in ABLATION_IDS:
@@ -162,11 +174,22 @@ def test_run_with_an_impossible_gate_exits_1_naming_it(
     assert out.count("FAIL") == 1
 
 
-def test_run_without_the_reranked_ablation_fails_its_gates(capsys: pytest.CaptureFixture[str], workspace: Path) -> None:
-    code, _, err = run_tiny(capsys, "--ablations", "lexical")
-    assert code == 1
-    assert "4 quality gate(s) failed" in err
-    assert err.count("missing") == 4
+def test_run_without_the_reranked_ablation_skips_its_gates(
+    capsys: pytest.CaptureFixture[str], workspace: Path, tiny_gated: str
+) -> None:
+    code, out, err = run_cli(capsys, "run", "--fixture", tiny_gated, "--runs", "1", "--ablations", "lexical")
+    assert (code, err) == (0, "")
+    assert "FAIL" not in out and "PASS" not in out
+    assert "no gates: none names a system evaluated here" in out
+
+
+def test_run_of_a_fixture_without_gates_file_checks_no_seed_gate(
+    capsys: pytest.CaptureFixture[str], workspace: Path
+) -> None:
+    code, out, err = run_tiny(capsys, "--output", "r.json")
+    assert (code, err) == (0, "")
+    assert "no gates: none names a system evaluated here" in out
+    assert parse_report((workspace / "r.json").read_bytes()).gates == ()
 
 
 @pytest.mark.parametrize("bound", ["nan", "inf", "-inf"])
@@ -193,8 +216,10 @@ def test_run_invalid_fixture_exits_2(capsys: pytest.CaptureFixture[str], workspa
 # --- report output ----------------------------------------------------------------------------------------------
 
 
-def test_run_writes_the_report_inside_the_workspace(capsys: pytest.CaptureFixture[str], workspace: Path) -> None:
-    code, out, _ = run_tiny(capsys, "--output", "reports/x.json")
+def test_run_writes_the_report_inside_the_workspace(
+    capsys: pytest.CaptureFixture[str], workspace: Path, tiny_gated: str
+) -> None:
+    code, out, _ = run_cli(capsys, "run", "--fixture", tiny_gated, "--runs", "1", "--output", "reports/x.json")
     assert code == 0
     assert "report written to reports/x.json" in out
     assert contents(workspace) == ["reports", "reports/x.json"]
@@ -205,8 +230,11 @@ def test_run_writes_the_report_inside_the_workspace(capsys: pytest.CaptureFixtur
     assert all(g.passed for g in report.gates)
 
 
-def test_report_is_written_even_when_a_gate_fails(capsys: pytest.CaptureFixture[str], workspace: Path) -> None:
-    code, _, _ = run_tiny(capsys, "--output", "r.json", "--min-reranked-mrr-at-10", "1.01")
+def test_report_is_written_even_when_a_gate_fails(
+    capsys: pytest.CaptureFixture[str], workspace: Path, tiny_gated: str
+) -> None:
+    argv = ["--fixture", tiny_gated, "--runs", "1", "--output", "r.json", "--min-reranked-mrr-at-10", "1.01"]
+    code, _, _ = run_cli(capsys, "run", *argv)
     assert code == 1
     report = parse_report((workspace / "r.json").read_bytes())
     assert [g.passed for g in report.gates] == [False, True, True, True]

@@ -46,13 +46,18 @@ def test_score_of_exported_runs_equals_the_run(out: str, ties: str, capsys: pyte
     assert "missing from the run" in capsys.readouterr().out
 
 
-def test_score_runs_the_same_gates(out: str, capsys: pytest.CaptureFixture[str]) -> None:
+def test_score_applies_only_gates_on_the_scored_systems(out: str, capsys: pytest.CaptureFixture[str]) -> None:
     run = ROOT / out / "x.trec"
     run.parent.mkdir(parents=True)
     run.write_text("q-en-001 Q0 en-trash-01 1 1.0 mine\n", encoding="utf-8")
-    assert main(["score", "--fixture", str(SYNTHETIC_DIR), "--run", str(run)]) == 1, "hybrid-rerank not evaluated"
-    assert "not evaluated" in capsys.readouterr().out
-    assert main(["score", "--fixture", str(SYNTHETIC_DIR), "--run", str(run), "--no-gates"]) == 0
+    assert main(["score", "--fixture", str(SYNTHETIC_DIR), "--run", str(run)]) == 0, "seed gates name other systems"
+    out_text = capsys.readouterr().out
+    assert "no gates" in out_text and "not evaluated" not in out_text
+    gate = ["--gate", "mine ndcg@10 >= 0.5"]
+    assert main(["score", "--fixture", str(SYNTHETIC_DIR), "--run", str(run), *gate]) == 1
+    assert "mine ndcg@10" in capsys.readouterr().err
+    assert main(["score", "--fixture", str(SYNTHETIC_DIR), "--run", str(run), *gate, "--no-gates"]) == 0
+    assert main(["score", "--fixture", str(SYNTHETIC_DIR), "--run", str(run), "--gate", "lexical ndcg@10 >= 0.5"]) == 2
 
 
 def _tiny_run(folder: Path, name: str, text: str) -> Path:
@@ -94,7 +99,10 @@ def test_jsonl_run_with_missing_queries_unknown_chunks_and_duplicates(
             "bad.trec line 2: score 'x' is not a number",
         ),
         ("q-en-001 Q0 en-trash-01 1 1.0 t\nq-en-001 Q0 en-trash-02\n", "bad.trec line 2: expected 6 columns"),
-        ("q-en-001 Q0 en-trash-01 1 1.0 t\n\nq-xx-999 Q0 en-trash-01 1 1.0 t\n", "query 'q-xx-999' is not in the fixture"),
+        (
+            "q-en-001 Q0 en-trash-01 1 1.0 t\n\nq-xx-999 Q0 en-trash-01 1 1.0 t\n",
+            "query 'q-xx-999' is not in the fixture",
+        ),
     ],
 )
 def test_bad_run_lines_exit_2_naming_the_line(

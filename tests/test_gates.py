@@ -1,4 +1,4 @@
-"""Quality gates: seed thresholds, committed baselines and the gate exception."""
+"""Quality gates: the seed gates of gates.json, thresholds, committed baselines and the gate exception."""
 
 from __future__ import annotations
 
@@ -6,18 +6,23 @@ import json
 
 import pytest
 
+from evalkit.data.fixture import LoadedFixture
 from evalkit.evaluation import Evaluation
 from evalkit.measures.metrics import LatencySummary
 from evalkit.reporting.gates import (
     Baselines,
     GateFailure,
     GateThresholds,
+    assess,
+    baseline_gates,
     baselines_from_report,
     baselines_json,
     check_gates,
+    collect_gates,
     evaluate_gates,
     format_gates,
-    load_baselines,
+    load_gate_file,
+    merge_gates,
 )
 from evalkit.reporting.report import AblationReport, GateOutcome, QueryCounts, Report, build_report
 from evalkit.retrieval.service import RetrievalSettings
@@ -26,6 +31,10 @@ from .conftest import SYNTHETIC_DIR
 
 LATENCY = LatencySummary(count=1, min_ms=1.0, median_ms=1.0, p95_ms=1.0, max_ms=1.0, mean_ms=1.0)
 COUNTS = QueryCounts(answerable=1, no_answer=1)
+SEED_FILE = load_gate_file(SYNTHETIC_DIR)
+assert SEED_FILE is not None
+SEED = SEED_FILE.gates
+"""The four seed gates, as the synthetic fixture's gates.json declares them."""
 
 
 def _ablation(mode: str, **metrics: float) -> AblationReport:
@@ -65,7 +74,7 @@ def _by_name(outcomes: tuple[GateOutcome, ...]) -> dict[str, GateOutcome]:
 
 def test_seed_gates_pass_at_their_bounds() -> None:
     # Bounds are inclusive: exactly at the threshold passes.
-    outcomes = evaluate_gates(_report(0.80, 0.78, 0.75, 0.34), GateThresholds())
+    outcomes = evaluate_gates(_report(0.80, 0.78, 0.75, 0.34), SEED)
     assert [g.passed for g in outcomes] == [True, True, True, True]
     assert _by_name(outcomes)["rerank ndcg@10 drop vs hybrid"].value == pytest.approx(0.05, abs=1e-12)
 
@@ -78,12 +87,12 @@ def test_each_seed_gate_fails_on_its_own() -> None:
         "rerank ndcg@10 drop vs hybrid": _report(0.9, 0.9, 0.8, 0.0),
     }
     for gate, report in cases.items():
-        failed = [g.gate for g in evaluate_gates(report, GateThresholds()) if not g.passed]
+        failed = [g.gate for g in evaluate_gates(report, SEED) if not g.passed]
         assert failed == [gate]
 
 
 def test_gate_failure_lists_every_failed_gate_with_value_and_threshold() -> None:
-    outcomes = evaluate_gates(_report(0.9, 0.5, 0.6, 0.5), GateThresholds())
+    outcomes = evaluate_gates(_report(0.9, 0.5, 0.6, 0.5), SEED)
     with pytest.raises(GateFailure) as info:
         check_gates(outcomes)
     message = str(info.value)
@@ -96,23 +105,30 @@ def test_gate_failure_lists_every_failed_gate_with_value_and_threshold() -> None
 
 
 def test_check_gates_is_quiet_when_all_pass() -> None:
-    outcomes = evaluate_gates(_report(0.8, 0.9, 0.8, 0.0), GateThresholds())
+    outcomes = evaluate_gates(_report(0.8, 0.9, 0.8, 0.0), SEED)
     assert check_gates(outcomes) is None
     assert format_gates(outcomes).count("PASS") == 4
 
 
-def test_missing_ablation_fails_as_not_evaluated() -> None:
+def test_missing_requested_ablation_fails_as_not_evaluated() -> None:
     report = _report(0.8, 0.9, 0.8, 0.0)
     partial = report.model_copy(update={"ablations": {"hybrid": report.ablations["hybrid"]}})
-    outcomes = _by_name(evaluate_gates(partial, GateThresholds()))
-    assert outcomes["hybrid-rerank mrr@10"].passed is False
-    assert outcomes["hybrid-rerank mrr@10"].detail == "not evaluated"
+    outcomes = _by_name(evaluate_gates(partial, SEED, requested=["hybrid-rerank"]))
+    assert list(outcomes) == [g.label for g in SEED]
+    assert all(g.passed is False and g.detail == "not evaluated" for g in outcomes.values())
     with pytest.raises(GateFailure, match="missing"):
         check_gates(tuple(outcomes.values()))
 
 
+def test_gates_on_systems_not_run_are_skipped() -> None:
+    report = _report(0.8, 0.9, 0.8, 0.0)
+    partial = report.model_copy(update={"ablations": {"hybrid": report.ablations["hybrid"]}})
+    assert evaluate_gates(partial, SEED) == ()
+
+
 def test_impossible_threshold_is_a_failed_gate_not_an_error() -> None:
-    outcomes = evaluate_gates(_report(0.8, 1.0, 0.8, 0.0), GateThresholds(min_reranked_mrr_at_10=1.01))
+    gates = merge_gates(SEED, GateThresholds(min_reranked_mrr_at_10=1.01).gates())
+    outcomes = evaluate_gates(_report(0.8, 1.0, 0.8, 0.0), gates)
     assert not _by_name(outcomes)["hybrid-rerank mrr@10"].passed
 
 
@@ -129,17 +145,17 @@ def test_baseline_gates_use_floor_minus_tolerance() -> None:
         tolerance=0.01,
         ablations={"hybrid": {"en": {"context_precision": 0.505, "context_recall": 0.52}}},
     )
-    outcomes = _by_name(evaluate_gates(report, GateThresholds(), baselines))
+    outcomes = _by_name(evaluate_gates(report, baseline_gates(baselines)))
     precision = outcomes["hybrid context_precision [en] baseline"]
     recall = outcomes["hybrid context_recall [en] baseline"]
     assert (precision.passed, precision.threshold) == (True, pytest.approx(0.495))
     assert (recall.passed, recall.threshold) == (False, pytest.approx(0.51))
 
 
-def test_baselines_of_another_fixture_version_are_refused() -> None:
-    baselines = Baselines(fixture_id="fx", fixture_version="0.9.0", ablations={})
-    with pytest.raises(ValueError, match="regenerate them with `evalkit baseline --write`"):
-        evaluate_gates(_report(0.8, 0.9, 0.8, 0.0), GateThresholds(), baselines)
+def test_baselines_of_another_fixture_version_are_refused(tiny_evaluation: Evaluation) -> None:
+    baselines = Baselines(fixture_id="tiny-bilingual", fixture_version="0.9.0", ablations={})
+    with pytest.raises(ValueError, match="regenerate it with `evalkit baseline --write`"):
+        assess(tiny_evaluation, SEED, baselines)
 
 
 def test_baselines_round_trip(tiny_evaluation: Evaluation) -> None:
@@ -149,7 +165,7 @@ def test_baselines_round_trip(tiny_evaluation: Evaluation) -> None:
     expected = round(tiny_evaluation.ablations["hybrid"].aggregates["zh"]["context_recall"], 6)
     assert baselines.ablations["hybrid"]["zh"]["context_recall"] == expected
     assert Baselines.model_validate_json(baselines_json(baselines)) == baselines
-    assert all(g.passed for g in evaluate_gates(report, GateThresholds(), baselines)[4:])
+    assert all(g.passed for g in evaluate_gates(report, baseline_gates(baselines)))
 
 
 def test_baselines_need_every_baseline_ablation(tiny_evaluation: Evaluation) -> None:
@@ -159,10 +175,8 @@ def test_baselines_need_every_baseline_ablation(tiny_evaluation: Evaluation) -> 
         baselines_from_report(partial)
 
 
-def test_committed_fixture_passes_every_gate(synthetic_evaluation: Evaluation) -> None:
-    baselines = load_baselines(SYNTHETIC_DIR)
-    assert baselines is not None
-    outcomes = evaluate_gates(build_report(synthetic_evaluation), GateThresholds(), baselines)
+def test_committed_fixture_passes_every_gate(synthetic: LoadedFixture, synthetic_evaluation: Evaluation) -> None:
+    outcomes = evaluate_gates(build_report(synthetic_evaluation), collect_gates(SYNTHETIC_DIR, synthetic.fixture))
     assert len(outcomes) == 4 + 4 * 3 * 2
     check_gates(outcomes)
 
@@ -175,8 +189,17 @@ def test_committed_baselines_cover_every_ablation_and_language() -> None:
 
 
 def test_assess_puts_every_gate_in_the_report(tiny_evaluation: Evaluation) -> None:
-    from evalkit.reporting.gates import assess
-
-    report = assess(tiny_evaluation, GateThresholds(min_reranked_mrr_at_10=1.01))
-    assert report.gates == evaluate_gates(build_report(tiny_evaluation), GateThresholds(min_reranked_mrr_at_10=1.01))
+    gates = merge_gates(SEED, GateThresholds(min_reranked_mrr_at_10=1.01).gates())
+    report = assess(tiny_evaluation, gates)
+    assert report.gates == evaluate_gates(build_report(tiny_evaluation), gates)
     assert [g.gate for g in report.gates if not g.passed] == ["hybrid-rerank mrr@10"]
+    assert len(report.gates) == 4
+
+
+def test_assess_takes_thresholds_as_the_seed_gates_they_set(tiny_evaluation: Evaluation) -> None:
+    thresholds = GateThresholds(min_reranked_mrr_at_10=1.01, max_rerank_ndcg_drop=0.05)
+    report = assess(tiny_evaluation, thresholds)
+    assert [(g.gate, g.passed) for g in report.gates] == [
+        ("hybrid-rerank mrr@10", False),
+        ("rerank ndcg@10 drop vs hybrid", True),
+    ]

@@ -283,3 +283,17 @@ def test_json_output_is_identical_across_processes(files: Path) -> None:
         outputs.append(done.stdout)
     assert outputs[0] == outputs[1] and json.loads(outputs[0])["schema_version"] == 2
     assert (ROOT / "evalkit").is_dir()
+
+
+def test_cli_gates_only_when_asked(files: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["score", "--qrels", "qrels.txt", "--run", "run.trec", "--measures", "recall@10"]
+    assert main([*argv, "--gate", "sys recall@10 >= 0.3"]) == 0
+    assert "PASS  sys recall@10" in capsys.readouterr().out
+    assert main([*argv, "--gate", "sys recall@10 >= 0.9"]) == 1
+    assert "sys recall@10" in capsys.readouterr().err
+    assert main([*argv, "--gate", "sys recall@10 >= 0.9", "--no-gates"]) == 0
+    assert main([*argv, "--gate", "other recall@10 >= 0.9"]) == 2
+    assert "not one of the runs" in capsys.readouterr().err
+    assert main([*argv, "--gate", "sys ndcg@ten >= 0.9"]) == 2
+    assert main([*argv, "--format", "json", "--output", "g.json", "--gate", "sys recall@10 >= 0.3"]) == 0
+    assert [g.passed for g in parse_report((files / "g.json").read_bytes()).gates] == [True]

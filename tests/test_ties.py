@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-import math
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from evalkit.data.runs import read_trec_run
-from evalkit.measures.batch import judged_query, standard_values
-from evalkit.measures.metrics import Measure, ndcg_at_k, recall_at_k, reciprocal_rank_at_k
+from evalkit.measures.core import score_rankings
+from evalkit.measures.registry import parse_measures
 from evalkit.measures.ties import SUMMATION_OF, TIE_POLICIES, order_ranking, tie_policy
 
 pytrec_eval = pytest.importorskip("pytrec_eval")
@@ -76,38 +76,35 @@ def _pytrec(qrels: dict[str, dict[str, int]], run: dict[str, dict[str, float]]) 
     return result
 
 
-NDCG_ULPS = 4
-"""With linear gain (not evalkit's definition) nDCG is checked through the reference function, which sums with
-math.fsum; trec_eval sums one by one, so the last bits may differ. evalkit's own nDCG (exponential gain) under the
-trec_eval policy adds its terms one by one too and must equal pytrec_eval's exactly, as recall and reciprocal rank
-must."""
-NDCG_AT_10 = Measure.parse("ndcg@10")
+NDCG_OF_GAIN = {"linear": "ndcg_cut_10", "exponential": "ndcg@10"}
+"""evalkit's nDCG@10 with each gain: trec_eval's ``ndcg_cut_10`` is the linear one; evalkit's own ``ndcg@10``
+(exponential gain) is trec_eval's nDCG over judgments of ``2**grade - 1``. Under the trec_eval policy both add their
+terms one by one, as trec_eval does, and must equal pytrec_eval's exactly, as recall and reciprocal rank must."""
 
 
-def _same(ours: dict[str, float], peer: dict[str, float], gain: str = "exponential") -> bool:
-    exact = all(ours[m] == peer[m] for m in ("recall_5", "recall_10", "recip_rank"))
-    if gain == "exponential":
-        return exact and ours["ndcg_cut_10"] == peer["ndcg_cut_10"]
-    ndcg = abs(ours["ndcg_cut_10"] - peer["ndcg_cut_10"]) <= NDCG_ULPS * math.ulp(peer["ndcg_cut_10"])
-    return exact and ndcg
-
-
-def _trec_eval_ndcg(ranking: tuple[str, ...], grades: dict[str, int]) -> float:
-    """evalkit's nDCG@10 under the trec_eval policy: the batch kernel with trec_eval's summation."""
-    values = standard_values(
-        [ranking], [judged_query(grades, {})], None, 0, measures=(NDCG_AT_10,), summation=SUMMATION_OF["trec_eval"]
-    )
-    return float(values[NDCG_AT_10][0])
-
-
-def _evalkit(ranking: tuple[str, ...], grades: dict[str, int], gain: str) -> dict[str, float]:
-    exponential = gain == "exponential"
-    return {
-        "recall_5": recall_at_k(ranking, grades, 5),
-        "recall_10": recall_at_k(ranking, grades, 10),
-        "ndcg_cut_10": _trec_eval_ndcg(ranking, grades) if exponential else ndcg_at_k(ranking, grades, 10, gain=gain),
-        "recip_rank": reciprocal_rank_at_k(ranking, grades, len(ranking)),
+def _evalkit(rankings: Sequence[Sequence[str]], grades: Sequence[dict[str, int]], gain: str) -> list[dict[str, float]]:
+    """Per query, evalkit's values of MEASURES (under pytrec_eval's names), terms added as trec_eval adds them."""
+    names = {
+        "recall_5": "recall_5",
+        "recall_10": "recall_10",
+        "ndcg_cut_10": NDCG_OF_GAIN[gain],
+        "recip_rank": "recip_rank",
     }
+    values, _ = score_rankings(rankings, grades, parse_measures(list(names.values())), SUMMATION_OF["trec_eval"])
+    columns = {peer: values[ours].tolist() for peer, ours in names.items()}
+    return [{peer: column[row] for peer, column in columns.items()} for row in range(len(rankings))]
+
+
+def _differing(
+    queries: Sequence[tuple[str, Sequence[tuple[str, float]], dict[str, int]]],
+    peer: dict[str, dict[str, float]],
+    gain: str,
+    policy: str,
+) -> list[str]:
+    """The queries where evalkit, ordering each ranking under ``policy``, differs from pytrec_eval's values."""
+    rankings = [order_ranking(pairs, policy) for _, pairs, _ in queries]
+    ours = _evalkit(rankings, [grades for _, _, grades in queries], gain)
+    return [q for (q, _, _), values in zip(queries, ours, strict=True) if values != peer[q]]
 
 
 @pytest.mark.parametrize("gain", ["linear", "exponential"])
@@ -123,12 +120,7 @@ def test_trec_eval_policy_equals_pytrec_eval_on_tied_random_runs(gain: str) -> N
     qrels = {q: {d: (2**g - 1 if gain == "exponential" else g) for d, g in grades.items()} for q, _, grades in queries}
     peer = _pytrec(qrels, run)
     assert len(peer) == QUERIES
-    mismatches = []
-    for query_id, pairs, grades in queries:
-        ours = _evalkit(order_ranking(pairs, "trec_eval"), grades, gain)
-        if not _same(ours, peer[query_id], gain):
-            mismatches.append(query_id)
-    assert mismatches == []
+    assert _differing(queries, peer, gain, "trec_eval") == []
 
 
 def test_the_evalkit_policy_differs_from_trec_eval_on_ties() -> None:
@@ -136,12 +128,7 @@ def test_the_evalkit_policy_differs_from_trec_eval_on_ties() -> None:
     queries = _random_queries(seed=7)[:300]
     run = {q: {d: s for d, s in sorted(pairs, key=lambda p: p[1])} for q, pairs, _ in queries}
     peer = _pytrec({q: grades for q, _, grades in queries}, run)
-    differing = [
-        q
-        for q, pairs, grades in queries
-        if not _same(_evalkit(order_ranking(pairs, "evalkit"), grades, "linear"), peer[q], "linear")
-    ]
-    assert differing
+    assert _differing(queries, peer, "linear", "evalkit")
 
 
 def test_a_trec_file_scored_by_pytrec_eval_matches_evalkit(tmp_path: Path) -> None:
@@ -156,10 +143,9 @@ def test_a_trec_file_scored_by_pytrec_eval_matches_evalkit(tmp_path: Path) -> No
         q: {d: max(s for dd, s in ranking if dd == d) for d, _ in ranking} for q, ranking in run.rankings.items()
     }
     peer = _pytrec(grades_of, peer_run)
-    for query_id, ranking in run.rankings.items():
-        assert _same(
-            _evalkit(order_ranking(ranking, "trec_eval"), grades_of[query_id], "linear"), peer[query_id], "linear"
-        )
+    read = [(q, ranking, grades_of[q]) for q, ranking in run.rankings.items()]
+    assert len(read) == 200
+    assert _differing(read, peer, "linear", "trec_eval") == []
 
 
 def test_a_run_exported_by_evalkit_reproduces_its_per_query_values_in_pytrec_eval(tmp_path: Path) -> None:

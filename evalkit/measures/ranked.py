@@ -162,7 +162,8 @@ def rank_run(
     keep = row >= 0
     q, d, s = row[keep], run.doc[keep], run.scores[keep]
     if ties == "trec_eval":
-        order = np.lexsort((-d, -s.astype(np.float32), q))
+        with np.errstate(over="ignore"):  # beyond float32's range is +-inf, as trec_eval's C cast gives
+            order = np.lexsort((-d, -s.astype(np.float32), q))
     elif ties == "evalkit":
         order = np.lexsort((d, -s, q))
     else:

@@ -439,7 +439,8 @@ def register_measure(name: str, function: UserFunction, *, cutoff: bool = False,
     the cutoff (``name@k``) when ``cutoff`` is true, else None. The name must be new and lower-case
     (``[a-z][a-z0-9_]*``). Its kernel calls ``function`` once per query.
     """
-    if not re.fullmatch(r"[a-z][a-z0-9_]*", name) or name in FAMILIES or name in _USER or name in _TREC_PLAIN:
+    taken = name in FAMILIES or name in _USER or name in _TREC_PLAIN or _TREC_CUT.fullmatch(name) is not None
+    if not re.fullmatch(r"[a-z][a-z0-9_]*", name) or taken:
         raise ValueError(f"cannot register measure {name!r}: the name must be new and match [a-z][a-z0-9_]*")
 
     def reference(case: QueryCase, m: MeasureDef) -> float:

@@ -51,7 +51,8 @@ def _evalkit_order(pairs: Scored) -> tuple[str, ...]:
 def _trec_eval_order(pairs: Scored) -> tuple[str, ...]:
     """trec_eval's order: 32-bit float score descending, then document ID descending."""
     _check_scores(pairs)
-    rounded = np.asarray([score for _, score in pairs], dtype=np.float32).tolist()
+    with np.errstate(over="ignore"):  # beyond float32's range is +-inf, as trec_eval's C cast gives
+        rounded = np.asarray([score for _, score in pairs], dtype=np.float32).tolist()
     keyed = sorted(zip(rounded, (chunk_id for chunk_id, _ in pairs), strict=True), reverse=True)
     return dedupe_ranking([chunk_id for _, chunk_id in keyed])
 
@@ -64,7 +65,7 @@ TIE_POLICIES: Final[dict[str, TiePolicy]] = {
 
 
 SUMMATION_OF: Final[dict[str, str]] = {"evalkit": "exact", "trec_eval": "sequential"}
-"""How nDCG adds its terms under each policy (see :data:`evalkit.measures.batch.SUMMATIONS`): ``trec_eval`` adds
+"""How nDCG adds its terms under each policy (see :data:`evalkit.measures.ranked.SUMMATIONS`): ``trec_eval`` adds
 them one by one, as trec_eval does, so that its nDCG equals pytrec_eval's bit for bit; ``evalkit`` sums exactly."""
 
 

@@ -1,0 +1,371 @@
+"""The scoring core: kernels equal the reference functions, trec_eval aliases equal pytrec_eval, and the policies.
+
+- Every family's kernel equals its reference function with ``==`` on thousands of seeded random queries, through
+  both builders (:func:`rank_lists` for rankings in order, :func:`rank_run` for a scored run under the evalkit
+  tie policy), under both summations.
+- Under the trec_eval tie policy every trec_eval alias equals pytrec_eval's value with ``==``.
+- Which queries count (``missing``), what the join counts, and the two tie policies on hand cases.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import operator
+from collections.abc import Iterable, Sequence
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from evalkit.data.qrels import qrels_from_mapping
+from evalkit.data.runs import run_from_rankings
+from evalkit.measures import registry
+from evalkit.measures.core import depth_of, score_ranked, score_rankings, score_run
+from evalkit.measures.metrics import merge_intervals
+from evalkit.measures.ranked import SUMMATIONS, rank_lists, segment_sums
+from evalkit.measures.registry import FAMILIES, MeasureDef, QueryCase, parse_measure, parse_measures, reference_value
+from evalkit.measures.ties import order_ranking
+
+CONTEXT_K = 5
+CHUNKS = [f"c{i:03d}" for i in range(60)]
+LENGTHS = {c: 50 + (i * 37) % 400 for i, c in enumerate(CHUNKS)}
+SCORE_LEVELS = np.array([0.0, 0.25, 0.5, 1.0, 1.0 + 1e-9, 2.0, 2.0 - 1e-12])
+"""Few distinct scores (some equal only in float32): most rankings hold ties."""
+CUTOFFS = (1, 3, 5, 10, 20, None)
+QUERIES = 3_000
+
+Pairs = list[tuple[str, float]]
+
+
+def _measures(family: str) -> list[MeasureDef]:
+    """The family at every cutoff it takes (nDCG also with trec_eval's linear gain)."""
+    spec = FAMILIES[family]
+    if spec.cutoff == "none":
+        return [parse_measure(family)]
+    cutoffs = [k for k in CUTOFFS if k is not None or spec.cutoff == "optional"]
+    names = [family if k is None else f"{family}@{k}" for k in cutoffs]
+    if family == "ndcg":  # bare "ndcg" is trec_eval's linear one: evalkit's exponential nDCG always has a cutoff
+        names = [n for n in names if n != "ndcg"] + [f"ndcg_cut_{k}" for k in CUTOFFS if k is not None] + ["ndcg"]
+    return [parse_measure(n) for n in names]
+
+
+def _random_query(rng: np.random.Generator) -> tuple[Pairs, QueryCase]:
+    """A scored ranking (tie-heavy, duplicates likely, empty to 40 long, unjudged documents) and its judgments
+    (grades 0 to 3; some queries with no relevant document; gold spans on relevant and some non-relevant chunks)."""
+    judged = [str(c) for c in rng.choice(CHUNKS, size=int(rng.integers(1, 12)), replace=False)]
+    grades = {c: int(rng.integers(0, 4)) for c in judged}
+    if rng.random() < 0.1:
+        grades = dict.fromkeys(judged, 0)  # a no-answer query
+    spans: dict[str, list[tuple[int, int]]] = {}
+    for chunk, grade in grades.items():
+        if grade >= 1 or rng.random() < 0.2:
+            length = LENGTHS[chunk]
+            starts = rng.integers(0, length, size=int(rng.integers(1, 4)))
+            spans[chunk] = [(int(s), int(min(length, s + rng.integers(0, 80)))) for s in starts]
+    if any(g >= 1 for g in grades.values()):
+        spans.setdefault(judged[0], []).append((0, 1))  # an answerable query has some gold characters
+    size = int(rng.choice([0, 1, 2, 3, 5, 7, 10, 15, 25, 40]))
+    pool = judged + [str(c) for c in rng.choice(CHUNKS, size=20)]
+    docs = [pool[int(i)] for i in rng.integers(0, len(pool), size=size)]
+    pairs = [(d, float(s)) for d, s in zip(docs, rng.choice(SCORE_LEVELS, size=size), strict=True)]
+    return pairs, QueryCase(docs, grades, LENGTHS, spans)
+
+
+@functools.cache
+def _random_queries(seed: int, count: int = QUERIES) -> tuple[tuple[Pairs, QueryCase], ...]:
+    rng = np.random.default_rng(seed)
+    return tuple(_random_query(rng) for _ in range(count))
+
+
+def _reference(measure: MeasureDef, case: QueryCase) -> float:
+    """The reference value, NaN where the measure is not defined (ranking measures on no-answer queries, and
+    ``no_answer_fpr`` on answerable ones); the context is the first CONTEXT_K deduplicated results."""
+    answerable = any(g >= 1 for g in case.grades.values())
+    if answerable == measure.spec.no_answer:
+        return math.nan
+    if measure.spec.needs_spans:
+        case = case._replace(ranking=tuple(dict.fromkeys(case.ranking))[:CONTEXT_K])
+    return reference_value(measure, case)
+
+
+def _mismatches(measure: MeasureDef, kernel: np.ndarray, cases: Sequence[QueryCase]) -> list[tuple[int, float, float]]:
+    reference = np.array([_reference(measure, case) for case in cases])
+    same = (kernel == reference) | (np.isnan(kernel) & np.isnan(reference))
+    return [(int(i), float(kernel[i]), float(reference[i])) for i in np.flatnonzero(~same)[:5]]
+
+
+def _in_rank_order(terms: Iterable[float]) -> float:
+    """trec_eval's arithmetic: the terms added one by one, in rank order."""
+    total: float = functools.reduce(operator.add, terms, 0.0)
+    return total
+
+
+@pytest.fixture(params=sorted(SUMMATIONS))
+def summation(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Each summation; under ``sequential`` the reference functions add their terms as trec_eval does (``math.fsum``
+    replaced by a left-to-right sum), everything else about them unchanged."""
+    if request.param == "sequential":
+        monkeypatch.setattr(registry, "math", SimpleNamespace(log2=math.log2, fsum=_in_rank_order))
+    name: str = request.param
+    return name
+
+
+# ----------------------------------------------------------------------------------------------------
+# (a) kernels equal the reference functions
+# ----------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_kernels_equal_the_reference_on_rankings_in_order(family: str, summation: str) -> None:
+    queries = _random_queries(seed=20260101)
+    cases = [case for _, case in queries]
+    rankings = [case.ranking for case in cases]
+    grades = [case.grades for case in cases]
+    span_chars = [
+        {c: sum(e - s for s, e in merge_intervals(v)) for c, v in (case.spans or {}).items()} for case in cases
+    ]
+    for measure in _measures(family):
+        depth = depth_of([measure], CONTEXT_K)
+        ranked = rank_lists(rankings, grades, summation, depth, span_chars, LENGTHS, CONTEXT_K)
+        values, _ = score_ranked(ranked, [measure])
+        assert _mismatches(measure, values[measure.name], cases) == [], measure.name
+
+
+@pytest.mark.parametrize("family", sorted(f for f, spec in FAMILIES.items() if not spec.needs_spans))
+def test_kernels_equal_the_reference_on_a_scored_run_under_the_evalkit_policy(family: str) -> None:
+    queries = _random_queries(seed=20260102)
+    ids = [f"q{i:05d}" for i in range(len(queries))]
+    judged = {q: case.grades for q, (_, case) in zip(ids, queries, strict=True)}
+    run = run_from_rankings("r", {q: pairs for q, (pairs, _) in zip(ids, queries, strict=True)})
+    qrels = qrels_from_mapping(judged)
+    assert qrels.queries.to_pylist() == ids
+    measures = _measures(family)
+    scores = score_run(qrels, run, measures, ties="evalkit")
+    cases = [case._replace(ranking=order_ranking(pairs, "evalkit")) for pairs, case in queries]
+    for measure in measures:
+        assert _mismatches(measure, scores.values[measure.name], cases) == [], measure.name
+
+
+def test_the_random_queries_cover_the_edge_cases() -> None:
+    cases = [case for _, case in _random_queries(seed=20260101)]
+    assert sum(not case.ranking for case in cases) > 100
+    assert sum(len(set(case.ranking)) < len(case.ranking) for case in cases) > 500
+    assert sum(not any(g >= 1 for g in case.grades.values()) for case in cases) > 100
+    assert sum(any(d not in case.grades for d in case.ranking) for case in cases) > 1000
+
+
+# ----------------------------------------------------------------------------------------------------
+# (b) trec_eval aliases equal pytrec_eval under the trec_eval policy
+# ----------------------------------------------------------------------------------------------------
+
+TREC_EVAL_ALIASES = (
+    "ndcg_cut_5",
+    "ndcg_cut_10",
+    "ndcg_cut_20",
+    "ndcg",
+    "recip_rank",
+    "P_5",
+    "P_10",
+    "recall_10",
+    "recall_100",
+    "map",
+    "map_cut_10",
+    "Rprec",
+    "success_1",
+    "success_5",
+    "success_10",
+)
+PYTREC_FAMILIES = {"ndcg_cut", "ndcg", "recip_rank", "P", "recall", "map", "map_cut", "Rprec", "success"}
+
+
+def _tied_run(seed: int) -> tuple[dict[str, dict[str, int]], dict[str, Pairs]]:
+    """2,500 judged queries (grades 0 to 3) and a tie-heavy run with duplicates, empty rankings, judged queries
+    it leaves out and queries nobody judged."""
+    rng = np.random.default_rng(seed)
+    pool = [f"d{i:03d}" for i in range(40)]
+    judgments: dict[str, dict[str, int]] = {}
+    rankings: dict[str, Pairs] = {}
+    for index in range(2_500):
+        query_id = f"q{index:04d}"
+        judged = rng.choice(pool, size=int(rng.integers(1, 15)), replace=False)
+        judgments[query_id] = {str(d): int(g) for d, g in zip(judged, rng.integers(0, 4, len(judged)), strict=True)}
+        if index % 50 == 0:
+            continue  # judged, not in the run
+        size = int(rng.integers(0, 40))
+        docs, scores = rng.choice(pool, size=size), rng.choice(SCORE_LEVELS, size=size)
+        rankings[query_id] = [(str(d), float(s)) for d, s in zip(docs, scores, strict=True)]
+    for index in range(20):
+        rankings[f"u{index:02d}"] = [("d000", 1.0)]
+    return judgments, rankings
+
+
+def _pytrec_eval(judgments: dict[str, dict[str, int]], rankings: dict[str, Pairs]) -> dict[str, dict[str, float]]:
+    """pytrec_eval's values; it cannot hold a document twice in a query, so each document gets its highest score
+    (its best-placed occurrence under trec_eval's order, which is the one evalkit keeps)."""
+    pytrec_eval = pytest.importorskip("pytrec_eval")
+    run: dict[str, dict[str, float]] = {}
+    for query_id, pairs in rankings.items():
+        best: dict[str, float] = {}
+        for doc, score in pairs:
+            best[doc] = max(score, best.get(doc, score))
+        if best:
+            run[query_id] = best
+    values: dict[str, dict[str, float]] = pytrec_eval.RelevanceEvaluator(judgments, PYTREC_FAMILIES).evaluate(run)
+    return values
+
+
+def _differences(ties: str) -> tuple[int, list[tuple[str, str, float, float]]]:
+    judgments, rankings = _tied_run(seed=20261202)
+    peer = _pytrec_eval(judgments, rankings)
+    qrels = qrels_from_mapping(judgments)
+    scores = score_run(qrels, run_from_rankings("r", rankings), parse_measures(TREC_EVAL_ALIASES), ties)
+    compared, differences = 0, []
+    for row, query_id in enumerate(qrels.queries.to_pylist()):
+        if query_id not in peer or max(judgments[query_id].values()) < 1:
+            continue
+        compared += 1
+        for alias in TREC_EVAL_ALIASES:
+            ours, theirs = float(scores.values[alias][row]), peer[query_id][alias]
+            if ours != theirs:
+                differences.append((query_id, alias, ours, theirs))
+    return compared, differences
+
+
+def test_trec_eval_aliases_equal_pytrec_eval_under_the_trec_eval_policy() -> None:
+    compared, differences = _differences("trec_eval")
+    assert compared >= 2_000
+    assert differences == []
+
+
+def test_the_evalkit_policy_differs_from_pytrec_eval_on_ties() -> None:
+    """The comparison above can fail: ordered under evalkit's own policy, tied queries score differently."""
+    _, differences = _differences("evalkit")
+    assert len({query_id for query_id, *_ in differences}) > 100
+
+
+# ----------------------------------------------------------------------------------------------------
+# (c) which queries count, and what the join counts
+# ----------------------------------------------------------------------------------------------------
+
+JUDGMENTS = {"q1": {"a": 2, "b": 0}, "q2": {"c": 1}, "q3": {"z": 0}}
+
+
+def test_a_judged_query_missing_from_the_run_scores_zero_or_is_skipped() -> None:
+    qrels = qrels_from_mapping(JUDGMENTS)
+    run = run_from_rankings("r", {"q1": [("a", 1.0)]})
+    measures = parse_measures(["ndcg@10", "recall", "recip_rank", "P_5", "map", "no_answer_fpr"])
+    zero = score_run(qrels, run, measures, missing="zero")
+    skip = score_run(qrels, run, measures, missing="skip")
+    assert zero.evaluated.tolist() == [True, True, True]
+    assert skip.evaluated.tolist() == [True, False, False]
+    for name in ("ndcg@10", "recall", "recip_rank", "map"):
+        assert zero.values[name][:2].tolist() == [1.0, 0.0], name
+        assert skip.values[name][0] == 1.0, name
+        assert np.isnan(skip.values[name][1:]).all(), name
+    assert zero.values["P_5"][:2].tolist() == [1 / 5, 0.0]
+    assert zero.values["no_answer_fpr"][2] == 0.0  # q3 returned nothing
+    assert np.isnan(skip.values["no_answer_fpr"][2])
+    assert zero.counts == skip.counts
+    assert zero.counts is not None and zero.counts.missing_queries == 2
+
+
+def test_the_join_counts_lines_duplicates_unjudged_queries_and_all_ties() -> None:
+    run = run_from_rankings(
+        "r",
+        {
+            "q1": [("a", 1.0), ("b", 1.0), ("a", 0.5)],  # a duplicate; after it is dropped a and b tie
+            "q2": [("c", 2.0), ("x", 1.0), ("c", 2.0), ("c", 0.1)],  # two duplicates; no tie
+            "q3": [],  # judged, named, returned nothing
+            "u1": [("a", 1.0), ("a", 1.0)],  # nobody judged u1
+            "u2": [("b", 1.0)],
+        },
+    )
+    scores = score_run(qrels_from_mapping(JUDGMENTS), run, parse_measures(["recip_rank"]))
+    assert scores.counts is not None
+    assert (scores.counts.lines, scores.counts.duplicates) == (10, 3)
+    assert (scores.counts.unjudged_queries, scores.counts.missing_queries, scores.counts.all_ties) == (2, 0, 1)
+
+
+def test_unknown_policies_and_span_measures_are_refused() -> None:
+    qrels, run = qrels_from_mapping(JUDGMENTS), run_from_rankings("r", {"q1": [("a", 1.0)]})
+    with pytest.raises(ValueError, match="unknown tie policy 'ranx'; valid: evalkit, trec_eval"):
+        score_run(qrels, run, parse_measures(["map"]), ties="ranx")
+    with pytest.raises(ValueError, match="unknown missing-query policy 'drop'; valid: zero, skip"):
+        score_run(qrels, run, parse_measures(["map"]), missing="drop")
+    with pytest.raises(ValueError, match="context_recall need\\(s\\) gold spans"):
+        score_run(qrels, run, parse_measures(["context_recall"]))
+
+
+# ----------------------------------------------------------------------------------------------------
+# (d) the tie policies on hand cases
+# ----------------------------------------------------------------------------------------------------
+
+
+RECIP_RANK = parse_measures(["recip_rank"])
+
+
+def _first_relevant_rank(pairs: Pairs, ties: str) -> float:
+    """1 / rank of the only relevant document, ``a``."""
+    scores = score_run(qrels_from_mapping({"q": {"a": 1}}), run_from_rankings("r", {"q": pairs}), RECIP_RANK, ties)
+    return float(scores.values["recip_rank"][0])
+
+
+def test_the_evalkit_policy_breaks_ties_by_id_ascending() -> None:
+    assert _first_relevant_rank([("c", 1.0), ("b", 1.0), ("a", 1.0)], "evalkit") == 1.0
+    assert _first_relevant_rank([("b", 2.0), ("c", 1.0), ("a", 1.0)], "evalkit") == 1 / 2
+    assert _first_relevant_rank([("a", 1.0), ("b", 1.0 + 1e-9)], "evalkit") == 1 / 2  # doubles, not float32
+
+
+def test_the_trec_eval_policy_rounds_to_float32_then_breaks_ties_by_id_descending() -> None:
+    assert _first_relevant_rank([("a", 1.0), ("b", 1.0), ("c", 1.0)], "trec_eval") == 1 / 3
+    assert _first_relevant_rank([("a", 1.0 + 1e-9), ("b", 1.0)], "trec_eval") == 1 / 2  # the same float32
+    assert _first_relevant_rank([("a", 1.5), ("b", 1.0), ("c", 1.5)], "trec_eval") == 1 / 2
+
+
+@pytest.mark.parametrize("ties", ["evalkit", "trec_eval"])
+def test_a_duplicate_counts_once_at_its_best_place(ties: str) -> None:
+    assert _first_relevant_rank([("b", 1.0), ("a", 0.5), ("a", 2.0), ("a", 0.1)], ties) == 1.0
+
+
+# ----------------------------------------------------------------------------------------------------
+# Builders and summations
+# ----------------------------------------------------------------------------------------------------
+
+
+def test_summations_add_one_by_one_or_exactly_and_unknown_ones_are_refused() -> None:
+    grades = [3, 2, 2, 1, 1, 0, 0, 0, 0, 3]
+    terms = np.array([(2.0**g - 1.0) / math.log2(r + 2) for r, g in enumerate(grades)])
+    row, rank = np.zeros(len(terms), dtype=np.int64), np.arange(1, len(terms) + 1, dtype=np.int64)
+    running = 0.0
+    for term in terms.tolist():
+        running += term
+    assert float(segment_sums(row, rank, terms, 1, "sequential")[0]) == running
+    assert float(segment_sums(row, rank, terms, 1, "exact")[0]) == math.fsum(terms.tolist())
+    assert running != math.fsum(terms.tolist())  # the two differ on these terms: the checks above can fail
+    with pytest.raises(ValueError, match="unknown summation 'pairwise'; valid: exact, sequential"):
+        segment_sums(row, rank, terms, 1, "pairwise")
+
+
+def test_rank_lists_checks_alignment_and_needs_lengths_only_for_the_context() -> None:
+    with pytest.raises(ValueError, match="2 rankings for 1 judged queries"):
+        rank_lists([[], []], [{"a": 1}])
+    mrr = parse_measure("mrr@10")
+    values, _ = score_rankings([["ghost", "a"]], [{"a": 2}], [mrr])
+    assert values["mrr@10"][0] == 1 / 2
+    context = [parse_measure("context_recall")]
+    with pytest.raises(ValueError, match="chunk 'ghost' has no entry in chunk_lengths"):
+        score_rankings([["ghost", "a"]], [{"a": 2}], context, spans=[{"a": 4}], chunk_lengths={"a": 10}, context_k=5)
+
+
+def test_an_empty_ranking_scores_zero_on_the_context_measures_too() -> None:
+    measures = parse_measures(["context_precision", "context_recall", "recall@5", "ndcg@10"])
+    values, _ = score_rankings([[]], [{"a": 2}], measures, spans=[{"a": 4}], chunk_lengths={"a": 10}, context_k=5)
+    assert all(float(column[0]) == 0.0 for column in values.values())
+
+
+def test_depth_is_the_deepest_rank_any_measure_reads() -> None:
+    assert depth_of(parse_measures(["recall@5", "ndcg@10", "no_answer_fpr"])) == 10
+    assert depth_of(parse_measures(["context_precision", "P_3"]), context_k=5) == 5
+    assert depth_of(parse_measures(["recall@5", "map"])) is None
+    assert depth_of(parse_measures(["no_answer_fpr"])) == 1
