@@ -274,16 +274,16 @@ def test_the_join_counts_lines_duplicates_unjudged_queries_and_all_ties() -> Non
     run = run_from_rankings(
         "r",
         {
-            "q1": [("a", 1.0), ("b", 1.0), ("a", 0.5)],  # a duplicate; after it is dropped a and b tie
+            "q1": [("a", 1.0), ("b", 1.0), ("a", 0.5)],  # a duplicate; the lines' scores differ: not all ties
             "q2": [("c", 2.0), ("x", 1.0), ("c", 2.0), ("c", 0.1)],  # two duplicates; no tie
-            "q3": [],  # judged, named, returned nothing
+            "q3": [("z", 3.0), ("y", 3.0)],  # every line the same score: all ties
             "u1": [("a", 1.0), ("a", 1.0)],  # nobody judged u1
             "u2": [("b", 1.0)],
         },
     )
     scores = score_run(qrels_from_mapping(JUDGMENTS), run, parse_measures(["recip_rank"]))
     assert scores.counts is not None
-    assert (scores.counts.lines, scores.counts.duplicates) == (10, 3)
+    assert (scores.counts.lines, scores.counts.duplicates) == (12, 3)
     assert (scores.counts.unjudged_queries, scores.counts.missing_queries, scores.counts.all_ties) == (2, 0, 1)
 
 

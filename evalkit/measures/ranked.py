@@ -23,7 +23,9 @@ from typing import Final
 
 import numpy as np
 import numpy.typing as npt
+import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from evalkit.data.columns import IntArray, lookup
 from evalkit.data.qrels import Qrels
@@ -137,7 +139,12 @@ def _ideal(query: IntArray, grades: IntArray, n: int) -> tuple[IntArray, IntArra
 
 @dataclass(frozen=True)
 class RunCounts:
-    """What joining a run to the qrels found: counts, never IDs."""
+    """What joining a run to the qrels found: counts, never IDs.
+
+    ``duplicates`` counts the lines repeating a (query, document) pair among the lines that can reach the ranks the
+    measures read; ``all_ties`` the judged queries with at least two lines, every one of the same score (as read,
+    before duplicates are removed); ``unjudged_queries`` the run's queries the qrels do not judge, and
+    ``missing_queries`` the judged queries the run does not name."""
 
     lines: int
     duplicates: int
@@ -146,63 +153,163 @@ class RunCounts:
     all_ties: int
 
 
+def _dense_descending(values: FloatArray) -> IntArray:
+    """Rank 0 for the largest value, equal values sharing a rank."""
+    unique, inverse = np.unique(values, return_inverse=True)
+    ranks: IntArray = (len(unique) - 1 - inverse).astype(np.int64)
+    return ranks
+
+
+def _groups(row: IntArray, scores: FloatArray) -> tuple[IntArray, IntArray] | None:
+    """Start and size of each query's lines when the run is written the usual way (each query's lines together,
+    scores descending), checked in one linear pass; None when it is not."""
+    if len(row) == 0:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    change = row[1:] != row[:-1]
+    if np.any(~change & (scores[1:] > scores[:-1])):
+        return None
+    starts = np.flatnonzero(np.concatenate(([True], change)))
+    if len(np.unique(row[starts])) != len(starts):
+        return None  # a query's lines are split in two places
+    sizes = np.diff(np.append(starts, len(row)))
+    return starts, sizes
+
+
+def _regroup(row: IntArray, scores: FloatArray) -> IntArray:
+    """The order that puts each query's lines together, scores descending (equal scores keep their file order)."""
+    key = row * (len(row) + 1) + _dense_descending(scores)
+    order: IntArray = np.argsort(key, kind="stable")
+    return order
+
+
+def _prefix(starts: IntArray, sizes: IntArray, scores: FloatArray, want: IntArray) -> tuple[IntArray, IntArray]:
+    """Per group, how many of its first lines can reach rank ``want``: ``want`` lines widened to the end of the tie
+    at the boundary (its order is decided by document ID later). Returns the lengths and the positions."""
+    take = np.minimum(want, sizes)
+    last = starts + take - 1
+    end = starts + sizes - 1
+    while True:  # widen through the tie at the boundary, one line per step for every group at once
+        grow = (take > 0) & (last < end)
+        grow[grow] = scores[last[grow] + 1] == scores[last[grow]]
+        if not grow.any():
+            break
+        last = last + grow
+        take = take + grow
+    total = int(take.sum())
+    offsets = np.repeat(starts - np.concatenate(([0], np.cumsum(take)[:-1])), take)
+    positions: IntArray = offsets + np.arange(total, dtype=np.int64)
+    return take, positions
+
+
+def _tie_order(positions: IntArray, row: IntArray, scores: FloatArray, docs: pa.Array, descending: bool) -> IntArray:
+    """``positions`` (grouped by query, scores descending) with each run of equal scores in document-ID order."""
+    r, s = row[positions], scores[positions]
+    tied = np.zeros(len(positions), dtype=bool)
+    tied[1:] = (r[1:] == r[:-1]) & (s[1:] == s[:-1])
+    tied[:-1] |= tied[1:]
+    if not tied.any():
+        return positions
+    inside = np.flatnonzero(tied)
+    start = np.ones(len(inside), dtype=bool)
+    start[1:] = ~((r[inside][1:] == r[inside][:-1]) & (s[inside][1:] == s[inside][:-1]) & (np.diff(inside) == 1))
+    table = pa.table({"tie": np.cumsum(start), "doc": docs.take(pa.array(inside))})
+    direction = "descending" if descending else "ascending"
+    order = pc.sort_indices(table, sort_keys=[("tie", "ascending"), ("doc", direction)]).to_numpy()
+    result = positions.copy()
+    result[inside] = positions[inside][order]
+    return result
+
+
 def rank_run(
     run: Run, qrels: Qrels, ties: str, summation: str, depth: int | None = None, with_ids: bool = False
 ) -> tuple[Ranked, BoolArray, RunCounts]:
     """The run ordered under the tie policy ``ties`` and joined to the qrels; rows are the qrels' queries.
 
     Returns the rankings, a mask of the qrels' queries the run names, and the counts. ``depth`` keeps only the
-    first ``depth`` results of each query (None: all), which is all any cutoff measure can see.
+    first ``depth`` results of each query (None: all), which is all any cutoff measure can see. Only the lines that
+    can reach those ranks (the first ``depth`` of each query, widened to whole ties and past duplicates) are ordered
+    by document ID, deduplicated and joined to the judgments, so a deep run costs little more than reading it; a
+    run written the usual way (each query's lines together, scores descending) is not sorted at all.
     """
+    if ties not in ("evalkit", "trec_eval"):
+        raise ValueError(f"unknown tie policy {ties!r}; valid: evalkit, trec_eval")
     n = len(qrels.queries)
     position = lookup(run.queries, qrels.queries)
     in_run = np.zeros(n, dtype=bool)
     in_run[position[position >= 0]] = True
     row = position[run.query]
-    keep = row >= 0
-    q, d, s = row[keep], run.doc[keep], run.scores[keep]
+    scores = run.scores
     if ties == "trec_eval":
         with np.errstate(over="ignore"):  # beyond float32's range is +-inf, as trec_eval's C cast gives
-            order = np.lexsort((-d, -s.astype(np.float32), q))
-    elif ties == "evalkit":
-        order = np.lexsort((d, -s, q))
-    else:
-        raise ValueError(f"unknown tie policy {ties!r}; valid: evalkit, trec_eval")
-    q, d, s = q[order], d[order], s[order]
-    width = max(len(run.docs), 1)
-    _, first = np.unique(q * width + d, return_index=True)
-    duplicates = len(q) - len(first)
-    if duplicates:
-        unique = np.zeros(len(q), dtype=bool)
-        unique[first] = True
-        q, d, s = q[unique], d[unique], s[unique]
-    all_ties = _all_ties(q, s, n)
+            scores = scores.astype(np.float32).astype(np.float64)
+    order: IntArray | None = None
+    grouped = _groups(row, scores)
+    if grouped is None:
+        order = _regroup(row, scores)
+        row, scores = row[order], scores[order]
+        grouped = _groups(row, scores)
+        if grouped is None:
+            raise RuntimeError("regrouped run lines are not grouped: a bug in evalkit.measures.ranked")
+    starts, sizes = grouped
+    judged_groups = row[starts] >= 0
+    starts, sizes = starts[judged_groups], sizes[judged_groups]
+    ends = starts + sizes - 1
+    all_ties = int(np.sum((sizes >= 2) & (scores[starts] == scores[np.maximum(ends, 0)])))
+    doc_ids = run.doc_ids if order is None else run.doc_ids.take(pa.array(order))
+    want = np.full(len(starts), len(row) if depth is None else depth, dtype=np.int64)
+    while True:
+        take, chosen = _prefix(starts, sizes, scores, want)
+        chosen = _tie_order(chosen, row, scores, doc_ids.take(pa.array(chosen)), ties == "trec_eval")
+        docs = doc_ids.take(pa.array(chosen))
+        codes = pc.dictionary_encode(docs)
+        doc = codes.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+        q = row[chosen]
+        keys = q * max(len(codes.dictionary), 1) + doc
+        repeated = pd.Series(keys).duplicated(keep="first").to_numpy() if len(keys) else np.zeros(0, dtype=bool)
+        group_of = np.repeat(np.arange(len(starts)), take)
+        unique_per_group = np.bincount(group_of[~repeated], minlength=len(starts))
+        short = (unique_per_group < want) & (take < sizes)
+        if depth is None or not short.any():
+            break
+        want = np.where(short, want * 2, want)
+    kept = np.flatnonzero(~repeated)
+    sort_rows = np.argsort(q[kept], kind="stable")  # query groups in qrels order; ranks stay in order within
+    kept = kept[sort_rows]
+    q, doc = q[kept], doc[kept]
     rank = _ranks(q, n)
     if depth is not None:
         within = rank <= depth
-        q, d, rank = q[within], d[within], rank[within]
-    judged_doc = lookup(qrels.docs, run.docs)
-    known = judged_doc >= 0
-    keys = qrels.query[known] * width + judged_doc[known]
-    order = np.argsort(keys, kind="stable")
-    keys, grades = keys[order], qrels.grades[known][order]
-    at = np.searchsorted(keys, q * width + d)
-    at_clipped = np.minimum(at, max(len(keys) - 1, 0))
-    judged = (at < len(keys)) & (keys[at_clipped] == q * width + d) if len(keys) else np.zeros(len(q), dtype=bool)
-    grade = np.where(judged, grades[at_clipped] if len(keys) else 0, 0).astype(np.int64)
+        q, doc, rank, kept = q[within], doc[within], rank[within], kept[within]
+    grade, judged = _join(q, doc, codes.dictionary, qrels)
     ideal_row, ideal_rank, ideal_grade = _ideal(qrels.query, qrels.grades, n)
     ranked = Ranked(n, q, rank, grade, judged, ideal_row, ideal_rank, ideal_grade, summation)
     if with_ids:  # registered measures call a Python function per query with IDs
-        judgments = qrels_judgments(qrels)
-        ranked = replace(ranked, doc_ids=run.docs.take(pa.array(d)).to_pylist(), judgments=judgments)
+        ranked = replace(ranked, doc_ids=docs.take(pa.array(kept)).to_pylist(), judgments=qrels_judgments(qrels))
     counts = RunCounts(
         lines=len(run.query),
-        duplicates=int(duplicates),
+        duplicates=int(repeated.sum()),
         unjudged_queries=int((position < 0).sum()),
         missing_queries=int(n - in_run.sum()),
         all_ties=all_ties,
     )
     return ranked, in_run, counts
+
+
+def _join(q: IntArray, doc: IntArray, dictionary: pa.Array, qrels: Qrels) -> tuple[IntArray, BoolArray]:
+    """Each position's grade (0 when unjudged) and whether it is judged, by a sorted search of the judgments."""
+    width = max(len(dictionary), 1)
+    judged_doc = lookup(qrels.docs, dictionary)
+    known = judged_doc >= 0
+    keys = qrels.query[known] * width + judged_doc[known]
+    order = np.argsort(keys, kind="stable")
+    keys, grades = keys[order], qrels.grades[known][order]
+    if len(keys) == 0:
+        return np.zeros(len(q), dtype=np.int64), np.zeros(len(q), dtype=bool)
+    wanted = q * width + doc
+    at = np.minimum(np.searchsorted(keys, wanted), len(keys) - 1)
+    judged: BoolArray = keys[at] == wanted
+    grade: IntArray = np.where(judged, grades[at], 0).astype(np.int64)
+    return grade, judged
 
 
 def qrels_judgments(qrels: Qrels) -> list[dict[str, int]]:
@@ -211,18 +318,6 @@ def qrels_judgments(qrels: Qrels) -> list[dict[str, int]]:
     for q, doc, grade in zip(qrels.query.tolist(), qrels.docs.to_pylist(), qrels.grades.tolist(), strict=True):
         table[q][doc] = grade
     return table
-
-
-def _all_ties(q: IntArray, s: FloatArray, n: int) -> int:
-    """Queries with at least two results, all of the same score (their order is the tie policy's alone)."""
-    if len(q) == 0:
-        return 0
-    high = np.full(n, -np.inf)
-    low = np.full(n, np.inf)
-    np.maximum.at(high, q, s)
-    np.minimum.at(low, q, s)
-    sizes = np.bincount(q, minlength=n)
-    return int(((sizes >= 2) & (high == low)).sum())
 
 
 def rank_lists(
