@@ -4,6 +4,12 @@ A front door (the CLI, the notebook parameters) turns what the user named into a
 ablation gets in the report. The factory is called with no arguments; the ID is the retriever's ``name`` attribute
 when it is a valid ID, else the factory's name with ``_`` as ``-``. Modules in the working directory can be
 imported, as with ``python -m``.
+
+A Python retriever is user code, so everything evalkit calls in it (the import, the factory, ``index``,
+``search``, ``search_all``, ``provenance``) runs behind a guard: any exception it raises, ``SystemExit`` included,
+becomes a :class:`PluginError` naming the retriever and the exception's type and message (bad input: exit 2).
+:class:`~evalkit.retrieval.retriever.QueryFailed` raised by ``search`` keeps its meaning (one failed query,
+recorded), and ``KeyboardInterrupt`` and the CLI's termination still stop the run.
 """
 
 from __future__ import annotations
@@ -12,13 +18,93 @@ import importlib
 import os
 import re
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
-from evalkit.data.schema import is_identifier
-from evalkit.retrieval.retriever import Retriever
+from evalkit.data.fixture import Chunk
+from evalkit.data.inputs import clip
+from evalkit.data.schema import Language, is_identifier
+from evalkit.retrieval.retriever import (
+    Provenance,
+    QueryFailed,
+    Retriever,
+    SearchOutcome,
+    SearchRequest,
+    provenance_of,
+)
 
 _SPEC = re.compile(r"(?P<module>[A-Za-z_][\w]*(?:\.[A-Za-z_][\w]*)*):(?P<factory>[A-Za-z_]\w*)")
+MAX_MESSAGE_LENGTH = 300
+"""A plugin exception's message is cut to this many characters."""
+
+
+class PluginError(ValueError):
+    """User code behind ``--retriever module:factory`` raised: bad input (exit 2), not a failed gate."""
+
+
+def _describe(exc: BaseException) -> str:
+    """``Type: message`` on one line, the message cut to :data:`MAX_MESSAGE_LENGTH` characters."""
+    message = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {clip(message, MAX_MESSAGE_LENGTH)}" if message else type(exc).__name__
+
+
+@contextmanager
+def _guard(spec: str, what: str, queries: bool = False) -> Iterator[None]:
+    """Run user code: any exception it raises (``SystemExit`` too) is a :class:`PluginError`, except
+    :class:`QueryFailed` when ``queries`` (the code answers one query), which is passed on; other
+    ``BaseException`` (Ctrl-C, termination) is left alone."""
+    try:
+        yield
+    except QueryFailed:
+        if queries:
+            raise
+        raise PluginError(f"retriever {spec!r}: {what} failed: QueryFailed outside a query") from None
+    except (Exception, SystemExit) as exc:
+        raise PluginError(f"retriever {spec!r}: {what} failed: {_describe(exc)}") from None
+
+
+class PluginRetriever:
+    """A user's retriever behind the guard; evalkit calls it, never the user's object directly.
+
+    ``inner`` is the object the factory returned.
+    """
+
+    def __init__(self, spec: str, inner: Retriever) -> None:
+        self.spec = spec
+        self.inner = inner
+
+    def index(self, chunks: Sequence[Chunk]) -> None:
+        """The retriever's own ``index(chunks)``, when it has one."""
+        with _guard(self.spec, "index()"):
+            index = getattr(self.inner, "index", None)
+            if callable(index):
+                index(chunks)
+
+    def search(self, text: str, language: Language, k: int) -> Sequence[tuple[str, float]]:
+        """The retriever's results, copied into a tuple under the guard when they are a sequence (anything else is
+        returned as it is, for the caller to refuse)."""
+        with _guard(self.spec, "search()", queries=True):
+            results = self.inner.search(text, language, k)
+            if isinstance(results, Sequence) and not isinstance(results, (str, bytes)):
+                return tuple(results)
+            return results
+
+    def provenance(self) -> Provenance:
+        """The retriever's own ``provenance()`` when it has one, else a plain Python retriever's."""
+        with _guard(self.spec, "provenance()"):
+            return provenance_of(self.inner)
+
+
+class BatchPluginRetriever(PluginRetriever):
+    """:class:`PluginRetriever` of a retriever with its own ``search_all``."""
+
+    def search_all(self, requests: Sequence[SearchRequest]) -> list[SearchOutcome]:
+        """The retriever's own answers to the batch (a failed query is an outcome with an error, not QueryFailed)."""
+        with _guard(self.spec, "search_all()"):
+            search_all: Callable[[Sequence[SearchRequest]], Any] = self.inner.search_all  # type: ignore[attr-defined]
+            return list(search_all(requests))
 
 
 def _import_from_working_directory() -> None:
@@ -32,8 +118,9 @@ def _import_from_working_directory() -> None:
 def load_retriever(spec: str) -> tuple[str, Retriever]:
     """Import ``package.module:factory``, call the factory, check the result; return (ablation ID, retriever).
 
-    Every problem (malformed spec, missing module or factory, a factory that fails or returns something without
-    a ``search`` method) raises ``ValueError`` naming the spec.
+    The retriever is a :class:`PluginRetriever` around what the factory returned. Every problem (malformed spec,
+    missing module or factory, an import or factory that fails, a result without a ``search`` method) raises
+    ``ValueError`` naming the spec; a failure of user code is a :class:`PluginError`.
     """
     match = _SPEC.fullmatch(spec)
     if match is None:
@@ -43,18 +130,22 @@ def load_retriever(spec: str) -> tuple[str, Retriever]:
         module = importlib.import_module(match["module"])
     except ImportError as exc:
         raise ValueError(f"retriever {spec!r}: cannot import module {match['module']!r} ({exc})") from None
-    factory = getattr(module, match["factory"], None)
+    except (Exception, SystemExit) as exc:  # the module's own code failed while it was imported
+        raise PluginError(f"retriever {spec!r}: importing {match['module']!r} failed: {_describe(exc)}") from None
+    with _guard(spec, "looking up the factory"):
+        factory = getattr(module, match["factory"], None)
     if not callable(factory):
         raise ValueError(f"retriever {spec!r}: module {match['module']!r} has no callable {match['factory']!r}")
-    try:
+    with _guard(spec, "the factory"):
         retriever = factory()
-    except Exception as exc:  # any failure of user code is reported as bad input
-        raise ValueError(f"retriever {spec!r}: the factory failed: {type(exc).__name__}: {exc}") from None
-    if not isinstance(retriever, Retriever):
-        raise ValueError(f"retriever {spec!r}: the factory returned {type(retriever).__name__}, which has no search()")
-    name = getattr(retriever, "name", None)
+    with _guard(spec, "inspecting what the factory returned"):
+        searches = isinstance(retriever, Retriever)
+        name = getattr(retriever, "name", None)
+        batch = callable(getattr(retriever, "search_all", None))
+    if not searches:
+        raise PluginError(f"retriever {spec!r}: the factory returned {type(retriever).__name__}, which has no search()")
     ablation_id = name if isinstance(name, str) and is_identifier(name) else match["factory"].replace("_", "-")
-    return ablation_id, retriever
+    return ablation_id, (BatchPluginRetriever if batch else PluginRetriever)(spec, retriever)
 
 
 def load_http_retriever(path: Path, environ: Mapping[str, str] | None = None) -> tuple[str, Retriever]:

@@ -12,47 +12,79 @@ variables (so no secret sits in the file), a request template and where the resu
       "results_path": "hits.items",
       "id_field": "doc.id",
       "score_field": "score",
-      "concurrency": 4, "timeout_s": 10, "max_attempts": 3, "retry_backoff_s": 0.2
+      "concurrency": 4, "timeout_s": 10, "deadline_s": 30, "max_attempts": 3, "retry_backoff_s": 0.2,
+      "max_response_bytes": 16777216
     }
 
 In ``body`` a string ``"{k}"`` becomes the integer k; ``{text}``, ``{language}`` and ``{k}`` inside other strings
 are replaced by their text. With ``GET`` the body's top-level entries become URL query parameters. Paths are
 dot-separated keys (an integer part indexes a list); ``results_path`` ``""`` means the response is the list.
 
+The endpoint is treated as hostile, as well-kept HTTP clients treat it:
+
+- redirects are never followed (a 3xx fails the query, naming the status and the target's host only), so the
+  configured headers reach the configured origin and no other; proxies from the environment are not used;
+- each request has a total deadline (``deadline_s``) over connect, headers and body: every socket operation waits
+  at most the time left, so a server trickling bytes cannot stretch it; ``timeout_s`` bounds one wait;
+- the body is read in chunks up to ``max_response_bytes`` (a larger ``Content-Length`` is refused before reading);
+- header values holding control characters are refused when the adapter is made, naming the header, never the
+  value; no message ever holds a header value;
+- responses are parsed as strictly as input files (duplicate keys, ``NaN``/``Infinity`` refused), with a nesting
+  limit and a size limit on numbers; scores must be finite.
+
 A timeout, a connection error, an HTTP error or a malformed response is a :class:`QueryFailed` of that query (kind,
-status, attempts), never a crash. Timeouts, connection errors, HTTP 429 and 5xx are retried up to
-``max_attempts`` in all, with a linear backoff; other HTTP errors and malformed responses are not. The URL, headers
-and body never leave this module: the report gets only :class:`Provenance` (kind and a SHA-256 of the
+status, attempts and a detail naming the config field at fault), never a crash. Timeouts, connection errors, HTTP
+429 and 5xx are retried up to ``max_attempts`` in all, with a linear backoff; other HTTP errors and malformed
+responses are not. Requests run on daemon threads, so SIGINT or SIGTERM ends a run without waiting for them. The
+URL, headers and body never leave this module: the report gets only :class:`Provenance` (kind and a SHA-256 of the
 configuration, which holds environment variable names, not their values).
 """
 
 from __future__ import annotations
 
 import http.client
+import io
 import json
+import math
+import re
+import socket
+import ssl
+import threading
 import time
-import urllib.error
 import urllib.parse
-import urllib.request
-from collections.abc import Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
+import numpy as np
 from pydantic import Field, ValidationError, field_validator
 
+from evalkit.data.inputs import InputError, clip, read_json_file, shorten
 from evalkit.data.schema import Identifier, Language, StrictModel
 from evalkit.retrieval.embeddings import sha256_of
 from evalkit.retrieval.retriever import Provenance, QueryError, QueryFailed, SearchOutcome, SearchRequest
 
 RETRIED_STATUS = frozenset({429, 500, 502, 503, 504})
+MAX_CONFIG_BYTES = 1 << 20
+"""A retriever configuration file larger than this (1 MiB) is refused before it is read."""
+MAX_RESPONSE_DEPTH = 64
+"""Responses nested deeper than this (arrays and objects) are malformed."""
+MAX_NUMBER_DIGITS = 300
+"""Integers in a response with more digits than this are malformed (floats must be finite)."""
+
+_TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+_FRAMING_HEADERS = frozenset({"host", "content-length", "transfer-encoding", "connection"})
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_HOST = re.compile(r"[a-z0-9._:\-]{1,253}")
+_READ_CHUNK = 1 << 16
 
 
 class HttpRetrieverConfig(StrictModel):
     """The HTTP adapter's configuration file."""
 
     name: Identifier = Field(description="ablation ID of this system in the report")
-    url: str = Field(description="endpoint, http:// or https://")
+    url: str = Field(description="endpoint, http:// or https:// (ASCII, no credentials)")
     method: Literal["GET", "POST"] = Field(default="POST", description="HTTP method")
     headers_from_env: dict[str, str] = Field(default_factory=dict, description="header name -> env variable name")
     body: dict[str, Any] = Field(description="request template with {text}, {language} and {k}")
@@ -60,15 +92,45 @@ class HttpRetrieverConfig(StrictModel):
     id_field: str = Field(default="chunk_id", description="dot path of the chunk ID within a result")
     score_field: str = Field(default="score", description="dot path of the score within a result")
     concurrency: int = Field(default=4, ge=1, le=64, description="requests in flight at once")
-    timeout_s: float = Field(default=10.0, gt=0.0, le=300.0, description="per-request timeout, seconds")
+    timeout_s: float = Field(default=10.0, gt=0.0, le=300.0, description="longest wait for one socket operation")
+    deadline_s: float = Field(
+        default=30.0, gt=0.0, le=600.0, description="total time for one request: connect, headers and body, seconds"
+    )
+    max_response_bytes: int = Field(
+        default=16 * 2**20, ge=1, le=2**30, description="largest response body read; larger fails the query"
+    )
     max_attempts: int = Field(default=3, ge=1, le=10, description="attempts per query, retries included")
     retry_backoff_s: float = Field(default=0.2, ge=0.0, le=10.0, description="wait before retry n: n times this")
 
     @field_validator("url")
     @classmethod
     def _http_url(cls, value: str) -> str:
-        if urllib.parse.urlsplit(value).scheme not in ("http", "https"):
-            raise ValueError("must be an http:// or https:// URL")
+        if not value.isascii() or any(c <= " " or c == "\x7f" for c in value):
+            raise ValueError("must be ASCII without spaces or control characters (percent-encode the rest)")
+        parts = urllib.parse.urlsplit(value)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError("must be an http:// or https:// URL with a host")
+        if "@" in parts.netloc:
+            raise ValueError("must not hold credentials (user:password@): send them with headers_from_env")
+        try:
+            parts.port  # noqa: B018 (a malformed port raises here)
+        except ValueError:
+            raise ValueError("has an invalid port") from None
+        return value
+
+    @field_validator("headers_from_env")
+    @classmethod
+    def _header_names(cls, value: dict[str, str]) -> dict[str, str]:
+        for header, variable in value.items():
+            if not _TOKEN.fullmatch(header):
+                raise ValueError(f"header name {shorten(header)} is not an HTTP token")
+            if header.lower() in _FRAMING_HEADERS:
+                raise ValueError(f"header {header} is set by the adapter and cannot be configured")
+            if not variable or "=" in variable or _CONTROL.search(variable):
+                raise ValueError(f"header {header}: {shorten(variable)} is not an environment variable name")
+        lowered = [header.lower() for header in value]
+        if len(set(lowered)) != len(lowered):
+            raise ValueError("a header is named twice (header names ignore case)")
         return value
 
     @field_validator("id_field", "score_field")
@@ -80,11 +142,14 @@ class HttpRetrieverConfig(StrictModel):
 
 
 def load_http_config(path: Path) -> HttpRetrieverConfig:
-    """Read and validate a configuration file; errors name the file and the field (never a value)."""
+    """Read (regular files of at most 1 MiB, strict JSON) and validate a configuration file.
+
+    Errors name the file and the field, never a value.
+    """
     try:
-        text = path.read_bytes()
-    except OSError as exc:
-        raise ValueError(f"retriever config {path.name}: cannot read ({exc.strerror})") from None
+        text, _ = read_json_file(path, MAX_CONFIG_BYTES)
+    except InputError as exc:
+        raise ValueError(f"retriever config {path.name}: {exc.reason}") from None
     try:
         return HttpRetrieverConfig.model_validate_json(text)
     except ValidationError as exc:
@@ -92,6 +157,27 @@ def load_http_config(path: Path) -> HttpRetrieverConfig:
             f"{'.'.join(str(p) for p in e['loc']) or '<root>'}: {e['msg']}" for e in exc.errors(include_url=False)
         )
         raise ValueError(f"retriever config {path.name}: {problems}") from None
+
+
+def _header_values(config: HttpRetrieverConfig, environ: Mapping[str, str]) -> dict[str, str]:
+    """The configured headers' values from the environment; a missing or unsendable value is named, never shown."""
+    missing = sorted(v for v in config.headers_from_env.values() if v not in environ)
+    if missing:
+        raise ValueError(f"retriever {config.name}: environment variable(s) not set: {', '.join(missing)}")
+    headers = {header: environ[variable] for header, variable in config.headers_from_env.items()}
+    for header, value in headers.items():
+        variable = config.headers_from_env[header]
+        if _CONTROL.search(value):
+            reason = "holds a control character (CR, LF or another)"
+        elif not value.isascii():
+            reason = "holds a non-ASCII character"
+        else:
+            continue
+        raise ValueError(
+            f"retriever {config.name}: header {header} (from environment variable {variable}) {reason}; "
+            "the value is refused and not shown"
+        )
+    return headers
 
 
 def _fill(template: Any, values: Mapping[str, str], k: int) -> Any:
@@ -112,102 +198,371 @@ def _walk(node: Any, path: str) -> Any:
     for part in path.split(".") if path else ():
         if isinstance(node, dict) and part in node:
             node = node[part]
-        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+        elif isinstance(node, list) and part.isdecimal() and int(part) < len(node):
             node = node[int(part)]
         else:
             raise KeyError(part)
     return node
 
 
-class _Malformed(Exception):
+def nesting_depth(payload: bytes) -> int:
+    """How deeply the arrays and objects of JSON text nest, counted without parsing (vectorized, linear).
+
+    Escaped backslashes and quotes are dropped first, so the quotes left delimit strings and brackets between an
+    odd and an even quote are text. For invalid JSON the count may be off, but never below the depth a parser
+    reaches before it stops at the first error.
+    """
+    cleaned = payload.replace(b"\\\\", b"").replace(b'\\"', b"")
+    data = np.frombuffer(cleaned, dtype=np.uint8)
+    outside = ~np.logical_xor.accumulate(data == ord('"'))
+    steps = ((data == ord("[")) | (data == ord("{"))).astype(np.int8)
+    steps -= ((data == ord("]")) | (data == ord("}"))).astype(np.int8)
+    steps[~outside] = 0
+    return int(np.cumsum(steps, dtype=np.int32).max()) if steps.size else 0
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON (only finite numbers are allowed)")
+
+
+def _bounded_int(text: str) -> int:
+    digits = len(text.lstrip("-"))
+    if digits > MAX_NUMBER_DIGITS:
+        raise ValueError(f"an integer of {digits} digits (more than {MAX_NUMBER_DIGITS})")
+    return int(text)
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"a number out of range ({clip(text, 20)})")
+    return value
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    result = dict(pairs)
+    if len(result) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise ValueError(f"duplicate key {shorten(key)}")
+            seen.add(key)
+    return result
+
+
+def loads_response(payload: bytes) -> Any:
+    """A response body decoded by the rules of :func:`evalkit.data.inputs.loads_strict` (UTF-8, standard JSON, no
+    duplicate keys, no ``NaN``/``Infinity``), nested at most :data:`MAX_RESPONSE_DEPTH` deep, integers of at most
+    :data:`MAX_NUMBER_DIGITS` digits and finite floats (independent of ``sys.set_int_max_str_digits``).
+
+    Every problem is a ``ValueError`` with a short message.
+    """
+    depth = nesting_depth(payload)
+    if depth > MAX_RESPONSE_DEPTH:
+        raise ValueError(f"nested {depth} deep (more than {MAX_RESPONSE_DEPTH})")
+    try:
+        return json.loads(
+            payload.decode("utf-8-sig"),
+            object_pairs_hook=_unique_keys,
+            parse_constant=_refuse_constant,
+            parse_int=_bounded_int,
+            parse_float=_finite_float,
+        )
+    except RecursionError:
+        raise ValueError("nested too deeply") from None
+
+
+class _DeadlinePassed(TimeoutError):
     pass
+
+
+class _DeadlineReader(io.RawIOBase):
+    """The receiving side of a :class:`_DeadlineSocket`, for ``http.client``'s buffered reads.
+
+    It reads through the socket's own unbuffered file, which keeps the socket open until the response is closed
+    (``http.client`` closes the connection as soon as the response owns it).
+    """
+
+    def __init__(self, sock: _DeadlineSocket, raw: io.RawIOBase) -> None:
+        super().__init__()
+        self._sock = sock
+        self._raw = raw
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int | None:
+        self._sock.arm()
+        return self._raw.readinto(buffer)
+
+    def close(self) -> None:
+        if not self.closed:
+            self._raw.close()
+        super().close()
+
+
+class _DeadlineSocket:
+    """A connected socket whose every send and receive waits at most until the request's deadline (and at most
+    ``idle_s`` at once): a server sending one byte at a time cannot stretch a request past its deadline."""
+
+    def __init__(self, sock: socket.socket, deadline: float, idle_s: float) -> None:
+        self._sock = sock
+        self._deadline = deadline
+        self._idle_s = idle_s
+
+    def arm(self) -> None:
+        """Let the next socket operation wait for the time left at most; past the deadline, time out now."""
+        remaining = self._deadline - time.monotonic()
+        if remaining <= 0:
+            raise _DeadlinePassed
+        self._sock.settimeout(min(remaining, self._idle_s))
+
+    def sendall(self, data: bytes) -> None:
+        self.arm()
+        self._sock.sendall(data)
+
+    def makefile(self, mode: str = "rb", *args: Any, **kwargs: Any) -> io.BufferedReader:
+        del mode, args, kwargs  # http.client reads responses only through this file
+        return io.BufferedReader(_DeadlineReader(self, self._sock.makefile("rb", buffering=0)))
+
+    def close(self) -> None:
+        self._sock.close()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._sock, name)
+
+
+def _failure(kind: Literal["timeout", "connection_error", "malformed_response"], detail: str) -> QueryFailed:
+    return QueryFailed(QueryError(kind, None, 1, detail))
+
+
+def _read_capped(response: http.client.HTTPResponse, limit: int) -> bytes:
+    """The body, read in chunks; more than ``limit`` bytes (announced or sent) fails as a malformed response."""
+    too_large = f"the response is larger than max_response_bytes ({limit} bytes)"
+    if response.length is not None and response.length > limit:
+        raise _failure("malformed_response", f"{too_large}: Content-Length {response.length}")
+    chunks: list[bytes] = []
+    size = 0
+    while size <= limit:
+        chunk = response.read(min(_READ_CHUNK, limit + 1 - size))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size += len(chunk)
+    if size > limit:
+        raise _failure("malformed_response", too_large)
+    return b"".join(chunks)
+
+
+@dataclass(frozen=True)
+class _Prepared:
+    """One query's request: the method, the request target (path and query), the body and the headers."""
+
+    method: str
+    target: str
+    body: bytes | None
+    headers: dict[str, str]
 
 
 class HttpRetriever:
     """A :class:`~evalkit.retrieval.retriever.Retriever` that asks an HTTP endpoint, concurrently."""
 
     def __init__(self, config: HttpRetrieverConfig, environ: Mapping[str, str]) -> None:
-        missing = sorted(v for v in config.headers_from_env.values() if v not in environ)
-        if missing:
-            raise ValueError(f"retriever {config.name}: environment variable(s) not set: {', '.join(missing)}")
         self.config = config
-        self._headers = {header: environ[variable] for header, variable in config.headers_from_env.items()}
-        self._opener = urllib.request.build_opener()
+        self._headers = _header_values(config, environ)
+        parts = urllib.parse.urlsplit(config.url)
+        self._host = parts.hostname or ""
+        self._port = parts.port
+        self._path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+        self._tls = ssl.create_default_context() if parts.scheme == "https" else None
 
     def provenance(self) -> Provenance:
         """Kind ``http`` and the SHA-256 of the configuration; never the URL, headers or body."""
         return Provenance(kind="http", sha256=sha256_of(self.config.model_dump(mode="json")))
 
-    def _request(self, text: str, language: Language, k: int) -> urllib.request.Request:
+    def _request(self, text: str, language: Language, k: int) -> _Prepared:
         body = _fill(self.config.body, {"text": text, "language": language, "k": str(k)}, k)
         headers = dict(self._headers)
         if self.config.method == "GET":
             query = urllib.parse.urlencode({key: str(value) for key, value in body.items()})
-            separator = "&" if urllib.parse.urlsplit(self.config.url).query else "?"
-            return urllib.request.Request(self.config.url + separator + query, headers=headers, method="GET")
+            separator = "&" if "?" in self._path else "?"
+            return _Prepared("GET", self._path + separator + query, None, headers)
         headers["Content-Type"] = "application/json"
         data = json.dumps(body, ensure_ascii=False).encode("utf-8")
-        return urllib.request.Request(self.config.url, data=data, headers=headers, method="POST")
+        return _Prepared("POST", self._path, data, headers)
 
     def _parse(self, payload: bytes) -> list[tuple[str, float]]:
         try:
-            results = _walk(json.loads(payload), self.config.results_path)
-            if not isinstance(results, list):
-                raise _Malformed
-            hits = []
-            for item in results:
-                chunk_id, score = _walk(item, self.config.id_field), _walk(item, self.config.score_field)
-                if not isinstance(chunk_id, str) or isinstance(score, bool) or not isinstance(score, (int, float)):
-                    raise _Malformed
-                if score != score:  # NaN
-                    raise _Malformed
-                hits.append((chunk_id, float(score)))
-            return hits
-        except (ValueError, KeyError, _Malformed):
-            raise QueryFailed(QueryError("malformed_response", None, 1)) from None
-
-    def _attempt(self, request: urllib.request.Request) -> bytes:
-        """One request: the response bytes, or QueryFailed with attempts=1 (the caller counts)."""
+            document = loads_response(payload)
+        except ValueError as exc:
+            raise _failure("malformed_response", f"not strict JSON: {clip(str(exc), 200)}") from None
         try:
-            with self._opener.open(request, timeout=self.config.timeout_s) as response:
-                payload: bytes = response.read()
-                return payload
-        except urllib.error.HTTPError as exc:
-            raise QueryFailed(QueryError("http_error", exc.code, 1)) from None
+            results = _walk(document, self.config.results_path)
+        except KeyError:
+            raise _failure("malformed_response", "results_path is not in the response") from None
+        if not isinstance(results, list):
+            raise _failure("malformed_response", "results_path does not lead to a list")
+        return [self._hit(index, item) for index, item in enumerate(results)]
+
+    def _hit(self, index: int, item: Any) -> tuple[str, float]:
+        """One result as (chunk ID, finite score); a problem names the result and the config field, not a value."""
+        chunk_id = _field(item, self.config.id_field, "id_field", index)
+        if not isinstance(chunk_id, str):
+            raise _failure("malformed_response", f"result {index}: id_field is not a string")
+        score = _field(item, self.config.score_field, "score_field", index)
+        if isinstance(score, bool) or not isinstance(score, (int, float)) or not math.isfinite(score):
+            raise _failure("malformed_response", f"result {index}: score_field is not a finite number")
+        return chunk_id, float(score)
+
+    def _connection(self, deadline: float) -> http.client.HTTPConnection:
+        """A connection to the configured origin, connected within the deadline (name resolution excepted)."""
+        timeout = min(self.config.timeout_s, deadline - time.monotonic())
+        if timeout <= 0:
+            raise _DeadlinePassed
+        if self._tls is None:
+            connection = http.client.HTTPConnection(self._host, self._port, timeout=timeout)
+        else:
+            connection = http.client.HTTPSConnection(self._host, self._port, timeout=timeout, context=self._tls)
+        connection.connect()
+        connection.sock = _DeadlineSocket(connection.sock, deadline, self.config.timeout_s)
+        return connection
+
+    def _refused_status(self, response: http.client.HTTPResponse) -> QueryFailed | None:
+        """An HTTP error for a status other than 2xx; a redirect is never followed and names its host only."""
+        status = response.status
+        if 200 <= status < 300:
+            return None
+        detail = f"HTTP status {status}"
+        if 300 <= status < 400:
+            detail = f"redirect to {_location_host(self.config.url, response.getheader('Location'))} not followed"
+        return QueryFailed(QueryError("http_error", status, 1, detail))
+
+    def _attempt(self, prepared: _Prepared) -> bytes:
+        """One request: the response bytes, or QueryFailed with attempts=1 (the caller counts)."""
+        deadline = time.monotonic() + self.config.deadline_s
+        connection: http.client.HTTPConnection | None = None
+        try:
+            connection = self._connection(deadline)
+            connection.request(prepared.method, prepared.target, body=prepared.body, headers=prepared.headers)
+            response = connection.getresponse()
+            refused = self._refused_status(response)
+            if refused is not None:
+                raise refused
+            return _read_capped(response, self.config.max_response_bytes)
         except TimeoutError:
-            raise QueryFailed(QueryError("timeout", None, 1)) from None
-        except urllib.error.URLError as exc:
-            kind: Literal["timeout", "connection_error"] = (
-                "timeout" if isinstance(exc.reason, TimeoutError) else "connection_error"
-            )
-            raise QueryFailed(QueryError(kind, None, 1)) from None
-        except (ConnectionError, OSError, http.client.HTTPException):
-            raise QueryFailed(QueryError("connection_error", None, 1)) from None
+            if time.monotonic() >= deadline:
+                detail = f"no complete response within deadline_s ({self.config.deadline_s:g} s)"
+            else:
+                detail = f"no data for timeout_s ({self.config.timeout_s:g} s)"
+            raise _failure("timeout", detail) from None
+        except (OSError, http.client.HTTPException) as exc:
+            raise _failure("connection_error", type(exc).__name__) from None
+        except ValueError:  # never echoed: http.client's messages may quote what was sent
+            raise _failure("connection_error", "invalid HTTP exchange") from None
+        finally:
+            if connection is not None:
+                connection.close()
 
     def search(self, text: str, language: Language, k: int) -> Sequence[tuple[str, float]]:
         """The endpoint's results for one query, after up to ``max_attempts`` attempts."""
+        return self._search(text, language, k, threading.Event())
+
+    def _search(self, text: str, language: Language, k: int, stop: threading.Event) -> list[tuple[str, float]]:
+        """:meth:`search`, giving up before a retry once ``stop`` is set."""
         request = self._request(text, language, k)
         attempt = 1
         while True:
             try:
                 return self._parse(self._attempt(request))
             except QueryFailed as failed:
-                error = QueryError(failed.error.kind, failed.error.status, attempt)
+                error = replace(failed.error, attempts=attempt)
                 retry = error.kind in ("timeout", "connection_error") or error.status in RETRIED_STATUS
                 if not retry or attempt >= self.config.max_attempts:
                     raise QueryFailed(error) from None
-            time.sleep(self.config.retry_backoff_s * attempt)
+            if stop.wait(self.config.retry_backoff_s * attempt):
+                raise QueryFailed(error)
             attempt += 1
 
-    def _timed(self, request: SearchRequest) -> SearchOutcome:
+    def _timed(self, request: SearchRequest, stop: threading.Event) -> SearchOutcome:
         started = time.perf_counter_ns()
         try:
-            hits = tuple(self.search(request.text, request.language, request.k))
+            hits = tuple(self._search(request.text, request.language, request.k, stop))
         except QueryFailed as failed:
             return SearchOutcome(request.query_id, (), (time.perf_counter_ns() - started) / 1e6, failed.error)
         return SearchOutcome(request.query_id, hits, (time.perf_counter_ns() - started) / 1e6)
 
     def search_all(self, requests: Sequence[SearchRequest]) -> list[SearchOutcome]:
         """Every request, at most ``concurrency`` in flight, each timed from its first attempt to its answer."""
-        with ThreadPoolExecutor(max_workers=self.config.concurrency) as pool:
-            return list(pool.map(self._timed, requests))
+        return _Batch(requests, self._timed).run(self.config.concurrency)
+
+
+def _field(item: Any, path: str, name: str, index: int) -> Any:
+    """The value at ``path`` in result ``index``; a missing one names the config field (``name``), not the path."""
+    try:
+        return _walk(item, path)
+    except KeyError:
+        raise _failure("malformed_response", f"result {index}: {name} is missing") from None
+
+
+def _location_host(base: str, location: str | None) -> str:
+    """``host NAME`` of a redirect's target, or a fixed phrase: never the URL, its path or anything unprintable."""
+    if location is None:
+        return "no location"
+    try:
+        host = urllib.parse.urlsplit(urllib.parse.urljoin(base, location)).hostname
+    except ValueError:
+        host = None
+    return f"host {host}" if host is not None and _HOST.fullmatch(host) else "an unreadable location"
+
+
+class _Batch:
+    """Requests answered by daemon threads, in order.
+
+    The caller waits in short steps, so SIGINT and SIGTERM reach it at once; when it is interrupted no further
+    request starts, and the requests in flight are abandoned (daemon threads do not hold up the interpreter's exit).
+    """
+
+    def __init__(
+        self, requests: Sequence[SearchRequest], answer: Callable[[SearchRequest, threading.Event], SearchOutcome]
+    ) -> None:
+        self._requests = requests
+        self._answer = answer
+        self._outcomes: list[SearchOutcome | None] = [None] * len(requests)
+        self._next = 0
+        self._done = 0
+        self._error: BaseException | None = None
+        self._stop = threading.Event()
+        self._changed = threading.Condition()
+
+    def _work(self) -> None:
+        while not self._stop.is_set():
+            with self._changed:
+                index = self._next
+                if index >= len(self._requests) or self._error is not None:
+                    return
+                self._next += 1
+            try:
+                outcome = self._answer(self._requests[index], self._stop)
+            except BaseException as exc:  # a bug: handed to the caller, who raises it
+                with self._changed:
+                    self._error = self._error or exc
+                    self._changed.notify_all()
+                return
+            with self._changed:
+                self._outcomes[index] = outcome
+                self._done += 1
+                self._changed.notify_all()
+
+    def run(self, concurrency: int) -> list[SearchOutcome]:
+        workers = min(concurrency, len(self._requests))
+        for number in range(workers):
+            threading.Thread(target=self._work, name=f"evalkit-http-{number}", daemon=True).start()
+        try:
+            with self._changed:
+                while self._done < len(self._requests) and self._error is None:
+                    self._changed.wait(0.1)
+        finally:
+            self._stop.set()
+        if self._error is not None:
+            raise self._error
+        return [outcome for outcome in self._outcomes if outcome is not None]

@@ -7,7 +7,8 @@ orders every returned ranking by its declared tie policy, so a retriever need no
 
 A retriever reports a failure of one query (a timeout, an HTTP error, a malformed response) by raising
 :class:`QueryFailed`: the query scores as an empty ranking, the failure is recorded by kind, status and attempt
-count, and the run goes on. Any other exception is a bug in the retriever and stops the run.
+count, and the run goes on. Any other exception is a bug in the retriever and stops the run (behind
+``--retriever module:factory`` as :class:`evalkit.plugins.PluginError`: bad input, exit 2).
 
 :class:`KnowledgeServiceRetriever` makes the built-in knowledge service one implementation of the protocol;
 :class:`RunRetriever` replays a precomputed run file.
@@ -17,7 +18,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal, Protocol, runtime_checkable
 
 from evalkit.data.fixture import Chunk
@@ -42,16 +43,23 @@ class Retriever(Protocol):
 
 @dataclass(frozen=True)
 class QueryError:
-    """Why one query got no ranking: the failure kind, the HTTP status (if any) and the attempts made."""
+    """Why one query got no ranking: the failure kind, the HTTP status (if any) and the attempts made.
+
+    ``detail`` says what went wrong in words that disclose nothing private (a config field's name, a size limit, a
+    redirect's host; never a URL, header or body). It is for messages only: two errors that differ only in detail
+    compare equal, and the report records kind, status and attempts.
+    """
 
     kind: FailureKind
     status: int | None
     attempts: int
+    detail: str | None = field(default=None, compare=False)
 
     def describe(self, query_id: str) -> str:
         """One ID-only line (no URL, header or body)."""
         status = f", status {self.status}" if self.status is not None else ""
-        return f"query {query_id}: {self.kind}{status} after {self.attempts} attempt(s)"
+        detail = f": {self.detail}" if self.detail else ""
+        return f"query {query_id}: {self.kind}{status} after {self.attempts} attempt(s){detail}"
 
 
 class QueryFailed(Exception):
@@ -59,7 +67,8 @@ class QueryFailed(Exception):
 
     def __init__(self, error: QueryError) -> None:
         self.error = error
-        super().__init__(f"{error.kind} (status {error.status}, {error.attempts} attempt(s))")
+        detail = f": {error.detail}" if error.detail else ""
+        super().__init__(f"{error.kind} (status {error.status}, {error.attempts} attempt(s)){detail}")
 
 
 @dataclass(frozen=True)
