@@ -15,6 +15,7 @@ one the assessor meant.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,7 +24,7 @@ import numpy as np
 import pyarrow as pa
 
 from evalkit.data.columns import IntArray, encode
-from evalkit.data.inputs import InputError, cap_problems, clip
+from evalkit.data.inputs import MAX_PROBLEMS, InputError, clip
 from evalkit.data.tables import (
     DEFAULT_MAX_TABLE_BYTES,
     TableError,
@@ -31,12 +32,15 @@ from evalkit.data.tables import (
     diagnose,
     id_problem,
     read_columns,
+    split_fields,
     text_lines,
 )
 
 __all__ = ["Qrels", "QrelsError", "qrels_from_mapping", "read_qrels_file"]
 
 _BEIR_HEADER = ("query-id", "corpus-id", "score")
+_INTEGER = re.compile(r"-?[0-9]+")
+"""A grade as the columnar parser reads it (Python's int() would also take "+1", "1_0" or non-ASCII digits)."""
 
 
 class QrelsError(ValueError):
@@ -84,9 +88,10 @@ def _build(
         problems = [
             f"query {clip(repr(names[int(q[i])].as_py()))} document {clip(repr(docs[int(d[i])].as_py()))}: "
             f"judged twice with different grades ({int(g[i])} and {int(g[i + 1])})"
-            for i in conflicts[:21].tolist()
+            for i in conflicts[:MAX_PROBLEMS].tolist()
         ]
-        listing = "\n".join(f"  - {p}" for p in cap_problems(problems))
+        more = [f"... and {len(conflicts) - MAX_PROBLEMS} more"] if len(conflicts) > MAX_PROBLEMS else []
+        listing = "\n".join(f"  - {p}" for p in [*problems, *more])
         raise QrelsError(f"{source}: {len(conflicts)} conflicting judgment(s)\n{listing}")
     keep = np.concatenate(([True], ~same)) if len(q) else np.zeros(0, dtype=bool)
     used = np.unique(q[keep])
@@ -133,7 +138,7 @@ def qrels_from_mapping(judgments: Mapping[str, Mapping[str, int]], source: str =
 def _layout(path: Path, max_bytes: int) -> tuple[str, int]:
     """``("beir" | "trec", header rows)`` from the first data line."""
     for number, line in text_lines(path, max_bytes):
-        fields = line.split()
+        fields = split_fields(line)
         if not fields:
             continue
         if tuple(f.lower() for f in fields[:3]) == _BEIR_HEADER:
@@ -150,10 +155,11 @@ def _line_problem(layout: str, width: int):  # type: ignore[no-untyped-def]
             return f"{where}: needs {len(names)} columns ({' '.join(names)}), has {len(fields)}"
         if len(fields) != width:
             return f"{where}: has {len(fields)} columns where the first line has {width}"
-        try:
-            int(fields[len(names) - 1])
-        except ValueError:
-            return f"{where}: field {names[-1]!r}: {clip(repr(fields[len(names) - 1]))} is not an integer"
+        grade = fields[len(names) - 1]
+        if not _INTEGER.fullmatch(grade):
+            return f"{where}: field {names[-1]!r}: {clip(repr(grade))} is not an integer"
+        if not -(2**63) <= int(grade) < 2**63:
+            return f"{where}: field {names[-1]!r}: {clip(repr(grade))} is out of the 64-bit integer range"
         for value, name in ((fields[0], names[0]), (fields[len(names) - 2], names[-2])):
             problem = id_problem(value, name, where)
             if problem is not None:
@@ -181,8 +187,9 @@ def read_qrels_file(path: Path, max_bytes: int = DEFAULT_MAX_TABLE_BYTES) -> Qre
             refused = True
         if refused:
             for _, line in text_lines(path, max_bytes):
-                if line.split() and tuple(f.lower() for f in line.split()[:3]) != _BEIR_HEADER:
-                    width = len(line.split())
+                fields = split_fields(line)
+                if fields and tuple(f.lower() for f in fields[:3]) != _BEIR_HEADER:
+                    width = len(fields)
                     break
             raise QrelsError(str(diagnose(path, _line_problem(layout, width), max_bytes, skip_rows=header)))
     except InputError as exc:

@@ -46,6 +46,7 @@ from evalkit.data.tables import (
     diagnose,
     id_problem,
     read_columns,
+    split_fields,
     text_lines,
 )
 
@@ -95,6 +96,11 @@ class Run:
             return 0
         keys = self.query * max(len(self.docs), 1) + self.doc
         return int(len(keys) - len(np.unique(keys)))
+
+    @cached_property
+    def doc_ids(self) -> pa.StringArray:
+        """Row i's document ID, for every row."""
+        return self.docs.take(pa.array(self.doc))
 
     @cached_property
     def rankings(self) -> Mapping[str, Ranking]:
@@ -173,7 +179,7 @@ def _irregular_trec(path: Path, max_bytes: int) -> Run:
     scores: list[float] = []
     tags: set[str] = set()
     for _, line in text_lines(path, max_bytes):
-        fields = line.split()
+        fields = split_fields(line)
         if fields:
             queries.append(fields[0])
             docs.append(fields[2])

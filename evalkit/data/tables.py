@@ -38,6 +38,7 @@ __all__ = [
     "diagnose",
     "open_guarded",
     "read_columns",
+    "split_fields",
     "text_lines",
 ]
 
@@ -49,6 +50,8 @@ _GZIP_MAGIC = b"\x1f\x8b"
 _BOM = b"\xef\xbb\xbf"
 _WHITESPACE = bytes.maketrans(b"\t\r\f\v", b"    ")
 _SPACES = re.compile(rb" {2,}")
+_SEPARATORS = re.compile(r"[ \t\r\f\v]+")
+"""The column separators the columnar path knows (str.split() would also split at other Unicode whitespace)."""
 _CONTROL = r"[\x00-\x1f\x7f\u0080-\u009f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]"
 """Control and bidirectional-control characters, as Python's re spells them."""
 _CONTROL_RE2 = r"[\x00-\x1f\x7f\x{80}-\x{9f}\x{61c}\x{200e}\x{200f}\x{202a}-\x{202e}\x{2066}-\x{2069}]"
@@ -96,18 +99,21 @@ class _Guarded(io.RawIOBase):
         if self._inflate is None:
             return self._raw.read(_BLOCK)
         while True:
-            if self._inflate.unconsumed_tail:
-                data = self._inflate.decompress(self._inflate.unconsumed_tail, _BLOCK)
+            inflate = self._inflate
+            if inflate.eof:
+                # A member ended (its unconsumed_tail is stale then): a concatenated member may follow.
+                rest = inflate.unused_data or self._raw.read(_BLOCK)
+                if not rest:
+                    return b""
+                self._inflate = inflate = zlib.decompressobj(wbits=31)
+                data = inflate.decompress(rest, _BLOCK)
+            elif inflate.unconsumed_tail:
+                data = inflate.decompress(inflate.unconsumed_tail, _BLOCK)
             else:
                 compressed = self._raw.read(_BLOCK)
                 if not compressed:
-                    return self._inflate.flush()
-                data = self._inflate.decompress(compressed, _BLOCK)
-                if self._inflate.eof and self._inflate.unused_data:
-                    # A concatenated gzip member follows: start a new decompressor on the rest.
-                    rest = self._inflate.unused_data
-                    self._inflate = zlib.decompressobj(wbits=31)
-                    data += self._inflate.decompress(rest, _BLOCK)
+                    raise EOFError("the file ends inside a gzip member (truncated)")
+                data = inflate.decompress(compressed, _BLOCK)
             if data:
                 return data
 
@@ -115,6 +121,11 @@ class _Guarded(io.RawIOBase):
         while not self._out and not self._eof:
             try:
                 data = self._next_raw()
+                while self._first and 0 < len(data) < 3 and _BOM.startswith(data):
+                    more = self._next_raw()
+                    if not more:
+                        break
+                    data += more
             except (zlib.error, EOFError) as exc:
                 raise InputError(self._label, f"cannot be read: corrupt gzip data ({exc})") from None
             self._seen += len(data)
@@ -126,10 +137,10 @@ class _Guarded(io.RawIOBase):
                     "if the file is trusted",
                 )
             if self._first and data:
-                if len(data) < 3 and _BOM.startswith(data):
-                    data += self._next_raw()
-                data = data.removeprefix(_BOM)
                 self._first = False
+                data = data.removeprefix(_BOM)
+                if not data:
+                    continue
             if not data:
                 self._eof = True
                 block, self._pending = self._pending, b""
@@ -153,7 +164,8 @@ def _normalise(block: bytes) -> bytes:
     if b"  " in block:
         block = _SPACES.sub(b" ", block)
     block = block.replace(b"\n ", b"\n").replace(b" \n", b"\n")
-    return block[1:] if block.startswith(b" ") else block
+    # The last block may end without a newline, so blanks that ended its last line are at the very end.
+    return block.removeprefix(b" ").removesuffix(b" ")
 
 
 def _open_regular(path: Path) -> io.BufferedReader:
@@ -177,6 +189,11 @@ def _open_regular(path: Path) -> io.BufferedReader:
 def open_guarded(path: Path, max_bytes: int = DEFAULT_MAX_TABLE_BYTES, normalise: bool = False) -> io.BufferedReader:
     """A buffered reader of the file's text bytes (see the module docstring); the caller closes it."""
     return io.BufferedReader(_Guarded(Path(path), max_bytes, normalise), buffer_size=_BLOCK)
+
+
+def split_fields(line: str) -> list[str]:
+    """A line's columns, split exactly where the columnar parser splits them (spaces, tabs, CR, FF, VT)."""
+    return [field for field in _SEPARATORS.split(line) if field]
 
 
 def text_lines(path: Path, max_bytes: int = DEFAULT_MAX_TABLE_BYTES) -> Iterator[tuple[int, str]]:
@@ -203,6 +220,8 @@ def read_columns(
     of the wrong type, invalid UTF-8): the caller then names the lines with :func:`diagnose`.
     """
     extra = _extra_columns(path, len(names), max_bytes, skip_rows)
+    if extra is None:  # no data line at all (pyarrow refuses an empty file): no rows
+        return pa.table({n: pa.array([], type=types[n]) for n in names if not n.startswith("_")})
     column_names = [*names, *(f"_extra{i}" for i in range(extra))]
     with open_guarded(path, max_bytes, normalise=True) as stream:
         return csv.read_csv(
@@ -220,13 +239,14 @@ def read_columns(
         )
 
 
-def _extra_columns(path: Path, expected: int, max_bytes: int, skip_rows: int) -> int:
-    """How many columns past ``expected`` the first data line has (its width is the file's)."""
+def _extra_columns(path: Path, expected: int, max_bytes: int, skip_rows: int) -> int | None:
+    """How many columns past ``expected`` the first data line has (its width is the file's); None: no data line."""
     for number, line in text_lines(path, max_bytes):
-        if number <= skip_rows or not line.split():
+        fields = split_fields(line)
+        if number <= skip_rows or not fields:
             continue
-        return max(0, len(line.split()) - expected)
-    return 0
+        return max(0, len(fields) - expected)
+    return None
 
 
 def bad_ids(values: pa.Array) -> pa.Array:
@@ -248,7 +268,7 @@ def diagnose(
     problems: list[str] = []
     try:
         for number, line in text_lines(path, max_bytes):
-            fields = line.split()
+            fields = split_fields(line)
             if number <= skip_rows or not fields:
                 continue
             problem = check(fields, f"{label} line {number}")

@@ -1,0 +1,389 @@
+"""The guarded door for tabular files (evalkit.data.tables), and TREC/JSONL run files read through it.
+
+Qrels get their own file (test_qrels.py), topics too (test_topics.py); the refusals every reader shares are here.
+"""
+
+from __future__ import annotations
+
+import gzip
+import itertools
+import math
+import os
+import re
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TypeVar
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from evalkit.data import tables
+from evalkit.data.qrels import QrelsError, read_qrels_file
+from evalkit.data.runs import RunFileError, read_run, read_trec_run, trec_run_bytes
+from evalkit.data.tables import open_guarded, split_fields, text_lines
+from evalkit.data.topics import TopicsError, read_topics
+
+T = TypeVar("T")
+
+QRELS = b"q1 0 d1 1\nq1 0 d2 0\nq2 0 d3 2\n"
+QRELS_DICT = {"q1": {"d1": 1, "d2": 0}, "q2": {"d3": 2}}
+
+
+def _write(folder: Path, name: str, data: bytes) -> Path:
+    path = folder / name
+    path.write_bytes(data)
+    return path
+
+
+def _promptly(call: Callable[[], T], seconds: float = 5.0) -> T:
+    """``call()`` run in a daemon thread; the test fails (instead of hanging) when it has not returned in time."""
+    outcome: dict[str, object] = {}
+
+    def target() -> None:
+        try:
+            outcome["value"] = call()
+        except BaseException as exc:  # re-raised in the test's thread
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=target, daemon=True)
+    thread.start()
+    thread.join(seconds)
+    if thread.is_alive():
+        pytest.fail(f"still running after {seconds} s")
+    if "error" in outcome:
+        raise outcome["error"]  # type: ignore[misc]
+    return outcome["value"]  # type: ignore[return-value]
+
+
+def _members(data: bytes, *cuts: int) -> bytes:
+    """``data`` as concatenated gzip members, cut at ``cuts``."""
+    bounds = [0, *cuts, len(data)]
+    return b"".join(gzip.compress(data[a:b]) for a, b in itertools.pairwise(bounds))
+
+
+# --- refusals shared by every reader -----------------------------------------------------------------------------
+
+READERS: dict[str, Callable[[Path], object]] = {
+    "qrels": read_qrels_file,
+    "trec run": read_run,
+    "jsonl run": read_run,  # the paths below end in .jsonl
+    "topics": read_topics,
+}
+_ERRORS = {"qrels": QrelsError, "trec run": RunFileError, "jsonl run": RunFileError, "topics": TopicsError}
+
+
+def _special(tmp_path: Path, kind: str, reader: str) -> Path:
+    suffix = ".jsonl" if reader == "jsonl run" else ""
+    if kind == "fifo":
+        path = tmp_path / f"pipe{suffix}"
+        os.mkfifo(path)
+        return path
+    if kind == "directory":
+        path = tmp_path / f"folder{suffix}"
+        path.mkdir()
+        return path
+    return Path("/dev/zero")
+
+
+@pytest.mark.parametrize("reader", sorted(READERS))
+@pytest.mark.parametrize(
+    ("kind", "reason"),
+    [("fifo", "it is not a regular file"), ("directory", "it is a directory"), ("device", "it is not a regular file")],
+)
+def test_non_regular_files_are_refused_at_once(tmp_path: Path, reader: str, kind: str, reason: str) -> None:
+    if kind == "device" and not Path("/dev/zero").exists():
+        pytest.skip("no /dev/zero")
+    path = _special(tmp_path, kind, reader)
+    started = time.monotonic()
+    with pytest.raises(_ERRORS[reader], match=f"{path.name}: cannot be read: {reason}"):
+        _promptly(lambda: READERS[reader](path))
+    assert time.monotonic() - started < 2
+
+
+@pytest.mark.parametrize("reader", sorted(READERS))
+def test_a_missing_file_is_not_found(tmp_path: Path, reader: str) -> None:
+    path = tmp_path / ("absent.jsonl" if reader == "jsonl run" else "absent")
+    with pytest.raises(_ERRORS[reader], match=r"run file absent.* not found|absent.*: file not found"):
+        READERS[reader](path)
+
+
+def test_a_file_over_the_limit_is_refused_naming_the_limit(tmp_path: Path) -> None:
+    path = _write(tmp_path, "big.qrels", QRELS * (2**20 // len(QRELS) + 1))
+    with pytest.raises(QrelsError, match=r"big.qrels: cannot be read: it is larger than the input limit \(1 MiB\)"):
+        read_qrels_file(path, max_bytes=2**20)
+    assert len(read_qrels_file(path, max_bytes=2**21).as_dict()) == 2
+
+
+@pytest.fixture(scope="module")
+def gzip_bomb(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """50 MB of newlines in about 50 KB."""
+    path = tmp_path_factory.mktemp("bomb") / "bomb.txt"
+    path.write_bytes(gzip.compress(b"\n" * 50_000_000, compresslevel=9))
+    assert path.stat().st_size < 200_000
+    return path
+
+
+@pytest.mark.parametrize(
+    ("reader", "error"), [(read_qrels_file, QrelsError), (read_run, RunFileError), (read_topics, TopicsError)]
+)
+def test_a_gzip_bomb_stops_at_the_limit(gzip_bomb: Path, reader: Callable[..., object], error: type) -> None:
+    started = time.monotonic()
+    with pytest.raises(error, match=r"larger than the input limit \(1 MiB decompressed\)"):
+        _promptly(lambda: reader(gzip_bomb, max_bytes=2**20))
+    assert time.monotonic() - started < 2
+
+
+# --- gzip, BOM, whitespace ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["judgments.qrels.gz", "judgments.txt"])
+def test_gzip_is_recognised_by_its_bytes(tmp_path: Path, name: str) -> None:
+    assert read_qrels_file(_write(tmp_path, name, gzip.compress(QRELS))).as_dict() == QRELS_DICT
+
+
+@pytest.mark.parametrize("cuts", [(4,), (10, 20), (1, 2, 3, 28)])
+def test_concatenated_gzip_members_are_all_read(tmp_path: Path, cuts: tuple[int, ...]) -> None:
+    assert read_qrels_file(_write(tmp_path, "multi.gz", _members(QRELS, *cuts))).as_dict() == QRELS_DICT
+
+
+def test_a_member_larger_than_a_block_followed_by_another_is_read_without_hanging(tmp_path: Path) -> None:
+    # Regression: a member that ended while its unconsumed input was being inflated (more than one 4 MiB block
+    # out of one read) left a stale unconsumed_tail behind, and the reader looped for ever.
+    first = b"q1 0 d1 1\n" * 500_000
+    path = _write(tmp_path, "big-first.gz", gzip.compress(first, compresslevel=1) + gzip.compress(b"zz 0 last 2\n"))
+    qrels = _promptly(lambda: read_qrels_file(path), seconds=10)
+    assert qrels.as_dict() == {"q1": {"d1": 1}, "zz": {"last": 2}}
+    assert qrels.duplicates == 499_999
+
+
+@pytest.mark.parametrize("block", [1, 2, 3, 5, 64, 1 << 22])
+def test_block_boundaries_do_not_change_what_is_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, block: int
+) -> None:
+    monkeypatch.setattr(tables, "_BLOCK", block)
+    text = b"\xef\xbb\xbf q1\t0  d1 1 x\r\n\n q1 0 d2\t\t0 y\r\nq2 0 d3 2 z"
+    expected = {"q1": {"d1": 1, "d2": 0}, "q2": {"d3": 2}}
+    for index, data in enumerate([text, gzip.compress(text), _members(text, 1, 2, 3), _members(text, 3, 9)]):
+        assert read_qrels_file(_write(tmp_path, f"q{index}", data)).as_dict() == expected
+
+
+def test_a_bom_split_across_gzip_members_is_stripped(tmp_path: Path) -> None:
+    data = _members(b"\xef\xbb\xbf" + QRELS, 1, 2)
+    assert read_qrels_file(_write(tmp_path, "bom.gz", data)).as_dict() == QRELS_DICT
+
+
+def test_a_first_member_holding_only_the_bom_does_not_end_the_file(tmp_path: Path) -> None:
+    # Regression: the first block emptied by the BOM strip was taken for the end of the file.
+    data = _members(b"\xef\xbb\xbf" + QRELS, 3)
+    assert read_qrels_file(_write(tmp_path, "bom.gz", data)).as_dict() == QRELS_DICT
+
+
+@pytest.mark.parametrize(
+    ("data", "reason"),
+    [
+        (gzip.compress(QRELS)[:-9], "truncated"),
+        (gzip.compress(QRELS)[:12], "truncated"),
+        (b"\x1f\x8b", "truncated"),
+        (b"\x1f\x8b" + b"not gzip at all\n", "corrupt gzip data"),
+        (gzip.compress(QRELS) + b"trailing junk", "corrupt gzip data"),
+    ],
+)
+def test_truncated_or_corrupt_gzip_is_refused(tmp_path: Path, data: bytes, reason: str) -> None:
+    # Regression: a truncated member used to be read as far as it went, silently.
+    with pytest.raises(QrelsError, match=f"cut.gz: cannot be read: .*{reason}"):
+        read_qrels_file(_write(tmp_path, "cut.gz", data))
+
+
+@pytest.mark.parametrize("data", [b"", b"\xef\xbb\xbf", b"\n\n  \r\n\t\n", gzip.compress(b""), gzip.compress(b"\n")])
+def test_a_file_without_data_lines_is_empty(tmp_path: Path, data: bytes) -> None:
+    # Regression: an empty (or BOM-only) file was refused as "could not be parsed".
+    qrels = read_qrels_file(_write(tmp_path, "empty.qrels", data))
+    assert (qrels.as_dict(), len(qrels), qrels.duplicates) == ({}, 0, 0)
+    run = read_trec_run(_write(tmp_path, "empty.trec", data))
+    assert (dict(run.rankings), run.lines) == ({}, 0)
+    assert read_topics(_write(tmp_path, "empty.tsv", data)) == {}
+
+
+@pytest.mark.parametrize("end", [b"", b"  ", b"\t", b"\r", b" \r", b"\r\n"])
+def test_the_last_line_may_lack_its_newline_and_end_in_blanks(tmp_path: Path, end: bytes) -> None:
+    # Regression: blanks ending a last line without a newline made an empty extra column.
+    path = _write(tmp_path, "last.qrels", b"q1 0 d1 1\nq2 0 d2 2" + end)
+    assert read_qrels_file(path).as_dict() == {"q1": {"d1": 1}, "q2": {"d2": 2}}
+    run = read_trec_run(_write(tmp_path, "last.trec", b"q1 Q0 d1 1 0.5 sys" + end))
+    assert run.rankings == {"q1": (("d1", 0.5),)}
+
+
+def test_open_guarded_normalises_blanks_and_text_lines_numbers_lines(tmp_path: Path) -> None:
+    path = _write(tmp_path, "t.txt", gzip.compress(b"\xef\xbb\xbf  a\t\tb  c \r\n\n\x0bd\x0ce\r\nlast"))
+    with open_guarded(path, normalise=True) as stream:
+        assert stream.read() == b"a b c\n\nd e\nlast"
+    assert list(text_lines(path)) == [(1, "  a\t\tb  c "), (2, ""), (3, "\x0bd\x0ce"), (4, "last")]
+
+
+def test_fields_split_only_where_the_columnar_parser_splits() -> None:
+    assert split_fields(" a\tb \x0bc\x0cd\re ") == ["a", "b", "c", "d", "e"]
+    # Other Unicode whitespace is part of a field (str.split() would split there).
+    assert split_fields("a\x1fb c\xa0d e\u2028f \x85") == ["a\x1fb", "c\xa0d", "e\u2028f", "\x85"]
+
+
+@pytest.mark.parametrize(("char", "refused"), [("\x1f", True), ("\x1c", True), ("\x85", True), ("\xa0", False)])
+def test_unicode_whitespace_inside_an_id_is_one_field_wherever_the_line_is(
+    tmp_path: Path, char: str, refused: bool
+) -> None:
+    # Regression: the line-by-line paths split at these characters where the columnar one does not, so
+    # "d\x1f1" was read as document "d" with the next column taken for the score.
+    bad_id = f"d{char}1"
+    for lines in ([f"q1 Q0 {bad_id} 1 0.5 sys"], ["q1 Q0 d0 1 0.9 sys", f"q1 Q0 {bad_id} 2 0.5 sys"]):
+        path = _write(tmp_path, "u.trec", ("\n".join(lines) + "\n").encode())
+        if refused:
+            with pytest.raises(RunFileError, match=rf"u.trec line {len(lines)}: field 'docid': .* control"):
+                read_trec_run(path)
+        else:
+            assert read_trec_run(path).rankings["q1"][-1] == (bad_id, 0.5)
+
+
+# --- TREC and JSONL runs through the door -------------------------------------------------------------------------
+
+
+def test_ids_that_look_like_numbers_or_nulls_stay_strings(tmp_path: Path) -> None:
+    ids = ["001", "0123", "1e5", "-1", "0x10", "nan", "NaN", "NULL", "null", "NA", "N/A", "true", "False", "inf", "#1"]
+    text = "".join(f"{qid} Q0 {doc} 1 1.0 sys\n" for qid, doc in zip(["001", *ids], [*ids, "007"], strict=True))
+    run = read_trec_run(_write(tmp_path, "numbers.trec", text.encode()))
+    docs = [doc for pairs in run.rankings.values() for doc, _ in pairs]
+    assert sorted(run.rankings) == sorted({"001", *ids})
+    assert sorted(docs) == sorted([*ids, "007"])
+    assert all(isinstance(doc, str) for doc in docs)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        b"q1 Q0 d1 1 1.5 sys x\n",
+        b"q1 Q0 d1 1 1.5 sys",
+        b"q1 Q0 d1 1 1.5 sys a b c\nq1 Q0 d2 2 1 sys a b c\n",
+        b"q1 Q0 d1 1 1.5 sys\nq1 Q0 d2 2 1 sys extra\n",
+        b"q1 Q0 d1 1 1.5 sys extra\nq1 Q0 d2 2 1 sys\n",
+    ],
+)
+def test_one_line_runs_and_extra_columns(tmp_path: Path, text: bytes) -> None:
+    run = read_trec_run(_write(tmp_path, "r.trec", text))
+    assert run.name == "sys"
+    assert run.rankings["q1"][0] == ("d1", 1.5)
+    assert run.lines == text.count(b"Q0")
+
+
+@pytest.mark.parametrize("score", ["nan", "NaN", "-nan", "inf", "-inf", "Infinity", "+inf", "1e400", "-1e400"])
+def test_non_finite_trec_scores_are_refused(tmp_path: Path, score: str) -> None:
+    path = _write(tmp_path, "nf.trec", f"q1 Q0 d1 1 1 sys\nq1 Q0 d2 2 {score} sys\n".encode())
+    with pytest.raises(RunFileError, match=rf"nf.trec line 2: score '{re.escape(score)}' is not finite"):
+        read_run(path)
+
+
+@pytest.mark.parametrize("score", ["NaN", "Infinity", "-Infinity", "1e400", "-1e400"])
+def test_non_finite_jsonl_scores_are_refused(tmp_path: Path, score: str) -> None:
+    line = f'{{"query_id": "q1", "results": [{{"chunk_id": "d1", "score": {score}}}]}}\n'
+    path = _write(tmp_path, "nf.jsonl", f'{{"query_id": "q0", "results": []}}\n{line}'.encode())
+    with pytest.raises(RunFileError, match=r"nf.jsonl line 2 results\[0\]: score .* is not finite"):
+        read_run(path)
+
+
+@pytest.mark.parametrize("score", ["1e308", "-1.7976931348623157e308", "5e-324", "-0.0", "1e-400", "123456789e-3"])
+def test_large_and_tiny_finite_scores_are_read_exactly(tmp_path: Path, score: str) -> None:
+    run = read_run(_write(tmp_path, "f.trec", f"q1 Q0 d1 1 {score} sys\n".encode()))
+    (value,) = run.scores.tolist()
+    assert value.hex() == float(score).hex()
+
+
+@pytest.mark.parametrize(
+    ("line", "field", "shown"),
+    [
+        ("q\x01 Q0 d1 1 1 sys", "qid", r"'q\\x01'"),
+        ("q1 Q0 d\u202e1 1 1 sys", "docid", r"'d\\u202e1'"),
+        ("q1 Q0 d1 1 1 s\u2066ys", "tag", r"'s\\u2066ys'"),
+        ("q1 Q0 d\x7f 1 1 sys", "docid", r"'d\\x7f'"),
+    ],
+)
+def test_control_characters_in_run_ids_name_the_line_and_field(
+    tmp_path: Path, line: str, field: str, shown: str
+) -> None:
+    path = _write(tmp_path, "ctl.trec", f"q1 Q0 d0 1 2 sys\n\n{line}\n".encode())
+    with pytest.raises(RunFileError, match=rf"ctl.trec line 3: field '{field}': {shown} holds a control"):
+        read_run(path)
+
+
+def test_many_bad_run_lines_list_twenty_and_count_the_rest(tmp_path: Path) -> None:
+    lines = ["q1 Q0 d0 1 1 sys", *(f"q1 Q0 d{i} {i} x{i} sys" for i in range(1, 26))]
+    path = _write(tmp_path, "many.trec", ("\n".join(lines) + "\n").encode())
+    with pytest.raises(RunFileError) as caught:
+        read_run(path)
+    message = str(caught.value)
+    assert message.startswith("many.trec: 25 malformed line(s)")
+    assert "many.trec line 21: score 'x20'" in message
+    assert "line 22:" not in message
+    assert message.endswith("... and 5 more")
+
+
+def test_invalid_utf8_in_a_run_names_the_line(tmp_path: Path) -> None:
+    path = _write(tmp_path, "latin.trec", b"q1 Q0 d1 1 1 sys\nq1 Q0 caf\xe9 2 0.5 sys\n")
+    with pytest.raises(RunFileError, match=r"latin.trec line 2: not UTF-8"):
+        read_run(path)
+
+
+# --- property tests: what is written is what is read -------------------------------------------------------------
+
+_SPECIAL_IDS = ["001", "0123", "1e5", "-1", "nan", "NULL", "NA", "true", "inf", "#1", '"q"', "query-id", "中文"]
+ids = st.one_of(st.sampled_from(_SPECIAL_IDS), st.text("abcxyzQ0189-_.:/+é中", min_size=1, max_size=8))
+scores = st.one_of(
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.sampled_from([0.0, -0.0, 5e-324, -2.2250738585072014e-308, 1.7976931348623157e308, 1e308, 0.1, 1 / 3]),
+)
+separators = st.sampled_from([" ", "\t", "  ", " \t ", "\t\t", "\x0b", "\x0c"])
+line_ends = st.sampled_from(["\n", "\r\n", " \n", "\t\r\n"])
+
+
+def _respace(text: str, data: st.DataObject) -> bytes:
+    """Each line's single spaces replaced by drawn runs of blanks, with drawn line ends and blank lines."""
+    out = []
+    for line in text.splitlines():
+        fields = line.split(" ")
+        lead = data.draw(st.sampled_from(["", " ", "\t"]))
+        body = fields[0] + "".join(data.draw(separators) + f for f in fields[1:])
+        out.append(lead + body + data.draw(line_ends) + data.draw(st.sampled_from(["", "", "\n", " \r\n"])))
+    return "".join(out).encode()
+
+
+def _package(raw: bytes, data: st.DataObject) -> bytes:
+    """``raw``, perhaps with a BOM, perhaps gzip-compressed in one or several members."""
+    if data.draw(st.booleans()):
+        raw = b"\xef\xbb\xbf" + raw
+    members = data.draw(st.integers(0, 3))
+    if members == 0:
+        return raw
+    cuts = sorted(data.draw(st.lists(st.integers(0, len(raw)), min_size=members - 1, max_size=members - 1)))
+    return _members(raw, *cuts)
+
+
+@settings(max_examples=60)
+@given(
+    rankings=st.dictionaries(ids, st.lists(st.tuples(ids, scores), min_size=1, max_size=5), max_size=5),
+    data=st.data(),
+)
+def test_written_runs_read_back_exactly(tmp_path_factory: pytest.TempPathFactory, rankings, data) -> None:  # type: ignore[no-untyped-def]
+    raw = trec_run_bytes(rankings, tag="sys")
+    if data.draw(st.booleans()):
+        raw = _respace(raw.decode(), data)
+    path = tmp_path_factory.mktemp("run") / "written.trec"
+    path.write_bytes(_package(raw, data))
+    block = data.draw(st.sampled_from([1 << 22, 1 << 22, 7, 64]))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(tables, "_BLOCK", block)
+        run = read_trec_run(path)
+    expected = {q: tuple((d, float(s)) for d, s in pairs) for q, pairs in rankings.items()}
+    assert run.rankings == expected
+    exact = {q: [(d, s.hex()) for d, s in pairs] for q, pairs in run.rankings.items()}
+    assert exact == {q: [(d, s.hex()) for d, s in pairs] for q, pairs in expected.items()}
+    assert run.lines == sum(len(pairs) for pairs in rankings.values())
+    assert all(math.isfinite(s) for s in run.scores.tolist())

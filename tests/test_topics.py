@@ -1,0 +1,104 @@
+"""Topics files: query ID -> language, from TSV or JSONL, given or detected."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+
+from evalkit.data.topics import TopicsError, read_topics
+
+
+def _write(folder: Path, name: str, data: bytes | str) -> Path:
+    path = folder / name
+    path.write_bytes(data.encode() if isinstance(data, str) else data)
+    return path
+
+
+def _jsonl(*records: object) -> str:
+    return "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records)
+
+
+@pytest.mark.parametrize("header", ["", "qid\ttext\n", "query_id\tquery\n", "Query-ID\ttext\n", "id\ttitle\n"])
+def test_tsv_topics_with_or_without_header(tmp_path: Path, header: str) -> None:
+    text = f"{header}q1\t如何重置密码\n\nq2\tOpen the 回收站 folder\r\n 003 \tHow do I reset my password?\n"
+    assert read_topics(_write(tmp_path, "topics.tsv", text)) == {"q1": "zh", "q2": "en", "003": "en"}
+
+
+def test_tsv_topics_with_a_bom_and_gzip(tmp_path: Path) -> None:
+    data = gzip.compress("\ufeffqid\ttext\nq1\t在 Settings 中打开两步验证\n".encode())
+    assert read_topics(_write(tmp_path, "topics.tsv.gz", data)) == {"q1": "zh"}
+
+
+def test_tsv_line_without_a_tab_names_the_line(tmp_path: Path) -> None:
+    with pytest.raises(TopicsError, match=r"t.tsv line 2: needs 2 tab-separated fields"):
+        read_topics(_write(tmp_path, "t.tsv", "q1\thello\nq2 hello\n"))
+
+
+def test_jsonl_topics_with_and_without_language(tmp_path: Path) -> None:
+    text = _jsonl(
+        {"query_id": "q1", "text": "How do I reset my password?", "language": "zh"},
+        {"_id": "q2", "text": "如何重置密码"},
+        {"qid": "q3", "query": "Open the 回收站 folder", "extra": 1},
+        {"query_id": "q4", "title": "回收站在哪里"},
+        {"query_id": "q5", "language": "en"},
+    )
+    assert read_topics(_write(tmp_path, "topics.jsonl", text)) == {
+        "q1": "zh",  # a given language wins over detection
+        "q2": "zh",
+        "q3": "en",
+        "q4": "zh",
+        "q5": "en",
+    }
+    gz = _write(tmp_path, "topics.jsonl.gz", gzip.compress(text.encode()))
+    assert read_topics(gz)["q2"] == "zh"
+
+
+@pytest.mark.parametrize(
+    ("record", "problem"),
+    [
+        ({"query_id": "q2", "text": "x", "language": "fr"}, r"field 'language': 'fr' is not one of en, zh"),
+        ({"query_id": "q2", "language": None}, r"field 'text': needed to detect the language"),
+        ({"text": "no id"}, r"field 'query_id': missing or not a non-empty string"),
+        ({"query_id": 7, "text": "x"}, r"field 'query_id': missing or not a non-empty string"),
+        (["q2", "x"], r"expected an object"),
+    ],
+)
+def test_a_bad_jsonl_topic_names_the_line_and_field(tmp_path: Path, record: object, problem: str) -> None:
+    path = _write(tmp_path, "t.jsonl", _jsonl({"query_id": "q1", "text": "hello"}) + "\n" + _jsonl(record))
+    with pytest.raises(TopicsError, match=rf"t.jsonl line 3: {problem}"):
+        read_topics(path)
+
+
+@pytest.mark.parametrize("line", ['{"query_id": "q2", "text": NaN}', '{"query_id": "q2", "query_id": "q3"}', "{"])
+def test_jsonl_is_parsed_strictly(tmp_path: Path, line: str) -> None:
+    with pytest.raises(TopicsError, match=r"t.jsonl line 1: not JSON"):
+        read_topics(_write(tmp_path, "t.jsonl", line + "\n"))
+
+
+@pytest.mark.parametrize(
+    ("name", "text"),
+    [
+        ("t.tsv", "q1\thello\nq2\tworld\nq1\t你好世界\n"),
+        (
+            "t.jsonl",
+            _jsonl({"query_id": "q1", "language": "en"}, {"query_id": "q2", "language": "en"})
+            + _jsonl({"query_id": "q1", "language": "zh"}),
+        ),
+    ],
+)
+def test_a_query_listed_twice_is_refused(tmp_path: Path, name: str, text: str) -> None:
+    with pytest.raises(TopicsError, match=rf"^{name}: {name} line 3: query 'q1' is listed twice$"):
+        read_topics(_write(tmp_path, name, text))
+
+
+def test_a_missing_topics_file_is_not_found(tmp_path: Path) -> None:
+    with pytest.raises(TopicsError, match=r"absent.tsv: file not found"):
+        read_topics(tmp_path / "absent.tsv")
+
+
+def test_invalid_utf8_names_the_line(tmp_path: Path) -> None:
+    with pytest.raises(TopicsError, match=r"t.tsv line 2: not UTF-8 text"):
+        read_topics(_write(tmp_path, "t.tsv", b"q1\thello\nq2\tcaf\xe9\n"))
