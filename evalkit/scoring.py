@@ -20,7 +20,7 @@ import hashlib
 import html
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 import pandas as pd
+import pyarrow.compute as pc
 
 from evalkit.data.qrels import Qrels, qrels_from_mapping, read_qrels_file
 from evalkit.data.runs import Run, read_run, run_from_rankings
@@ -114,11 +115,7 @@ def _load_runs(runs: Any, max_bytes: int) -> list[Run]:
     loaded = []
     for name, run in runs.items():
         one = load_run(run, str(name), max_bytes)
-        loaded.append(
-            one
-            if one.name == name
-            else Run(str(name), one.queries, one.query, one.docs, one.doc, one.scores, one.lines)
-        )
+        loaded.append(one if one.name == name else replace(one, name=str(name)))
     return loaded
 
 
@@ -149,7 +146,19 @@ def _qrels_sha256(qrels: Qrels) -> str:
 
 
 def _run_sha256(run: Run) -> str:
-    return _content_sha256("run", run.queries.to_pylist(), run.query, run.docs.to_pylist(), run.doc, run.scores)
+    """SHA-256 of the run's content as read (query IDs, each line's query, document ID and score), from its buffers."""
+    digest = hashlib.sha256()
+    for value in run.queries.to_pylist():
+        digest.update(value.encode("utf-8") + b"\x00")
+    digest.update(np.ascontiguousarray(run.query, dtype=np.int64).tobytes())
+    for chunk in run.doc_ids.chunks:
+        digest.update(np.asarray(pc.binary_length(chunk), dtype=np.int64).tobytes())
+        offsets = np.frombuffer(chunk.buffers()[1], dtype=np.int32, count=len(chunk) + 1, offset=chunk.offset * 4)
+        data = chunk.buffers()[2]
+        if data is not None:
+            digest.update(memoryview(data)[int(offsets[0]) : int(offsets[-1])])
+    digest.update(np.ascontiguousarray(run.scores, dtype=np.float64).tobytes())
+    return digest.hexdigest()
 
 
 @dataclass(frozen=True)
@@ -164,7 +173,12 @@ class ScoreResult:
     missing: str
     notes: tuple[str, ...]
     statistics: StatisticsSettings = DEFAULT_STATISTICS
-    run_hashes: Mapping[str, str] = field(default_factory=dict)
+    sources: tuple[Run, ...] = ()
+
+    @cached_property
+    def run_hashes(self) -> dict[str, str]:
+        """Run name -> SHA-256 of its content as read (computed when a report needs it)."""
+        return {run.name: _run_sha256(run) for run in self.sources}
 
     @cached_property
     def query_ids(self) -> list[str]:
@@ -192,7 +206,7 @@ class ScoreResult:
             self.missing,
             self.notes,
             self.statistics,
-            self.run_hashes,
+            tuple(r for r in self.sources if r.name == name),
         )
 
     def _frame(self, run: RunScores) -> pd.DataFrame:
@@ -451,5 +465,5 @@ def score(
         ties,
         missing,
         tuple(_notes(scores, dropped, missing)),
-        run_hashes={r.name: _run_sha256(r) for r in runs},
+        sources=tuple(runs),
     )

@@ -28,10 +28,11 @@ from evalkit.data.inputs import MAX_PROBLEMS, InputError, clip
 from evalkit.data.tables import (
     DEFAULT_MAX_TABLE_BYTES,
     TableError,
-    bad_ids,
     diagnose,
+    has_bad_ids,
     id_problem,
     read_columns,
+    release_unused,
     split_fields,
     text_lines,
 )
@@ -97,7 +98,7 @@ def _build(
     used = np.unique(q[keep])
     renumber = np.full(len(query.values), -1, dtype=np.int64)
     renumber[used] = np.arange(len(used), dtype=np.int64)
-    return Qrels(
+    qrels = Qrels(
         queries=query.values.take(pa.array(used)),
         query=renumber[q[keep]],
         docs=doc.values.take(pa.array(d[keep])),
@@ -105,6 +106,8 @@ def _build(
         duplicates=int(len(q) - keep.sum()),
         source=source,
     )
+    release_unused()
+    return qrels
 
 
 def qrels_from_mapping(judgments: Mapping[str, Mapping[str, int]], source: str = "qrels") -> Qrels:
@@ -180,9 +183,7 @@ def read_qrels_file(path: Path, max_bytes: int = DEFAULT_MAX_TABLE_BYTES) -> Qre
         width = len(names)
         try:
             table = read_columns(path, names, types, max_bytes, skip_rows=header)
-            refused = any(
-                bad_ids(table.column(n).combine_chunks()).to_numpy(zero_copy_only=False).any() for n in ("query", "doc")
-            )
+            refused = any(has_bad_ids(table.column(n).combine_chunks()) for n in ("query", "doc"))
         except pa.ArrowInvalid:
             refused = True
         if refused:

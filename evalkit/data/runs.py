@@ -27,7 +27,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -42,10 +42,11 @@ from evalkit.data.schema import is_identifier
 from evalkit.data.tables import (
     DEFAULT_MAX_TABLE_BYTES,
     TableError,
-    bad_ids,
     diagnose,
+    has_bad_ids,
     id_problem,
     read_columns,
+    release_unused,
     split_fields,
     text_lines,
 )
@@ -77,17 +78,32 @@ class Run:
     """A run as read, columnar: one row per result line, in file order.
 
     ``queries`` holds every query ID the run names (sorted; a JSONL query with no results is one too),
-    ``query[i]`` and ``doc[i]`` are row i's codes into ``queries`` and ``docs``, ``scores[i]`` its score.
+    ``query[i]`` is row i's code into ``queries``, ``doc_ids[i]`` its document ID (a chunked array, as parsed, block
+    by block) and ``scores[i]`` its score.
+    Document IDs stay as read: only the ones a measure can see are ever encoded (see
+    :func:`evalkit.measures.ranked.rank_run`).
     """
 
     name: str
     queries: pa.StringArray
     query: IntArray
-    docs: pa.StringArray
-    doc: IntArray
+    doc_ids: pa.ChunkedArray
     scores: FloatArray
     lines: int
-    sha256: str | None = field(default=None)
+
+    @cached_property
+    def _doc_codes(self) -> Codes:
+        return encode(self.doc_ids)
+
+    @property
+    def docs(self) -> pa.StringArray:
+        """The distinct document IDs, sorted."""
+        return self._doc_codes.values
+
+    @property
+    def doc(self) -> IntArray:
+        """Row i's code into :attr:`docs`."""
+        return self._doc_codes.codes
 
     @property
     def duplicates(self) -> int:
@@ -98,23 +114,19 @@ class Run:
         return int(len(keys) - len(np.unique(keys)))
 
     @cached_property
-    def doc_ids(self) -> pa.StringArray:
-        """Row i's document ID, for every row."""
-        return self.docs.take(pa.array(self.doc))
-
-    @cached_property
     def rankings(self) -> Mapping[str, Ranking]:
         """Per query ID its (document ID, score) pairs in file order (a Python view, for small runs)."""
         queries = self.queries.to_pylist()
-        docs = self.docs.to_pylist()
         grouped: dict[str, list[tuple[str, float]]] = {q: [] for q in queries}
-        for q, d, s in zip(self.query.tolist(), self.doc.tolist(), self.scores.tolist(), strict=True):
-            grouped[queries[q]].append((docs[d], s))
+        for q, d, s in zip(self.query.tolist(), self.doc_ids.to_pylist(), self.scores.tolist(), strict=True):
+            grouped[queries[q]].append((d, s))
         return {q: tuple(pairs) for q, pairs in grouped.items()}
 
 
-def _run(name: str, query: Codes, doc: Codes, scores: FloatArray, lines: int) -> Run:
-    return Run(name, query.values, query.codes, doc.values, doc.codes, scores, lines)
+def _run(name: str, query: Codes, doc_ids: pa.Array | pa.ChunkedArray, scores: FloatArray, lines: int) -> Run:
+    if isinstance(doc_ids, pa.Array):
+        doc_ids = pa.chunked_array([doc_ids], type=pa.string())
+    return Run(name, query.values, query.codes, doc_ids, scores.astype(np.float64, copy=False), lines)
 
 
 def run_from_rankings(name: str, rankings: Mapping[str, Sequence[tuple[str, float]]]) -> Run:
@@ -128,7 +140,7 @@ def run_from_rankings(name: str, rankings: Mapping[str, Sequence[tuple[str, floa
                 raise RunFileError(f"run {name}: query {query_id!r} document {doc_id!r}: score {score!r} is not finite")
     query = encode(pa.array([*queries, *rankings], type=pa.string()))
     codes = Codes(query.values, query.codes[: len(queries)])
-    return _run(name, codes, encode(pa.array(docs, type=pa.string())), scores, len(docs))
+    return _run(name, codes, pa.array(docs, type=pa.string()), scores, len(docs))
 
 
 def _name_from(path: Path, tags: Iterable[str]) -> str:
@@ -185,40 +197,65 @@ def _irregular_trec(path: Path, max_bytes: int) -> Run:
             docs.append(fields[2])
             scores.append(float(fields[4]))
             tags.add(fields[5])
-    query, doc = encode(pa.array(queries, type=pa.string())), encode(pa.array(docs, type=pa.string()))
-    return _run(_name_from(path, tags), query, doc, np.array(scores, dtype=np.float64), len(queries))
+    query = encode(pa.array(queries, type=pa.string()))
+    return _run(
+        _name_from(path, tags),
+        query,
+        pa.array(docs, type=pa.string()),
+        np.array(scores, dtype=np.float64),
+        len(queries),
+    )
+
+
+class _Refused(Exception):
+    """A block of a run file with a value the checks refuse (the lines are named afterwards)."""
+
+
+class _TrecBlocks:
+    """Checks each parsed block of a TREC run and keeps only its query, document and score columns."""
+
+    def __init__(self) -> None:
+        self.tags: set[str] = set()
+
+    def __call__(self, batch: pa.RecordBatch) -> pa.RecordBatch:
+        scores = batch.column("score").to_numpy()
+        if not np.isfinite(scores).all() or has_bad_ids(batch.column("doc")):
+            raise _Refused
+        for name in ("query", "tag"):
+            if has_bad_ids(batch.column(name).dictionary):
+                raise _Refused
+        self.tags.update(batch.column("tag").dictionary.to_pylist())
+        return pa.RecordBatch.from_arrays(
+            [batch.column("query"), batch.column("doc"), batch.column("score")], names=["query", "doc", "score"]
+        )
 
 
 def read_trec_run(path: Path, max_bytes: int = DEFAULT_MAX_TABLE_BYTES) -> Run:
-    """Read a TREC 6-column run file (``qid Q0 docid rank score tag``), columnar."""
+    """Read a TREC 6-column run file (``qid Q0 docid rank score tag``), columnar, block by block."""
     path = Path(path)
     types = {
         "query": pa.dictionary(pa.int32(), pa.string()),
-        "doc": pa.dictionary(pa.int32(), pa.string()),
-        "rank": pa.int64(),
+        "doc": pa.string(),
+        "rank": pa.int32(),
         "score": pa.float64(),
         "tag": pa.dictionary(pa.int32(), pa.string()),
     }
+    blocks = _TrecBlocks()
     try:
-        table = read_columns(path, _TREC_COLUMNS, types, max_bytes)
-        scores = table.column("score").to_numpy().astype(np.float64, copy=False)
-        refused = not np.isfinite(scores).all()
-        for name in ("query", "doc", "tag"):
-            column = table.column(name)
-            dictionaries = [chunk.dictionary for chunk in column.chunks]
-            refused = refused or any(bad_ids(d).to_numpy(zero_copy_only=False).any() for d in dictionaries)
-    except pa.ArrowInvalid:
-        refused = True
-    except TableError as exc:
-        raise RunFileError(str(exc)) from None
-    if refused:
+        table = read_columns(path, _TREC_COLUMNS, types, max_bytes, keep=blocks)
+    except (pa.ArrowInvalid, _Refused):
         error = diagnose(path, _trec_line_problem, max_bytes)
         if error.problems:
-            raise RunFileError(str(error))
+            raise RunFileError(str(error)) from None
         return _irregular_trec(path, max_bytes)
-    tags = {t for chunk in table.column("tag").chunks for t in chunk.dictionary.to_pylist()}
-    query, doc = encode(table.column("query")), encode(table.column("doc"))
-    return _run(_name_from(path, tags), query, doc, scores, table.num_rows)
+    except TableError as exc:
+        raise RunFileError(str(exc)) from None
+    scores = table.column("score").to_numpy()
+    query = encode(table.column("query"))
+    doc_ids, lines = table.column("doc"), table.num_rows
+    del table
+    release_unused()
+    return _run(_name_from(path, blocks.tags), query, doc_ids, scores, lines)
 
 
 def read_jsonl_run(path: Path, max_bytes: int = DEFAULT_MAX_TABLE_BYTES) -> Run:

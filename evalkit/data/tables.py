@@ -212,19 +212,58 @@ def read_columns(
     types: dict[str, pa.DataType],
     max_bytes: int = DEFAULT_MAX_TABLE_BYTES,
     skip_rows: int = 0,
+    keep: Callable[[pa.RecordBatch], pa.RecordBatch] | None = None,
 ) -> pa.Table:
-    """The whitespace-separated columns ``names`` of the file, typed as ``types`` (others skipped).
+    """The whitespace-separated columns ``names`` of the file, typed as ``types`` (names starting ``_`` skipped).
 
-    Rows with more columns than ``names`` keep the first ``len(names)`` (extra columns are ignored, as trec_eval
-    ignores them). Raises :class:`pyarrow.ArrowInvalid` on any row the parser refuses (too few columns, a value
-    of the wrong type, invalid UTF-8): the caller then names the lines with :func:`diagnose`.
+    The file is parsed in blocks; ``keep`` turns each block into what is kept of it (checking it, dropping
+    columns), so that only the kept columns of the whole file are ever in memory at once. Rows with more columns
+    than ``names`` keep the first ``len(names)`` (extra columns are ignored, as trec_eval ignores them). Raises
+    :class:`pyarrow.ArrowInvalid` on any row the parser refuses (too few columns, a value of the wrong type,
+    invalid UTF-8): the caller then names the lines with :func:`diagnose`.
     """
     extra = _extra_columns(path, len(names), max_bytes, skip_rows)
+    empty = pa.table({n: pa.array([], type=types[n]) for n in names if not n.startswith("_")})
     if extra is None:  # no data line at all (pyarrow refuses an empty file): no rows
-        return pa.table({n: pa.array([], type=types[n]) for n in names if not n.startswith("_")})
+        return empty if keep is None else _kept_empty(empty, keep)
     column_names = [*names, *(f"_extra{i}" for i in range(extra))]
-    with open_guarded(path, max_bytes, normalise=True) as stream:
-        return csv.read_csv(
+    normalise = _needs_normalising(path, max_bytes)
+    while True:
+        try:
+            return _scan(path, column_names, names, types, max_bytes, skip_rows, normalise, keep or _same)
+        except pa.ArrowInvalid:
+            if normalise:
+                raise
+            normalise = True  # a separator other than one space further on: read again, normalising
+
+
+def release_unused() -> None:
+    """Hand the memory pyarrow freed back to the system, so that the blocks a reader parsed and dropped do not stay
+    resident while the next step runs (pyarrow's allocator keeps freed memory otherwise)."""
+    pa.default_memory_pool().release_unused()
+
+
+def _same(batch: pa.RecordBatch) -> pa.RecordBatch:
+    return batch
+
+
+def _kept_empty(empty: pa.Table, keep: Callable[[pa.RecordBatch], pa.RecordBatch]) -> pa.Table:
+    batch = keep(pa.RecordBatch.from_pydict({n: empty.column(n).combine_chunks() for n in empty.column_names}))
+    return pa.Table.from_batches([batch])
+
+
+def _scan(
+    path: Path,
+    column_names: Sequence[str],
+    names: Sequence[str],
+    types: dict[str, pa.DataType],
+    max_bytes: int,
+    skip_rows: int,
+    normalise: bool,
+    keep: Callable[[pa.RecordBatch], pa.RecordBatch],
+) -> pa.Table:
+    with open_guarded(path, max_bytes, normalise=normalise) as stream:
+        table = csv.read_csv(
             stream,
             read_options=csv.ReadOptions(column_names=column_names, skip_rows=skip_rows, block_size=1 << 24),
             parse_options=csv.ParseOptions(delimiter=" ", quote_char=False, double_quote=False, escape_char=False),
@@ -237,6 +276,20 @@ def read_columns(
                 check_utf8=True,
             ),
         )
+    kept = [keep(batch) for batch in table.to_batches()]
+    del table
+    release_unused()
+    if not kept:
+        return _kept_empty(pa.table({n: pa.array([], type=types[n]) for n in names if not n.startswith("_")}), keep)
+    return pa.Table.from_batches(kept)
+
+
+def _needs_normalising(path: Path, max_bytes: int) -> bool:
+    """Whether the file's first block separates columns by anything but single spaces (most files do not: they are
+    then handed to the parser as they are, and read again normalised only if a later line needs it)."""
+    with open_guarded(path, max_bytes) as stream:
+        head = stream.read(_BLOCK)
+    return head.startswith(b" ") or any(mark in head for mark in (b"\t", b"  ", b"\r", b"\n ", b" \n", b"\f", b"\v"))
 
 
 def _extra_columns(path: Path, expected: int, max_bytes: int, skip_rows: int) -> int | None:
@@ -247,6 +300,21 @@ def _extra_columns(path: Path, expected: int, max_bytes: int, skip_rows: int) ->
             continue
         return max(0, len(fields) - expected)
     return None
+
+
+def has_bad_ids(values: pa.Array) -> bool:
+    """Whether any ID holds a control or bidirectional-control character.
+
+    Printable ASCII (the usual IDs) is confirmed from the bytes' minimum and maximum alone; anything else is
+    checked character by character."""
+    if len(values) == 0:
+        return False
+    data = values.buffers()[2]
+    if data is not None and data.size:
+        low, high = pc.min_max(pa.Array.from_buffers(pa.uint8(), data.size, [None, data])).values()
+        if low.as_py() > 0x20 and high.as_py() < 0x7F:
+            return False
+    return bool(pc.any(bad_ids(values)).as_py())
 
 
 def bad_ids(values: pa.Array) -> pa.Array:

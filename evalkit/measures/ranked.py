@@ -201,23 +201,112 @@ def _prefix(starts: IntArray, sizes: IntArray, scores: FloatArray, want: IntArra
     return take, positions
 
 
-def _tie_order(positions: IntArray, row: IntArray, scores: FloatArray, docs: pa.Array, descending: bool) -> IntArray:
-    """``positions`` (grouped by query, scores descending) with each run of equal scores in document-ID order."""
+def _tie_order(
+    positions: IntArray, row: IntArray, scores: FloatArray, doc: IntArray, dictionary: pa.Array, descending: bool
+) -> IntArray:
+    """The permutation of ``positions`` (grouped by query, scores descending) that puts each run of equal scores in
+    document-ID order (``doc`` codes into ``dictionary``; descending for the trec_eval policy). Only the IDs that
+    take part in a tie are compared."""
     r, s = row[positions], scores[positions]
     tied = np.zeros(len(positions), dtype=bool)
     tied[1:] = (r[1:] == r[:-1]) & (s[1:] == s[:-1])
     tied[:-1] |= tied[1:]
+    permutation: IntArray = np.arange(len(positions), dtype=np.int64)
     if not tied.any():
-        return positions
+        return permutation
     inside = np.flatnonzero(tied)
     start = np.ones(len(inside), dtype=bool)
     start[1:] = ~((r[inside][1:] == r[inside][:-1]) & (s[inside][1:] == s[inside][:-1]) & (np.diff(inside) == 1))
-    table = pa.table({"tie": np.cumsum(start), "doc": docs.take(pa.array(inside))})
-    direction = "descending" if descending else "ascending"
-    order = pc.sort_indices(table, sort_keys=[("tie", "ascending"), ("doc", direction)]).to_numpy()
-    result = positions.copy()
-    result[inside] = positions[inside][order]
-    return result
+    involved, local = np.unique(doc[inside], return_inverse=True)
+    ranks = np.empty(len(involved), dtype=np.int64)
+    ranks[pc.sort_indices(dictionary.take(pa.array(involved))).to_numpy()] = np.arange(len(involved))
+    order = (len(involved) - 1 - ranks[local]) if descending else ranks[local]
+    key = np.cumsum(start) * max(len(involved), 1) + order  # one int64 key: tie, then document order within it
+    permutation[inside] = inside[np.argsort(key, kind="stable")]
+    return permutation
+
+
+def _repeated(keys: IntArray) -> BoolArray:
+    """Positions whose key an earlier position already has: one sort says whether there are any, and only the
+    positions of repeated keys go through a hash table."""
+    repeated = np.zeros(len(keys), dtype=bool)
+    ordered = np.sort(keys)
+    twice = ordered[1:][ordered[1:] == ordered[:-1]]
+    if len(twice) == 0:
+        return repeated
+    values = np.unique(twice)
+    at = np.minimum(np.searchsorted(values, keys), len(values) - 1)
+    candidates = np.flatnonzero(values[at] == keys)
+    repeated[candidates[pd.Series(keys[candidates]).duplicated(keep="first").to_numpy()]] = True
+    return repeated
+
+
+BLOCK_LINES: Final = 1 << 20
+"""Query groups are ordered, deduplicated and joined this many lines at a time, which bounds the memory of scoring
+whole rankings (measures without a cutoff)."""
+
+
+@dataclass(frozen=True)
+class _Lines:
+    """A run's lines grouped by query (scores descending within a group), as the block step reads them."""
+
+    row: IntArray
+    scores: FloatArray
+    doc_ids: pa.ChunkedArray
+    descending_ids: bool
+
+
+@dataclass(frozen=True)
+class _Block:
+    """What one block of query groups contributes: per kept position its query, rank, document code, and grade."""
+
+    q: IntArray
+    rank: IntArray
+    grade: IntArray
+    judged: BoolArray
+    ids: list[str]
+    duplicates: int
+
+
+def _blocks(sizes: IntArray, limit: int) -> list[tuple[int, int]]:
+    """Consecutive ranges of groups of about ``limit`` lines each (by where each group starts)."""
+    if len(sizes) == 0:
+        return []
+    block = (np.cumsum(sizes) - sizes) // limit
+    bounds = np.flatnonzero(np.concatenate(([True], block[1:] != block[:-1], [True])))
+    return list(zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True))
+
+
+def _rank_block(
+    lines: _Lines, starts: IntArray, sizes: IntArray, depth: int | None, qrels: Qrels, with_ids: bool
+) -> _Block:
+    """Order, deduplicate, cut and join one block of query groups (see :func:`rank_run`)."""
+    want = np.full(len(starts), int(sizes.sum()) if depth is None else depth, dtype=np.int64)
+    while True:
+        take, chosen = _prefix(starts, sizes, lines.scores, want)
+        docs = lines.doc_ids.take(pa.array(chosen)).combine_chunks()
+        codes = pc.dictionary_encode(docs)
+        doc = codes.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+        permutation = _tie_order(chosen, lines.row, lines.scores, doc, codes.dictionary, lines.descending_ids)
+        chosen, doc = chosen[permutation], doc[permutation]
+        q = lines.row[chosen]
+        repeated = _repeated(q * max(len(codes.dictionary), 1) + doc)
+        group_of = np.repeat(np.arange(len(starts)), take)
+        unique_per_group = np.bincount(group_of[~repeated], minlength=len(starts))
+        short = (unique_per_group < want) & (take < sizes)
+        if depth is None or not short.any():
+            break
+        want = np.where(short, want * 2, want)
+    kept = ~repeated
+    q, doc, group_of = q[kept], doc[kept], group_of[kept]
+    first = np.concatenate(([0], np.cumsum(np.bincount(group_of, minlength=len(starts)))[:-1]))
+    rank = np.arange(len(q), dtype=np.int64) - first[group_of] + 1
+    if depth is not None:
+        within = rank <= depth
+        q, doc, rank = q[within], doc[within], rank[within]
+    grade, judged = _join(q, doc, codes.dictionary, qrels)
+    ids = codes.dictionary.take(pa.array(doc)).to_pylist() if with_ids else []
+    return _Block(q, rank, grade, judged, ids, int(repeated.sum()))
 
 
 def rank_run(
@@ -229,7 +318,8 @@ def rank_run(
     first ``depth`` results of each query (None: all), which is all any cutoff measure can see. Only the lines that
     can reach those ranks (the first ``depth`` of each query, widened to whole ties and past duplicates) are ordered
     by document ID, deduplicated and joined to the judgments, so a deep run costs little more than reading it; a
-    run written the usual way (each query's lines together, scores descending) is not sorted at all.
+    run written the usual way (each query's lines together, scores descending) is not sorted at all. Groups of
+    queries are processed :data:`BLOCK_LINES` lines at a time.
     """
     if ties not in ("evalkit", "trec_eval"):
         raise ValueError(f"unknown tie policy {ties!r}; valid: evalkit, trec_eval")
@@ -242,11 +332,11 @@ def rank_run(
     if ties == "trec_eval":
         with np.errstate(over="ignore"):  # beyond float32's range is +-inf, as trec_eval's C cast gives
             scores = scores.astype(np.float32).astype(np.float64)
-    order: IntArray | None = None
+    doc_ids = run.doc_ids
     grouped = _groups(row, scores)
     if grouped is None:
         order = _regroup(row, scores)
-        row, scores = row[order], scores[order]
+        row, scores, doc_ids = row[order], scores[order], doc_ids.take(pa.array(order))
         grouped = _groups(row, scores)
         if grouped is None:
             raise RuntimeError("regrouped run lines are not grouped: a bug in evalkit.measures.ranked")
@@ -255,39 +345,23 @@ def rank_run(
     starts, sizes = starts[judged_groups], sizes[judged_groups]
     ends = starts + sizes - 1
     all_ties = int(np.sum((sizes >= 2) & (scores[starts] == scores[np.maximum(ends, 0)])))
-    doc_ids = run.doc_ids if order is None else run.doc_ids.take(pa.array(order))
-    want = np.full(len(starts), len(row) if depth is None else depth, dtype=np.int64)
-    while True:
-        take, chosen = _prefix(starts, sizes, scores, want)
-        chosen = _tie_order(chosen, row, scores, doc_ids.take(pa.array(chosen)), ties == "trec_eval")
-        docs = doc_ids.take(pa.array(chosen))
-        codes = pc.dictionary_encode(docs)
-        doc = codes.indices.to_numpy(zero_copy_only=False).astype(np.int64)
-        q = row[chosen]
-        keys = q * max(len(codes.dictionary), 1) + doc
-        repeated = pd.Series(keys).duplicated(keep="first").to_numpy() if len(keys) else np.zeros(0, dtype=bool)
-        group_of = np.repeat(np.arange(len(starts)), take)
-        unique_per_group = np.bincount(group_of[~repeated], minlength=len(starts))
-        short = (unique_per_group < want) & (take < sizes)
-        if depth is None or not short.any():
-            break
-        want = np.where(short, want * 2, want)
-    kept = np.flatnonzero(~repeated)
-    sort_rows = np.argsort(q[kept], kind="stable")  # query groups in qrels order; ranks stay in order within
-    kept = kept[sort_rows]
-    q, doc = q[kept], doc[kept]
-    rank = _ranks(q, n)
-    if depth is not None:
-        within = rank <= depth
-        q, doc, rank, kept = q[within], doc[within], rank[within], kept[within]
-    grade, judged = _join(q, doc, codes.dictionary, qrels)
+    lines = _Lines(row, scores, doc_ids, ties == "trec_eval")
+    reach = sizes if depth is None else np.minimum(sizes, depth)
+    parts = [
+        _rank_block(lines, starts[a:b], sizes[a:b], depth, qrels, with_ids) for a, b in _blocks(reach, BLOCK_LINES)
+    ]
+    q = np.concatenate([p.q for p in parts]) if parts else np.zeros(0, dtype=np.int64)
+    in_order = np.argsort(q, kind="stable")  # query groups in qrels order; ranks stay in order within a group
+    joined = [np.concatenate([getattr(p, name) for p in parts])[in_order] for name in ("rank", "grade", "judged")]
+    rank, grade, judged = joined if parts else (q, q, np.zeros(0, dtype=bool))
     ideal_row, ideal_rank, ideal_grade = _ideal(qrels.query, qrels.grades, n)
-    ranked = Ranked(n, q, rank, grade, judged, ideal_row, ideal_rank, ideal_grade, summation)
+    ranked = Ranked(n, q[in_order], rank, grade, judged, ideal_row, ideal_rank, ideal_grade, summation)
     if with_ids:  # registered measures call a Python function per query with IDs
-        ranked = replace(ranked, doc_ids=docs.take(pa.array(kept)).to_pylist(), judgments=qrels_judgments(qrels))
+        ids = [i for p in parts for i in p.ids]
+        ranked = replace(ranked, doc_ids=[ids[i] for i in in_order.tolist()], judgments=qrels_judgments(qrels))
     counts = RunCounts(
         lines=len(run.query),
-        duplicates=int(repeated.sum()),
+        duplicates=sum(p.duplicates for p in parts),
         unjudged_queries=int((position < 0).sum()),
         missing_queries=int(n - in_run.sum()),
         all_ties=all_ties,
@@ -296,18 +370,29 @@ def rank_run(
 
 
 def _join(q: IntArray, doc: IntArray, dictionary: pa.Array, qrels: Qrels) -> tuple[IntArray, BoolArray]:
-    """Each position's grade (0 when unjudged) and whether it is judged, by a sorted search of the judgments."""
-    width = max(len(dictionary), 1)
-    judged_doc = lookup(qrels.docs, dictionary)
-    known = judged_doc >= 0
-    keys = qrels.query[known] * width + judged_doc[known]
+    """Each position's grade (0 when unjudged) and whether it is judged, by a sorted search of the judgments of the
+    positions' queries (the qrels are sorted by query, so each query's judgments are one range)."""
+    if len(q) == 0:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=bool)
+    queries = np.unique(q)
+    low = np.searchsorted(qrels.query, queries, side="left")
+    high = np.searchsorted(qrels.query, queries, side="right")
+    counts = high - low
+    rows = np.repeat(low - np.concatenate(([0], np.cumsum(counts)[:-1])), counts) + np.arange(int(counts.sum()))
+    judged_docs = qrels.docs.take(pa.array(rows))
+    distinct = pc.unique(judged_docs)  # the few judged documents, looked up among the many returned ones
+    width = max(len(distinct), 1)
+    returned = lookup(dictionary, distinct)
+    keys = qrels.query[rows] * width + lookup(judged_docs, distinct)
     order = np.argsort(keys, kind="stable")
-    keys, grades = keys[order], qrels.grades[known][order]
+    keys, grades = keys[order], qrels.grades[rows][order]
+    doc = returned[doc]
+    known = doc >= 0
     if len(keys) == 0:
         return np.zeros(len(q), dtype=np.int64), np.zeros(len(q), dtype=bool)
     wanted = q * width + doc
     at = np.minimum(np.searchsorted(keys, wanted), len(keys) - 1)
-    judged: BoolArray = keys[at] == wanted
+    judged: BoolArray = known & (keys[at] == wanted)
     grade: IntArray = np.where(judged, grades[at], 0).astype(np.int64)
     return grade, judged
 
