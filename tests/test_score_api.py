@@ -297,3 +297,12 @@ def test_cli_gates_only_when_asked(files: Path, capsys: pytest.CaptureFixture[st
     assert main([*argv, "--gate", "sys ndcg@ten >= 0.9"]) == 2
     assert main([*argv, "--format", "json", "--output", "g.json", "--gate", "sys recall@10 >= 0.3"]) == 0
     assert [g.passed for g in parse_report((files / "g.json").read_bytes()).gates] == [True]
+
+
+def test_the_compare_views_show_every_measure_of_a_score_report() -> None:
+    from evalkit.reporting.comparison_views import interval_frame
+
+    report = evalkit.score(QRELS, {"sys": RUN}, measures=["ndcg@10", "map", "judged@5"]).to_report()
+    table = interval_frame(report)
+    assert {"ndcg@10", "map", "judged@5"} <= set(table.columns)
+    assert "recall@1" not in table.columns, "a measure the report does not hold is not a column"

@@ -53,7 +53,9 @@ def comparison_frame(rows: Sequence[ComparisonRow]) -> pd.DataFrame:
 
 def interval_frame(report: Report) -> pd.DataFrame:
     """Every aggregate of a report with its bootstrap interval: rows (ablation, slice), cells 'mean [low, high]'."""
-    order = [*ANSWERABLE_MEASURES, *NO_ANSWER_MEASURES]
+    standard = [*ANSWERABLE_MEASURES, *NO_ANSWER_MEASURES]
+    held = {m for result in report.ablations.values() for m in result.per_query}
+    order = [m for m in standard if m in held or not held] + sorted(held - set(standard))
     rows = []
     for ablation_id, result in sorted(
         report.ablations.items(),
