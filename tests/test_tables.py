@@ -387,3 +387,15 @@ def test_written_runs_read_back_exactly(tmp_path_factory: pytest.TempPathFactory
     assert exact == {q: [(d, s.hex()) for d, s in pairs] for q, pairs in expected.items()}
     assert run.lines == sum(len(pairs) for pairs in rankings.values())
     assert all(math.isfinite(s) for s in run.scores.tolist())
+
+
+def test_a_large_file_is_read_block_by_block_to_the_same_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import evalkit.data.tables as tables
+
+    lines = "".join(f"q{q} Q0 d{(q * 7 + r) % 50} {r} {1.0 / (r + 1)!r} sys\n" for q in range(40) for r in range(30))
+    path = tmp_path / "big.trec"
+    path.write_text(lines, encoding="utf-8")
+    whole = read_run(path)
+    monkeypatch.setattr(tables, "STREAM_BYTES", 0)
+    streamed = read_run(path)
+    assert streamed.rankings == whole.rankings and streamed.name == whole.name == "sys"

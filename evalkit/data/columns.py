@@ -14,9 +14,11 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-__all__ = ["Codes", "IntArray", "encode", "lookup"]
+__all__ = ["CodeArray", "Codes", "IntArray", "encode", "lookup"]
 
 IntArray = npt.NDArray[np.int64]
+CodeArray = npt.NDArray[np.int32]
+"""Codes into a dictionary of IDs, one per line: 32 bits, since a run of 100 million lines keeps one per line."""
 
 
 @dataclass(frozen=True)
@@ -24,7 +26,7 @@ class Codes:
     """IDs as sorted unique ``values`` and one code per item (``values[codes[i]]`` is item i's ID)."""
 
     values: pa.StringArray
-    codes: IntArray
+    codes: CodeArray
 
 
 def encode(ids: pa.Array | pa.ChunkedArray) -> Codes:
@@ -37,17 +39,16 @@ def encode(ids: pa.Array | pa.ChunkedArray) -> Codes:
         ids = pc.dictionary_encode(ids)
     dictionary = ids.dictionary.cast(pa.string())
     order = pc.sort_indices(dictionary).to_numpy()
-    rank = np.empty(len(order), dtype=np.int64)
-    rank[order] = np.arange(len(order), dtype=np.int64)
-    raw = ids.indices.to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
-    used = np.zeros(len(order), dtype=bool)
-    used[raw] = True
+    rank = np.empty(len(order), dtype=np.int32)
+    rank[order] = np.arange(len(order), dtype=np.int32)
+    raw = ids.indices.to_numpy(zero_copy_only=False)
+    used = np.bincount(raw, minlength=len(order)) > 0
     if used.all():
         return Codes(dictionary.take(pa.array(order)), rank[raw])
     # Dictionaries unified across blocks may hold values no item uses: keep only the used ones.
     kept = order[used[order]]
-    renumber = np.full(len(order), -1, dtype=np.int64)
-    renumber[kept] = np.arange(len(kept), dtype=np.int64)
+    renumber = np.full(len(order), -1, dtype=np.int32)
+    renumber[kept] = np.arange(len(kept), dtype=np.int32)
     return Codes(dictionary.take(pa.array(kept)), renumber[raw])
 
 

@@ -36,7 +36,7 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-from evalkit.data.columns import Codes, IntArray, encode
+from evalkit.data.columns import CodeArray, Codes, encode
 from evalkit.data.inputs import InputError, clip
 from evalkit.data.schema import is_identifier
 from evalkit.data.tables import (
@@ -86,7 +86,7 @@ class Run:
 
     name: str
     queries: pa.StringArray
-    query: IntArray
+    query: CodeArray
     doc_ids: pa.ChunkedArray
     scores: FloatArray
     lines: int
@@ -101,7 +101,7 @@ class Run:
         return self._doc_codes.values
 
     @property
-    def doc(self) -> IntArray:
+    def doc(self) -> CodeArray:
         """Row i's code into :attr:`docs`."""
         return self._doc_codes.codes
 
@@ -110,7 +110,7 @@ class Run:
         """Rows that repeat an earlier row's (query, document) pair."""
         if len(self.query) == 0:
             return 0
-        keys = self.query * max(len(self.docs), 1) + self.doc
+        keys = self.query.astype(np.int64) * max(len(self.docs), 1) + self.doc
         return int(len(keys) - len(np.unique(keys)))
 
     @cached_property

@@ -46,6 +46,9 @@ DEFAULT_MAX_TABLE_BYTES: Final = 4 * 1024**3
 """Run and qrels files larger than this (4 GiB, after decompression) are refused; ``--max-input-mb`` raises it."""
 
 _BLOCK = 1 << 22
+STREAM_BYTES: Final = 512 * 1024**2
+"""Files larger than this (on disk) are parsed block by block, keeping only what each block's check keeps; smaller
+ones are parsed whole, on every core (faster, with all columns in memory for a moment)."""
 _GZIP_MAGIC = b"\x1f\x8b"
 _BOM = b"\xef\xbb\xbf"
 _WHITESPACE = bytes.maketrans(b"\t\r\f\v", b"    ")
@@ -262,22 +265,24 @@ def _scan(
     normalise: bool,
     keep: Callable[[pa.RecordBatch], pa.RecordBatch],
 ) -> pa.Table:
+    read_options = csv.ReadOptions(column_names=column_names, skip_rows=skip_rows, block_size=1 << 24)
+    parse_options = csv.ParseOptions(delimiter=" ", quote_char=False, double_quote=False, escape_char=False)
+    convert_options = csv.ConvertOptions(
+        column_types=types,
+        include_columns=[n for n in names if not n.startswith("_")],
+        strings_can_be_null=False,
+        quoted_strings_can_be_null=False,
+        null_values=[],
+        check_utf8=True,
+    )
     with open_guarded(path, max_bytes, normalise=normalise) as stream:
-        table = csv.read_csv(
-            stream,
-            read_options=csv.ReadOptions(column_names=column_names, skip_rows=skip_rows, block_size=1 << 24),
-            parse_options=csv.ParseOptions(delimiter=" ", quote_char=False, double_quote=False, escape_char=False),
-            convert_options=csv.ConvertOptions(
-                column_types=types,
-                include_columns=[n for n in names if not n.startswith("_")],
-                strings_can_be_null=False,
-                quoted_strings_can_be_null=False,
-                null_values=[],
-                check_utf8=True,
-            ),
-        )
-    kept = [keep(batch) for batch in table.to_batches()]
-    del table
+        if os.stat(path).st_size > STREAM_BYTES:  # block by block: only the kept columns of the file in memory
+            reader = csv.open_csv(stream, read_options, parse_options, convert_options)
+            kept = [keep(batch) for batch in reader]
+        else:  # the whole file at once, parsed on every core
+            table = csv.read_csv(stream, read_options, parse_options, convert_options)
+            kept = [keep(batch) for batch in table.to_batches()]
+            del table
     release_unused()
     if not kept:
         return _kept_empty(pa.table({n: pa.array([], type=types[n]) for n in names if not n.startswith("_")}), keep)

@@ -27,7 +27,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from evalkit.data.columns import IntArray, lookup
+from evalkit.data.columns import CodeArray, IntArray, lookup
 from evalkit.data.qrels import Qrels
 from evalkit.data.runs import Run
 
@@ -160,7 +160,7 @@ def _dense_descending(values: FloatArray) -> IntArray:
     return ranks
 
 
-def _groups(row: IntArray, scores: FloatArray) -> tuple[IntArray, IntArray] | None:
+def _groups(row: CodeArray, scores: FloatArray) -> tuple[IntArray, IntArray] | None:
     """Start and size of each query's lines when the run is written the usual way (each query's lines together,
     scores descending), checked in one linear pass; None when it is not."""
     if len(row) == 0:
@@ -175,9 +175,9 @@ def _groups(row: IntArray, scores: FloatArray) -> tuple[IntArray, IntArray] | No
     return starts, sizes
 
 
-def _regroup(row: IntArray, scores: FloatArray) -> IntArray:
+def _regroup(row: CodeArray, scores: FloatArray) -> IntArray:
     """The order that puts each query's lines together, scores descending (equal scores keep their file order)."""
-    key = row * (len(row) + 1) + _dense_descending(scores)
+    key = row.astype(np.int64) * (len(row) + 1) + _dense_descending(scores)
     order: IntArray = np.argsort(key, kind="stable")
     return order
 
@@ -202,7 +202,7 @@ def _prefix(starts: IntArray, sizes: IntArray, scores: FloatArray, want: IntArra
 
 
 def _tie_order(
-    positions: IntArray, row: IntArray, scores: FloatArray, doc: IntArray, dictionary: pa.Array, descending: bool
+    positions: IntArray, row: CodeArray, scores: FloatArray, doc: IntArray, dictionary: pa.Array, descending: bool
 ) -> IntArray:
     """The permutation of ``positions`` (grouped by query, scores descending) that puts each run of equal scores in
     document-ID order (``doc`` codes into ``dictionary``; descending for the trec_eval policy). Only the IDs that
@@ -250,7 +250,7 @@ whole rankings (measures without a cutoff)."""
 class _Lines:
     """A run's lines grouped by query (scores descending within a group), as the block step reads them."""
 
-    row: IntArray
+    row: CodeArray
     scores: FloatArray
     doc_ids: pa.ChunkedArray
     descending_ids: bool
@@ -289,7 +289,7 @@ def _rank_block(
         doc = codes.indices.to_numpy(zero_copy_only=False).astype(np.int64)
         permutation = _tie_order(chosen, lines.row, lines.scores, doc, codes.dictionary, lines.descending_ids)
         chosen, doc = chosen[permutation], doc[permutation]
-        q = lines.row[chosen]
+        q = lines.row[chosen].astype(np.int64)
         repeated = _repeated(q * max(len(codes.dictionary), 1) + doc)
         group_of = np.repeat(np.arange(len(starts)), take)
         unique_per_group = np.bincount(group_of[~repeated], minlength=len(starts))
@@ -327,7 +327,7 @@ def rank_run(
     position = lookup(run.queries, qrels.queries)
     in_run = np.zeros(n, dtype=bool)
     in_run[position[position >= 0]] = True
-    row = position[run.query]
+    row = position.astype(np.int32)[run.query]  # 32 bits a line: a run may have 100 million lines
     scores = run.scores
     if ties == "trec_eval":
         with np.errstate(over="ignore"):  # beyond float32's range is +-inf, as trec_eval's C cast gives
