@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from evalkit.data.columns import CodeArray, Codes, encode
 from evalkit.data.inputs import InputError, clip
@@ -212,10 +213,14 @@ class _Refused(Exception):
 
 
 class _TrecBlocks:
-    """Checks each parsed block of a TREC run and keeps only its query, document and score columns."""
+    """Checks each parsed block of a TREC run and keeps what the run needs of it: each line's query as a 32-bit
+    code, its score, and the block's document-ID column (the rest of the block is dropped at once)."""
 
     def __init__(self) -> None:
         self.tags: set[str] = set()
+        self.query_codes: dict[str, int] = {}
+        self.codes: list[CodeArray] = []
+        self.scores: list[FloatArray] = []
 
     def __call__(self, batch: pa.RecordBatch) -> pa.RecordBatch:
         scores = batch.column("score").to_numpy()
@@ -225,9 +230,30 @@ class _TrecBlocks:
             if has_bad_ids(batch.column(name).dictionary):
                 raise _Refused
         self.tags.update(batch.column("tag").dictionary.to_pylist())
-        return pa.RecordBatch.from_arrays(
-            [batch.column("query"), batch.column("doc"), batch.column("score")], names=["query", "doc", "score"]
+        query = batch.column("query")
+        local = np.array(
+            [self.query_codes.setdefault(q, len(self.query_codes)) for q in query.dictionary.to_pylist()],
+            dtype=np.int32,
         )
+        self.codes.append(local[query.indices.to_numpy(zero_copy_only=False)])
+        self.scores.append(np.array(scores, dtype=np.float64))
+        return pa.RecordBatch.from_arrays([batch.column("doc")], names=["doc"])
+
+    def query(self) -> Codes:
+        """Every line's query code into the sorted query IDs."""
+        values = pa.array(list(self.query_codes), type=pa.string())
+        rank = np.empty(len(values), dtype=np.int32)
+        rank[pc.sort_indices(values).to_numpy()] = np.arange(len(values), dtype=np.int32)
+        codes = np.concatenate(self.codes) if self.codes else np.zeros(0, dtype=np.int32)
+        self.codes = []
+        np.take(rank, codes, out=codes)
+        return Codes(pc.take(values, pc.sort_indices(values)), codes)
+
+    def all_scores(self) -> FloatArray:
+        """Every line's score, in file order."""
+        scores = np.concatenate(self.scores) if self.scores else np.zeros(0, dtype=np.float64)
+        self.scores = []
+        return scores
 
 
 def read_trec_run(path: Path, max_bytes: int = DEFAULT_MAX_TABLE_BYTES) -> Run:
@@ -250,10 +276,9 @@ def read_trec_run(path: Path, max_bytes: int = DEFAULT_MAX_TABLE_BYTES) -> Run:
         return _irregular_trec(path, max_bytes)
     except TableError as exc:
         raise RunFileError(str(exc)) from None
-    scores = table.column("score").to_numpy()
-    query = encode(table.column("query"))
     doc_ids, lines = table.column("doc"), table.num_rows
     del table
+    query, scores = blocks.query(), blocks.all_scores()
     release_unused()
     return _run(_name_from(path, blocks.tags), query, doc_ids, scores, lines)
 

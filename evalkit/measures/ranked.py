@@ -282,10 +282,12 @@ def _rank_block(
 ) -> _Block:
     """Order, deduplicate, cut and join one block of query groups (see :func:`rank_run`)."""
     want = np.full(len(starts), int(sizes.sum()) if depth is None else depth, dtype=np.int64)
+    low = int(starts[0]) if len(starts) else 0  # the block's lines are one range: slice it (no copy), since
+    high = int(starts[-1] + sizes[-1]) if len(starts) else 0  # take on a chunked array may join every chunk first
+    block = lines.doc_ids.slice(low, high - low).combine_chunks()
     while True:
         take, chosen = _prefix(starts, sizes, lines.scores, want)
-        docs = lines.doc_ids.take(pa.array(chosen)).combine_chunks()
-        codes = pc.dictionary_encode(docs)
+        codes = pc.dictionary_encode(block.take(pa.array(chosen - low)))
         doc = codes.indices.to_numpy(zero_copy_only=False).astype(np.int64)
         permutation = _tie_order(chosen, lines.row, lines.scores, doc, codes.dictionary, lines.descending_ids)
         chosen, doc = chosen[permutation], doc[permutation]
