@@ -55,7 +55,7 @@ from evalkit.reporting.gates import (
     load_gate_file,
 )
 from evalkit.reporting.report import Report, build_report, parse_report, report_json
-from evalkit.reporting.trec import write_trec_runs
+from evalkit.reporting.trec import trec_run_name, trec_runs, write_trec_files
 from evalkit.retrieval.embedding_cache import EmbeddingCache
 from evalkit.retrieval.embeddings import ProviderUnavailableError
 from evalkit.retrieval.presets import DEFAULT_PRESET, PRESETS, resolve_settings
@@ -141,6 +141,16 @@ def _run(args: argparse.Namespace) -> int:
     if not 1 <= args.runs <= MAX_RUNS:
         raise ValueError(f"--runs must be between 1 and {MAX_RUNS}, got {args.runs}")
     settings_label, settings = resolve_settings(args.preset, None if args.settings is None else Path(args.settings))
+    # The optional backends the ablations need (a model's extra, bm25s) are checked before the cache is primed, so
+    # a run refused for a missing extra writes no embedding either.
+    from evalkit.ablations import BASELINE_MODE
+    from evalkit.evaluation import make_providers
+    from evalkit.retrieval.embeddings import fingerprint, import_backend
+
+    for provider in make_providers(ablations, loaded).values():
+        fingerprint(provider)  # names the model's files and version: raises when its extra is missing
+    if any(a.mode == BASELINE_MODE for a in ablations):
+        import_backend("bm25s", "bm25")
     cache = None if args.no_cache else EmbeddingCache(Path(args.cache_dir))
     # Only now, with every input checked, may the output path's missing folders be created.
     target = (
@@ -148,9 +158,10 @@ def _run(args: argparse.Namespace) -> int:
         if args.output is not None
         else output_path_from_env(os.environ, workspace)
     )
+    inputs = _run_inputs(args, fixture_dir)
     if target is not None:
-        refuse_input_overwrite(target, _fixture_inputs(fixture_dir), args.output or os.environ.get(ENV_VAR))
-    trec_folder = _trec_folder(args.trec_runs, workspace)
+        refuse_input_overwrite(target, inputs, args.output or os.environ.get(ENV_VAR))
+    trec_folder = _trec_folder(args.trec_runs, workspace, requested, inputs)
     if cluster is None:
         evaluation = evaluate(loaded, ablations, settings, runs=args.runs, cache=cache, systems=systems, ties=args.ties)
     else:
@@ -162,11 +173,12 @@ def _run(args: argparse.Namespace) -> int:
     print(format_summary(report))
     print()
     print(format_gates(report.gates) or "no gates: none names a system evaluated here")
+    trec_files = {} if trec_folder is None else trec_runs(evaluation)  # IDs checked before anything is written
     if target is not None:
         write_atomic(target, report_json(report))
         print(f"report written to {target.relative_to(workspace.resolve())}")
     if trec_folder is not None:
-        written = write_trec_runs(evaluation, trec_folder)
+        written = write_trec_files(trec_files, trec_folder)
         print(f"{len(written)} TREC run file(s) written to {trec_folder.relative_to(workspace.resolve())}")
     if not _failed_queries_within(report, args.max_failed_queries):
         return EXIT_GATE
@@ -251,14 +263,27 @@ def _repair_log(args: argparse.Namespace) -> RepairLog:
     return RepairLog(RepairPolicy.from_choices({k: v for k, v in chosen.items() if v is not None}))
 
 
-def _write_import(fixture: Fixture, log: RepairLog, source_format: str, output_dir: str) -> int:
-    """Write the fixture and its ``import_summary.json`` into the workspace-relative `output_dir`; print both."""
-    from evalkit.data.repairs import SUMMARY_FILE, ImportSummary, format_summary, write_summary
+def _import_outputs(output_dir: str, inputs: Sequence[Path]) -> tuple[Path, Path]:
+    """The fixture and ``import_summary.json`` paths an import writes into the workspace-relative `output_dir`,
+    checked before anything is read: refused when unsafe or when either is one of the import's `inputs`."""
+    from evalkit.data.repairs import SUMMARY_FILE
+
+    targets = []
+    for name in (FIXTURE_FILE, SUMMARY_FILE):
+        requested = f"{output_dir.rstrip('/')}/{name}"
+        target = resolve_output_path(requested, Path.cwd())
+        refuse_input_overwrite(target, inputs, requested)
+        targets.append(target)
+    return targets[0], targets[1]
+
+
+def _write_import(fixture: Fixture, log: RepairLog, source_format: str, outputs: tuple[Path, Path]) -> int:
+    """Write the fixture and its import summary to `outputs` (from :func:`_import_outputs`); print both."""
+    from evalkit.data.repairs import ImportSummary, format_summary, write_summary
     from evalkit.data.squad import fixture_json
 
     workspace = Path.cwd().resolve()
-    target = resolve_output_path(f"{output_dir.rstrip('/')}/fixture.json", Path.cwd())
-    summary_path = resolve_output_path(f"{output_dir.rstrip('/')}/{SUMMARY_FILE}", Path.cwd())
+    target, summary_path = outputs
     answerable = sum(1 for q in fixture.queries if q.answerable)
     summary = ImportSummary.model_validate(
         {
@@ -320,9 +345,8 @@ def _import_squad(args: argparse.Namespace) -> int:
     )
     if args.repair_window < 0:
         raise ValueError(f"--repair-window must be at least 0, got {args.repair_window}")
-    target = resolve_output_path(f"{args.output_dir.rstrip('/')}/fixture.json", Path.cwd())
     inputs = [Path(args.input)] + ([] if args.questions is None else [Path(args.questions)])
-    refuse_input_overwrite(target, inputs, f"{args.output_dir.rstrip('/')}/fixture.json")
+    outputs = _import_outputs(args.output_dir, inputs)
     log = _repair_log(args)
     corpus = read_squad(Path(args.input), log, args.repair_window, _max_bytes(args))
     if args.questions is None:
@@ -332,7 +356,7 @@ def _import_squad(args: argparse.Namespace) -> int:
     else:
         questions = read_squad(Path(args.questions), log, args.repair_window, _max_bytes(args))
         fixture = import_cross_lingual(questions, corpus, args.question_language, options, log)
-    return _write_import(fixture, log, "squad", args.output_dir)
+    return _write_import(fixture, log, "squad", outputs)
 
 
 def _squad_options(**values: object) -> SquadImportOptions:
@@ -425,19 +449,25 @@ def _collection_options(args: argparse.Namespace) -> CollectionOptions:
 
 
 def _import_beir(args: argparse.Namespace) -> int:
-    from evalkit.data.beir import read_beir
+    from evalkit.data.beir import CORPUS_FILE, QUERIES_FILE, read_beir
 
+    root = Path(args.input)
+    outputs = _import_outputs(
+        args.output_dir, [root / CORPUS_FILE, root / QUERIES_FILE, root / "qrels" / f"{args.split}.tsv"]
+    )
     log = _repair_log(args)
-    fixture = read_beir(Path(args.input), args.split, _collection_options(args), log)
-    return _write_import(fixture, log, "beir", args.output_dir)
+    fixture = read_beir(root, args.split, _collection_options(args), log, _max_bytes(args))
+    return _write_import(fixture, log, "beir", outputs)
 
 
 def _import_trec(args: argparse.Namespace) -> int:
     from evalkit.data.trec import read_trec
 
+    qrels, topics, corpus = Path(args.qrels), Path(args.topics), Path(args.corpus)
+    outputs = _import_outputs(args.output_dir, [qrels, topics, corpus])
     log = _repair_log(args)
-    fixture = read_trec(Path(args.qrels), Path(args.topics), Path(args.corpus), _collection_options(args), log)
-    return _write_import(fixture, log, "trec", args.output_dir)
+    fixture = read_trec(qrels, topics, corpus, _collection_options(args), log, _max_bytes(args))
+    return _write_import(fixture, log, "trec", outputs)
 
 
 def _add_collection_flags(parser: argparse.ArgumentParser) -> None:
@@ -467,12 +497,14 @@ def _add_collection_import_parsers(formats: argparse._SubParsersAction[argparse.
     beir.add_argument("input", help="the BEIR directory")
     beir.add_argument("--split", default="test", help="qrels/<split>.tsv to read (default: %(default)s)")
     _add_collection_flags(beir)
+    _add_input_limit(beir)
     beir.set_defaults(handler=_import_beir)
     trec = formats.add_parser("trec", help="TREC qrels + topics (TSV or JSONL) + a JSONL corpus")
     trec.add_argument("--qrels", required=True, help="TREC qrels file: query-id iteration doc-id relevance")
     trec.add_argument("--topics", required=True, help="topics: .tsv (query-id<TAB>text) or JSONL")
     trec.add_argument("--corpus", required=True, help="JSONL corpus: _id, title, text, metadata")
     _add_collection_flags(trec)
+    _add_input_limit(trec)
     trec.set_defaults(handler=_import_trec)
 
 
@@ -486,9 +518,13 @@ def _export(args: argparse.Namespace) -> int:
     else:
         files = trec_files(fixture, args.topics_format, args.gains)
     workspace = Path.cwd()
-    targets = {
-        resolve_output_path(f"{args.output_dir.rstrip('/')}/{name}", workspace): data for name, data in files.items()
-    }
+    inputs = _fixture_inputs(Path(args.fixture))
+    targets = {}
+    for name, data in files.items():
+        requested = f"{args.output_dir.rstrip('/')}/{name}"
+        target = resolve_output_path(requested, workspace)
+        refuse_input_overwrite(target, inputs, requested)
+        targets[target] = data
     for target, data in targets.items():
         write_atomic(target, data)
         print(f"wrote {target.relative_to(workspace.resolve())}")
@@ -538,9 +574,27 @@ def _external_systems(args: argparse.Namespace) -> tuple[tuple[Ablation, ...], d
     return tuple(external_ablation(a, "retriever") for a in systems), systems
 
 
-def _trec_folder(requested: str | None, workspace: Path) -> Path | None:
-    """The workspace-relative folder for --trec-runs, checked like --output (missing folders are created)."""
-    return None if requested is None else resolve_output_path(requested.rstrip("/") + "/.folder", workspace).parent
+def _trec_folder(requested: str | None, workspace: Path, systems: Sequence[str], inputs: Sequence[Path]) -> Path | None:
+    """The workspace-relative folder for --trec-runs, each system's run file in it checked like --output and
+    against the run's `inputs` (missing folders are created at write time)."""
+    if requested is None:
+        return None
+    folder = resolve_output_path(requested.rstrip("/") + "/.folder", workspace).parent
+    for system in systems:
+        name = f"{requested.rstrip('/')}/{trec_run_name(system)}"
+        refuse_input_overwrite(resolve_output_path(name, workspace), inputs, name)
+    return folder
+
+
+def _run_inputs(args: argparse.Namespace, fixture: Path) -> list[Path]:
+    """The files `evalkit run` reads, which no output may overwrite: the fixture's, ``--settings``, each
+    ``--retriever-config`` and the module file of each ``--retriever`` (imported by now)."""
+    files = [*_fixture_inputs(fixture), *(Path(p) for p in args.retriever_config)]
+    files += [] if args.settings is None else [Path(args.settings)]
+    for spec in args.retriever:
+        origin = getattr(sys.modules.get(spec.partition(":")[0]), "__file__", None)
+        files += [Path(origin)] if isinstance(origin, str) else []
+    return files
 
 
 def _failed_queries_within(report: Report, bound: int | None) -> bool:
@@ -683,6 +737,7 @@ def _add_score_parser(commands: argparse._SubParsersAction[argparse.ArgumentPars
 
 
 def _compare(args: argparse.Namespace) -> int:
+    from evalkit.data.inputs import InputError, read_input_bytes
     from evalkit.reporting.comparison import (
         check_regressions,
         compare_reports,
@@ -695,13 +750,17 @@ def _compare(args: argparse.Namespace) -> int:
     reports = []
     for side, name in (("base", args.base), ("head", args.head)):
         try:
-            reports.append(parse_report(Path(name).read_bytes()))
+            reports.append(parse_report(read_input_bytes(Path(name), _max_bytes(args))))
+        except InputError as exc:
+            raise ValueError(f"{side} report {exc}") from None
         except ValueError as exc:
             raise ValueError(f"{side} report {name}: {exc}") from None
     comparison = compare_reports(reports[0], reports[1])
     verdict = find_regressions(comparison, args.alpha, args.max_drop, measures)
     # Only now, with every input checked, may the output path's missing folders be created.
     target = resolve_output_path(args.output, Path.cwd()) if args.output is not None else None
+    if target is not None:
+        refuse_input_overwrite(target, [Path(args.base), Path(args.head)], args.output)
     print(format_comparison(comparison))
     print()
     print(verdict.describe())
@@ -732,6 +791,7 @@ def _add_compare_parser(commands: argparse._SubParsersAction[argparse.ArgumentPa
     compare.add_argument(
         "--gate-measures", default=None, help="comma-separated measures the gate checks (default: every measure)"
     )
+    _add_input_limit(compare)
     compare.set_defaults(handler=_compare)
 
 

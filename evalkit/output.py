@@ -203,20 +203,28 @@ def output_path_from_env(environ: Mapping[str, str], workspace: Path) -> Path | 
 
 
 def _same_file(first: Path, second: Path) -> bool:
+    """Whether two paths name one file: the same device and inode when both exist (symlinks followed, so a hard
+    link or a symlink to an input matches), else the same real path (every symlinked folder resolved)."""
     try:
-        return os.path.samefile(first, second)
-    except OSError:
-        return os.path.abspath(first) == os.path.abspath(second)
+        one, other = os.stat(first), os.stat(second)
+    except (OSError, ValueError):
+        return os.path.realpath(first) == os.path.realpath(second)
+    return (one.st_dev, one.st_ino) == (other.st_dev, other.st_ino)
 
 
 def refuse_input_overwrite(target: Path, inputs: Iterable[Path], requested: str | None = None) -> None:
-    """Refuse an output `target` that is one of the run's `inputs` (same file, or same path when missing).
+    """Refuse an output `target` that is one of the run's `inputs`, before anything is written.
+
+    Both sides are compared as files, not as text: an existing target matches an input with the same device and
+    inode (a hard link, a symlink to it, another spelling of its path); a target or input that does not exist yet
+    matches by real path (symlinked folders resolved), so an output cannot create an input a later run reads
+    (an absent ``aliases.json`` or ``gates.json`` of a fixture reached through a symlinked folder).
 
     Raises:
         OutputPathError: naming the requested output path and the input it would overwrite.
     """
     for source in inputs:
-        if _same_file(target, source):
+        if _same_file(Path(target), Path(source)):
             raise OutputPathError(
                 requested or str(target), f"it is an input of this run ({source.name!r}) and would overwrite it"
             )

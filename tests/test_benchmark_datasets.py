@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+import json
+import math
 from pathlib import Path
 
 import numpy as np
@@ -22,9 +24,10 @@ from evalkit.benchmark import (
     parse_setting,
     run_benchmark,
 )
+from evalkit.data.fixture import Fixture
+from evalkit.evaluation import Evaluation, QueryResult
 from evalkit.measures.abstention import AbstentionPoint, CalibratedFloor
 from evalkit.measures.metrics import LatencySummary
-from evalkit.retrieval.coverage import TermCoverage
 
 from .conftest import ROOT
 
@@ -79,11 +82,10 @@ def test_abstention_inputs_are_the_coverage_of_the_returned_chunks(tmp_path: Pat
     inputs = abstention_inputs(parse_setting("cmrc/paragraph"), evaluation)
     assert inputs is not None
     assert (inputs.system, inputs.signal) == ("lexical", "term coverage@3 of lexical")
-    coverage = TermCoverage((c.chunk_id, c.text) for c in evaluation.fixture.chunks)
-    results = {r.query_id: r for r in evaluation.ablations["lexical"].results}
     queries = sorted(evaluation.fixture.queries, key=lambda q: q.query_id)
-    expected = [coverage.coverage(q.text, results[q.query_id].chunk_ids) for q in queries]
-    assert inputs.confidence == pytest.approx(expected, nan_ok=True)
+    # The values themselves are checked by hand on a four-chunk corpus below; here, that they are shares.
+    assert len(inputs.confidence) == len(queries)
+    assert all(math.isnan(c) or 0.0 <= c <= 1.0 for c in inputs.confidence)
     assert inputs.answerable == [q.answerable for q in queries]
     answerable = np.nanmean([c for c, a in zip(inputs.confidence, inputs.answerable, strict=True) if a])
     held_out = np.nanmean([c for c, a in zip(inputs.confidence, inputs.answerable, strict=True) if not a])
@@ -101,6 +103,48 @@ def test_abstention_inputs_are_the_coverage_of_the_returned_chunks(tmp_path: Pat
         )
         is None
     )
+
+
+def test_abstention_inputs_by_hand(tiny_evaluation: Evaluation) -> None:
+    """Four chunks, three queries, rankings set by hand. With N = 4, a term in two chunks has
+    idf = ln(1 + 2.5 / 2.5) = ln 2 and a term in none idf = ln(1 + 4.5 / 0.5) = ln 10."""
+    chunks = {"c1": "apple banana", "c2": "apple cherry", "c3": "grape", "c4": "banana cherry"}
+    fixture = Fixture.model_validate_json(
+        json.dumps(
+            {
+                "fixture_id": "fruit",
+                "fixture_version": "1.0.0",
+                "license": "CC0-1.0",
+                "attribution": "Hand-written for this test.",
+                "documents": [{"doc_id": "d", "language": "en", "title": "Fruit"}],
+                "chunks": [{"chunk_id": c, "doc_id": "d", "text": text} for c, text in chunks.items()],
+                "queries": [
+                    {"query_id": "q1", "language": "en", "text": "banana cherry", "judgments": [_judged("c4", chunks)]},
+                    {"query_id": "q2", "language": "en", "text": "apple kiwi"},
+                    {"query_id": "q3", "language": "en", "text": "grape", "judgments": [_judged("c3", chunks)]},
+                ],
+            }
+        )
+    )
+    rankings = {"q1": ("c1", "c3", "c2", "c4"), "q2": ("c3", "c2"), "q3": ()}
+    lexical = dataclasses.replace(
+        tiny_evaluation.ablations["lexical"],
+        results=tuple(QueryResult(q, r, tuple(1.0 for _ in r), 1.0) for q, r in rankings.items()),
+        per_query={"q1": {"recall@10": 1.0}, "q2": {"recall@10": 0.75}, "q3": {"recall@10": 0.5}},
+    )
+    evaluation = dataclasses.replace(tiny_evaluation, fixture=fixture, ablations={"lexical": lexical})
+    inputs = abstention_inputs(parse_setting("en/paragraph"), evaluation)
+    assert inputs is not None
+    assert (inputs.system, inputs.signal, inputs.query_language) == ("lexical", "term coverage@3 of lexical", "en")
+    # q1: c1 holds banana, c2 cherry (half the weight each); c4 holds both but is fourth, past the depth of 3.
+    # q2: c2 holds apple (ln 2) of apple and kiwi (ln 2 + ln 10 = ln 20). q3: an empty ranking, no evidence.
+    assert inputs.confidence == pytest.approx([0.5, math.log(2) / math.log(20), math.nan], rel=1e-12, nan_ok=True)
+    assert inputs.answerable == [True, False, True]
+    assert inputs.recall == [1.0, 0.0, 0.5]  # a no-answer query's recall is 0, whatever its per-query value
+
+
+def _judged(chunk_id: str, chunks: dict[str, str]) -> dict[str, object]:
+    return {"chunk_id": chunk_id, "grade": 3, "spans": [{"start": 0, "text": chunks[chunk_id]}]}
 
 
 def _point(fpr: float, loss: float) -> AbstentionPoint:

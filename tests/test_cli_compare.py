@@ -45,8 +45,23 @@ def reports(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, synthetic_evaluatio
                 v if v is None or lang == "en" else min(v, 0.0 if measure == "recall@1" else 0.5 * v)
                 for v, lang in zip(column, languages, strict=True)
             ]
-    Path("worse-zh.json").write_text(json.dumps(worse), encoding="utf-8")
+    Path("worse-zh.json").write_text(json.dumps(with_means(worse)), encoding="utf-8")
     return json.loads(data)
+
+
+def with_means(report: dict[str, Any]) -> dict[str, Any]:
+    """`report` with every aggregate recomputed from its per-query column (compare refuses stale aggregates)."""
+    languages = report["queries"]["languages"]
+    for ablation in report["ablations"].values():
+        for slice_name, row in ablation["metrics"].items():
+            for measure in row:
+                values = [
+                    v
+                    for v, lang in zip(ablation["per_query"][measure], languages, strict=True)
+                    if v is not None and slice_name in ("all", lang)
+                ]
+                row[measure] = sum(values) / len(values)
+    return report
 
 
 def test_same_report_compares_to_zero_and_exits_0(reports: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> None:

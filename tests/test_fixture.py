@@ -611,7 +611,7 @@ def test_fixture_json_that_is_a_directory(tmp_path: Path) -> None:
         (b"", "file 'fixture.json' is not JSON: "),
         (b"{", "file 'fixture.json' is not JSON: "),
         (b"{'fixture_id': 1}", "file 'fixture.json' is not JSON: "),
-        (b"\xef\xbb\xbf{}", "file 'fixture.json' is not JSON: "),
+        (b"\xef\xbb\xbf{", "file 'fixture.json' is not JSON: "),
         (b"[" * 100_000, "file 'fixture.json' is not JSON: "),
         (b"\xff\xfe{\x00}\x00", "file 'fixture.json' cannot be read: "),
         ('{"title": "\u5bfc\u51fa"}'.encode("gb18030"), "file 'fixture.json' cannot be read: "),

@@ -19,6 +19,7 @@ from evalkit.output import (
     OutputPathError,
     OutputWriteError,
     output_path_from_env,
+    refuse_input_overwrite,
     resolve_output_path,
     write_atomic,
 )
@@ -419,3 +420,43 @@ def test_property_escaping_dotdot_is_refused(prefix: list[str], extra_ups: int, 
             resolve_output_path(requested, ws)
         assert list(ws.iterdir()) == []
         assert list(ws.parent.iterdir()) == [ws]
+
+
+# --- outputs onto inputs ---------------------------------------------------------------------------------
+
+
+def _refuses_overwrite(target: Path, source: Path) -> None:
+    with pytest.raises(OutputPathError, match=r"'out': it is an input of this run"):
+        refuse_input_overwrite(target, [source], "out")
+
+
+def test_input_overwrite_refuses_the_same_path_spelled_otherwise(workspace: Path) -> None:
+    (workspace / "sub").mkdir()
+    (workspace / "in.json").write_text("{}", encoding="utf-8")
+    _refuses_overwrite(workspace / "in.json", workspace / "sub" / ".." / "." / "in.json")
+
+
+def test_input_overwrite_refuses_a_hard_link_of_an_input(workspace: Path) -> None:
+    (workspace / "in.json").write_text("{}", encoding="utf-8")
+    os.link(workspace / "in.json", workspace / "link.json")
+    _refuses_overwrite(workspace / "link.json", workspace / "in.json")
+
+
+def test_input_overwrite_refuses_the_target_of_a_symlinked_input(workspace: Path) -> None:
+    (workspace / "real.json").write_text("{}", encoding="utf-8")
+    (workspace / "in.json").symlink_to("real.json")
+    _refuses_overwrite(workspace / "real.json", workspace / "in.json")
+
+
+def test_input_overwrite_refuses_an_absent_input_reached_through_a_symlinked_folder(workspace: Path) -> None:
+    (workspace / "fixture").mkdir()
+    (workspace / "link").symlink_to("fixture")
+    # gates.json does not exist yet: writing it would hand the next run a report as its gates
+    _refuses_overwrite(workspace / "fixture" / "gates.json", workspace / "link" / "gates.json")
+
+
+def test_input_overwrite_allows_another_file(workspace: Path) -> None:
+    (workspace / "in.json").write_text("{}", encoding="utf-8")
+    (workspace / "copy.json").write_text("{}", encoding="utf-8")
+    refuse_input_overwrite(workspace / "copy.json", [workspace / "in.json", workspace / "absent.json"], "copy.json")
+    refuse_input_overwrite(workspace / "new.json", [workspace / "in.json", workspace], "new.json")

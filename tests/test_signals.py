@@ -33,6 +33,8 @@ from evalkit.cli import main
 sys.exit(main(sys.argv[1:]))
 """
 TIME_LIMIT_S = 120
+HANG_S = 2 * TIME_LIMIT_S + 60
+"""Timeout of each test: a child that never announces its write (or never exits) fails the test, not the run."""
 
 
 def _start(workspace: Path) -> subprocess.Popen[str]:
@@ -62,6 +64,7 @@ def _temp_files(folder: Path) -> list[Path]:
     return [p for p in folder.rglob("*") if ".evalkit-tmp-" in p.name]
 
 
+@pytest.mark.timeout(HANG_S)
 @pytest.mark.parametrize(
     ("signum", "code", "word"), [(signal.SIGINT, 130, "interrupted"), (signal.SIGTERM, 143, "terminated")]
 )
@@ -81,6 +84,7 @@ def test_signal_during_the_write_exits_cleanly_and_leaves_nothing(
     assert list(tmp_path.iterdir()) == []  # neither the report nor the folder created for it
 
 
+@pytest.mark.timeout(HANG_S)
 def test_sigint_before_any_write_prints_one_line(tmp_path: Path) -> None:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     # Ctrl-C while the fixture is being loaded (before anything is written).
@@ -102,6 +106,7 @@ def test_sigint_before_any_write_prints_one_line(tmp_path: Path) -> None:
     assert result.stderr.strip() == "evalkit: interrupted (SIGINT); nothing partial was written"
 
 
+@pytest.mark.timeout(HANG_S)
 def test_temp_file_left_by_sigkill_is_removed_by_the_next_write(tmp_path: Path) -> None:
     process = _start(tmp_path)
     _wait_for_write(process)

@@ -23,9 +23,11 @@ from evalkit.data.collection import (
     queries_jsonl,
     read_corpus,
     read_queries,
+    source_lines,
 )
 from evalkit.data.fixture import Fixture
-from evalkit.data.repairs import RepairLog, SourceFormatError
+from evalkit.data.inputs import DEFAULT_MAX_INPUT_BYTES
+from evalkit.data.repairs import RepairLog
 from evalkit.output import write_atomic
 
 __all__ = ["CORPUS_FILE", "QUERIES_FILE", "beir_files", "qrels_tsv", "read_beir", "read_qrels_tsv", "write_beir"]
@@ -35,19 +37,15 @@ QUERIES_FILE = "queries.jsonl"
 _HEADER = ("query-id", "corpus-id", "score")
 
 
-def read_qrels_tsv(path: Path, label: str, log: RepairLog) -> list[Qrel]:
-    """The graded qrels of a BEIR qrels TSV file, in file order (see the module docstring)."""
-    try:
-        text = Path(path).read_bytes().decode("utf-8")
-    except FileNotFoundError:
-        raise SourceFormatError(str(path), [f"{label}: file not found"]) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise SourceFormatError(str(path), [f"{label}: file cannot be read as UTF-8 text: {exc}"]) from None
+def read_qrels_tsv(path: Path, label: str, log: RepairLog, max_bytes: int = DEFAULT_MAX_INPUT_BYTES) -> list[Qrel]:
+    """The graded qrels of a BEIR qrels TSV file of at most `max_bytes`, in file order (see the module docstring).
+
+    The file is read like every source file (:func:`evalkit.data.collection.source_lines`).
+    """
     qrels: list[Qrel] = []
-    for number, line in enumerate(text.splitlines(), start=1):
+    for number, (where, line) in enumerate(source_lines(path, label, max_bytes), start=1):
         if not line.strip():
             continue
-        where = f"{label} line {number}"
         fields = line.split("\t")
         if number == 1 and tuple(f.strip().lower() for f in fields[:3]) == _HEADER:
             continue
@@ -66,8 +64,15 @@ def read_qrels_tsv(path: Path, label: str, log: RepairLog) -> list[Qrel]:
     return qrels
 
 
-def read_beir(directory: Path, split: str, options: CollectionOptions, log: RepairLog) -> Fixture:
-    """The fixture of the BEIR directory `directory` with the qrels of `split` (``qrels/<split>.tsv``).
+def read_beir(
+    directory: Path,
+    split: str,
+    options: CollectionOptions,
+    log: RepairLog,
+    max_bytes: int = DEFAULT_MAX_INPUT_BYTES,
+) -> Fixture:
+    """The fixture of the BEIR directory `directory` with the qrels of `split` (``qrels/<split>.tsv``); each file
+    must be a regular file of at most `max_bytes` (see :func:`evalkit.data.collection.source_lines`).
 
     Raises:
         SourceFormatError: a missing or malformed file, or a problem the log's policy refuses, naming file, line
@@ -77,9 +82,9 @@ def read_beir(directory: Path, split: str, options: CollectionOptions, log: Repa
     if not split or "/" in split or "\\" in split or split.startswith("."):
         raise ValueError(f"split must be a plain file name such as 'test', not {split!r}")
     root = Path(directory)
-    corpus = read_corpus(root / CORPUS_FILE, CORPUS_FILE, options, log)
-    queries = read_queries(root / QUERIES_FILE, QUERIES_FILE, options, log)
-    qrels = read_qrels_tsv(root / "qrels" / f"{split}.tsv", f"qrels/{split}.tsv", log)
+    corpus = read_corpus(root / CORPUS_FILE, CORPUS_FILE, options, log, max_bytes)
+    queries = read_queries(root / QUERIES_FILE, QUERIES_FILE, options, log, max_bytes)
+    qrels = read_qrels_tsv(root / "qrels" / f"{split}.tsv", f"qrels/{split}.tsv", log, max_bytes)
     return build_fixture(corpus, queries, qrels, options, log, f"BEIR {directory}")
 
 

@@ -34,7 +34,14 @@ from typing import Annotated, Any, Literal
 from pydantic import Field
 
 from evalkit.data.fixture import Fixture, parse_fixture
-from evalkit.data.inputs import DEFAULT_MAX_INPUT_BYTES, InputError, clip, loads_strict, read_input_bytes
+from evalkit.data.inputs import (
+    DEFAULT_MAX_INPUT_BYTES,
+    InputError,
+    clip,
+    decode_text,
+    loads_strict,
+    read_input_bytes,
+)
 from evalkit.data.repairs import RepairLog, SourceFormatError
 from evalkit.data.schema import (
     MAX_ID_LENGTH,
@@ -45,6 +52,7 @@ from evalkit.data.schema import (
     is_identifier,
     privacy_problem,
 )
+from evalkit.data.tables import open_guarded
 
 __all__ = [
     "CollectionOptions",
@@ -60,6 +68,8 @@ __all__ = [
     "read_corpus",
     "read_jsonl",
     "read_queries",
+    "read_source_text",
+    "source_lines",
 ]
 
 _HAN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
@@ -133,22 +143,48 @@ def detect_language(text: str) -> Language:
     return "zh" if han and han >= 2 * words else "en"
 
 
-def read_jsonl(path: Path, label: str) -> Iterator[tuple[str, dict[str, Any]]]:
-    """``(where, object)`` for each non-blank line of a JSONL file; `where` is ``"<label> line <n>"``.
+def source_lines(path: Path, label: str, max_bytes: int = DEFAULT_MAX_INPUT_BYTES) -> Iterator[tuple[str, str]]:
+    """``(where, text)`` of every line of a line-oriented source file; `where` is ``"<label> line <n>"``.
+
+    The file is read through the guarded door of :func:`evalkit.data.tables.open_guarded`: a regular file only (a
+    FIFO or ``/dev/zero`` is refused at once), at most `max_bytes` (after decompression, for gzip), a byte-order
+    mark dropped. Lines end at ``\\n`` alone (a ``\\r`` before it is dropped), so a separator character inside a
+    JSON string never splits a record.
 
     Raises:
-        SourceFormatError: a missing or unreadable file, a line that is not JSON or not an object.
+        SourceFormatError: a missing or unreadable file, or a line that is not UTF-8, naming `label`.
     """
-    text = read_source_text(path, label)
+    try:
+        with open_guarded(Path(path), max_bytes) as stream:
+            for number, raw in enumerate(stream, start=1):
+                where = f"{label} line {number}"
+                try:
+                    text = raw.decode("utf-8")
+                except UnicodeDecodeError as exc:
+                    raise SourceFormatError(str(path), [f"{where}: not UTF-8 text ({exc.reason})"]) from None
+                yield where, text.rstrip("\r\n")
+    except InputError as exc:
+        raise SourceFormatError(str(path), [f"{label}: {_file_reason(exc)}"]) from None
+
+
+def read_jsonl(
+    path: Path, label: str, max_bytes: int = DEFAULT_MAX_INPUT_BYTES
+) -> Iterator[tuple[str, dict[str, Any]]]:
+    """``(where, object)`` for each non-blank line of a JSONL file (:func:`source_lines`), each line strict JSON
+    (:func:`evalkit.data.inputs.loads_strict`).
+
+    Raises:
+        SourceFormatError: a missing or unreadable file, a line that is not JSON or not an object (every such line
+            is named before any record is handed on).
+    """
     problems: list[str] = []
     records: list[tuple[str, dict[str, Any]]] = []
-    for number, line in enumerate(text.splitlines(), start=1):
+    for where, line in source_lines(path, label, max_bytes):
         if not line.strip():
             continue
-        where = f"{label} line {number}"
         try:
             value = loads_strict(line)
-        except (ValueError, RecursionError) as exc:
+        except ValueError as exc:
             problems.append(f"{where}: not JSON ({clip(str(exc), 200)})")
             continue
         if not isinstance(value, dict):
@@ -161,15 +197,17 @@ def read_jsonl(path: Path, label: str) -> Iterator[tuple[str, dict[str, Any]]]:
 
 
 def read_source_text(path: Path, label: str, max_bytes: int = DEFAULT_MAX_INPUT_BYTES) -> str:
-    """The UTF-8 text of a source file, read as every input is (:func:`evalkit.data.inputs.read_input_bytes`: a
-    regular file of at most `max_bytes`, so a FIFO or ``/dev/zero`` is refused at once); problems name `label`."""
+    """The UTF-8 text of a small source file, read as every input is (:func:`evalkit.data.inputs.read_input_bytes`:
+    a regular file of at most `max_bytes`, so a FIFO or ``/dev/zero`` is refused at once; a byte-order mark
+    dropped); problems name `label`."""
     try:
-        return read_input_bytes(Path(path), max_bytes).decode("utf-8")
+        return decode_text(read_input_bytes(Path(path), max_bytes), str(path))
     except InputError as exc:
-        reason = exc.reason if exc.reason.startswith("file ") else f"file {exc.reason}"
-        raise SourceFormatError(str(path), [f"{label}: {reason}"]) from None
-    except UnicodeDecodeError as exc:
-        raise SourceFormatError(str(path), [f"{label}: file cannot be read as UTF-8 text: {exc}"]) from None
+        raise SourceFormatError(str(path), [f"{label}: {_file_reason(exc)}"]) from None
+
+
+def _file_reason(error: InputError) -> str:
+    return error.reason if error.reason.startswith("file ") else f"file {error.reason}"
 
 
 class IdMapper:
@@ -256,11 +294,13 @@ def _note_links(ident: str, text: str, where: str, options: CollectionOptions, l
         log.note("links_in_text", ident, f"{where}: field 'text': {problem}")
 
 
-def read_corpus(path: Path, label: str, options: CollectionOptions, log: RepairLog) -> list[CorpusRecord]:
-    """The corpus records of a JSONL corpus file (see the module docstring), in file order."""
+def read_corpus(
+    path: Path, label: str, options: CollectionOptions, log: RepairLog, max_bytes: int = DEFAULT_MAX_INPUT_BYTES
+) -> list[CorpusRecord]:
+    """The corpus records of a JSONL corpus file of at most `max_bytes` (see the module docstring), in file order."""
     ids = IdMapper("corpus record", log)
     records: list[CorpusRecord] = []
-    for where, record in read_jsonl(path, label):
+    for where, record in read_jsonl(path, label, max_bytes):
         source = ids.source_id(record.get("_id"), where, "_id")
         if source is None:
             continue
@@ -297,11 +337,13 @@ def _doc_id(metadata: dict[str, Any], chunk_id: str, where: str, log: RepairLog)
     return value
 
 
-def read_queries(path: Path, label: str, options: CollectionOptions, log: RepairLog) -> list[QueryRecord]:
-    """The queries of a JSONL queries or topics file (see the module docstring), in file order."""
+def read_queries(
+    path: Path, label: str, options: CollectionOptions, log: RepairLog, max_bytes: int = DEFAULT_MAX_INPUT_BYTES
+) -> list[QueryRecord]:
+    """The queries of a JSONL queries or topics file of at most `max_bytes` (see the module docstring), in order."""
     ids = IdMapper("query", log)
     queries: list[QueryRecord] = []
-    for where, record in read_jsonl(path, label):
+    for where, record in read_jsonl(path, label, max_bytes):
         id_key = next((k for k in ("_id", "query_id", "qid") if k in record), "_id")
         source = ids.source_id(record.get(id_key), where, id_key)
         if source is None:

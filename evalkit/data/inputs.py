@@ -1,13 +1,20 @@
 """Reading untrusted input files safely: regular files only, a size limit, strict JSON, short messages.
 
-Every file evalkit reads from a user (fixture, aliases, baselines, SQuAD) goes through :func:`read_json_file`:
+Every JSON file evalkit reads from a user (fixture, aliases, baselines, gates, settings, SQuAD, retriever
+configurations) goes through :func:`read_json_file`, and every JSON text (JSONL lines, HTTP responses) through
+:func:`loads_strict`; line-oriented files go through :mod:`evalkit.data.tables`, which guards them alike:
 
 - only a regular file is read: a FIFO, a device such as ``/dev/zero``, a socket or a directory is refused without
   blocking (the file is opened with ``O_NONBLOCK`` and checked with ``fstat`` before any byte is read);
 - a file larger than the limit is refused before it is read (:data:`DEFAULT_MAX_INPUT_BYTES`, 64 MiB, raised with
   ``--max-input-mb`` on the command line); a file that grows past the limit while being read is refused too;
-- text must be UTF-8, and JSON must be standard JSON: ``NaN``/``Infinity`` and duplicate keys in one object are
-  refused (the last value would otherwise silently win), naming the key and where it is;
+- text must be UTF-8; a leading byte-order mark (U+FEFF) is dropped;
+- JSON must be standard JSON: ``NaN``/``Infinity`` and duplicate keys in one object are refused (the last value
+  would otherwise silently win), naming the key and where it is;
+- JSON must stay within limits that no real file reaches: arrays and objects nested at most
+  :data:`MAX_JSON_DEPTH` deep (checked before parsing, in linear time), integers of at most
+  :data:`MAX_NUMBER_DIGITS` digits (whatever ``sys.set_int_max_str_digits`` allows) and finite floats (``1e400``
+  would otherwise become ``inf``);
 - messages stay short: echoed names and values are cut with :func:`shorten`, and problem lists are capped with
   :func:`cap_problems` (the total count is always given).
 """
@@ -15,6 +22,7 @@ Every file evalkit reads from a user (fixture, aliases, baselines, SQuAD) goes t
 from __future__ import annotations
 
 import json
+import math
 import os
 import stat
 from collections import Counter
@@ -22,14 +30,20 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 __all__ = [
     "DEFAULT_MAX_INPUT_BYTES",
     "MAX_ECHO_LENGTH",
+    "MAX_JSON_DEPTH",
+    "MAX_NUMBER_DIGITS",
     "MAX_PROBLEMS",
     "InputError",
     "cap_problems",
     "clip",
+    "decode_text",
     "loads_strict",
+    "nesting_depth",
     "read_input_bytes",
     "read_json_file",
     "shorten",
@@ -41,7 +55,14 @@ MAX_PROBLEMS = 20
 """At most this many problems are listed in one message (followed by the number left out)."""
 MAX_ECHO_LENGTH = 60
 """Names and values quoted back in a message are cut to this many characters."""
+MAX_JSON_DEPTH = 64
+"""JSON nested deeper than this (arrays and objects) is refused; real files nest far less (SQuAD files 9 deep,
+fixtures 7, reports 6)."""
+MAX_NUMBER_DIGITS = 300
+"""JSON integers with more digits than this are refused (floats must be finite: at most about 1.8e308)."""
 
+_BOM = "\ufeff"
+_DEPTH_BLOCK = 1 << 20
 _ID_KEYS = ("fixture_id", "doc_id", "chunk_id", "query_id", "group_id", "id")
 _READ_CHUNK = 1 << 20
 
@@ -158,6 +179,44 @@ def _refuse_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON (only finite numbers are allowed)")
 
 
+def _bounded_int(text: str) -> int:
+    digits = len(text.lstrip("-"))
+    if digits > MAX_NUMBER_DIGITS:
+        raise ValueError(f"an integer of {digits} digits (more than {MAX_NUMBER_DIGITS})")
+    return int(text)
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"a number out of range ({clip(text, 20)})")
+    return value
+
+
+def nesting_depth(text: bytes | str) -> int:
+    """How deeply the arrays and objects of JSON text nest, counted without parsing (vectorized, linear, in blocks).
+
+    Escaped backslashes and quotes are dropped first, so the quotes left delimit strings and brackets between an
+    odd and an even quote are text. For invalid JSON the count may be off, but never below the depth a parser
+    reaches before it stops at the first error.
+    """
+    payload = text.encode("utf-8", "surrogatepass") if isinstance(text, str) else text
+    cleaned = payload.replace(b"\\\\", b"").replace(b'\\"', b"")
+    depth = deepest = 0
+    inside = False  # within a string at the end of the previous block
+    for start in range(0, len(cleaned), _DEPTH_BLOCK):
+        block = np.frombuffer(cleaned, dtype=np.uint8, count=min(_DEPTH_BLOCK, len(cleaned) - start), offset=start)
+        in_string = np.logical_xor.accumulate(block == ord('"')) ^ inside
+        steps = ((block == ord("[")) | (block == ord("{"))).astype(np.int8)
+        steps -= ((block == ord("]")) | (block == ord("}"))).astype(np.int8)
+        steps[in_string] = 0
+        levels = np.cumsum(steps, dtype=np.int32)
+        deepest = max(deepest, depth + int(levels.max()))
+        depth += int(levels[-1])
+        inside = bool(in_string[-1])
+    return deepest
+
+
 def _location(path: tuple[int | str, ...]) -> str:
     text = ""
     for part in path:
@@ -192,11 +251,27 @@ def _duplicate_keys(data: Any) -> list[str]:
 
 
 def loads_strict(text: str) -> Any:
-    """Decode standard JSON, refusing ``NaN``/``Infinity``, nesting too deep and duplicate keys (ValueError)."""
+    """Decode standard JSON within the limits above (see the module docstring); every refusal is a ValueError.
+
+    A leading byte-order mark is dropped. Refused: ``NaN``/``Infinity``, nesting deeper than
+    :data:`MAX_JSON_DEPTH`, integers of more than :data:`MAX_NUMBER_DIGITS` digits, floats that overflow, and
+    duplicate keys (named with where they are).
+    """
+    text = text.removeprefix(_BOM)
+    if text.count("[") + text.count("{") > MAX_JSON_DEPTH:  # else it cannot nest too deep: no scan
+        depth = nesting_depth(text)
+        if depth > MAX_JSON_DEPTH:
+            raise ValueError(f"nested {depth} deep (more than {MAX_JSON_DEPTH})")
     hook = _Pairs()
     try:
-        data = json.loads(text, object_pairs_hook=hook, parse_constant=_refuse_constant)
-    except RecursionError:
+        data = json.loads(
+            text,
+            object_pairs_hook=hook,
+            parse_constant=_refuse_constant,
+            parse_int=_bounded_int,
+            parse_float=_finite_float,
+        )
+    except RecursionError:  # not expected after the depth check; kept as a last line of defence
         raise ValueError("JSON nested too deeply") from None
     if not hook.found:  # the common case: no walk over the whole document
         return data
@@ -206,13 +281,18 @@ def loads_strict(text: str) -> Any:
     return data
 
 
-def read_json_file(path: Path, max_bytes: int = DEFAULT_MAX_INPUT_BYTES) -> tuple[str, Any]:
-    """The text and strictly decoded JSON of an input file; :class:`InputError` names the file and the problem."""
-    data = read_input_bytes(path, max_bytes)
+def decode_text(data: bytes, source: str) -> str:
+    """UTF-8 `data` as text without a leading byte-order mark; :class:`InputError` names `source` and the offset."""
     try:
-        text = data.decode("utf-8")
+        return data.decode("utf-8").removeprefix(_BOM)
     except UnicodeDecodeError as exc:
-        raise InputError(str(path), f"cannot be read: not UTF-8 text (invalid byte at offset {exc.start})") from None
+        raise InputError(source, f"cannot be read: not UTF-8 text (invalid byte at offset {exc.start})") from None
+
+
+def read_json_file(path: Path, max_bytes: int = DEFAULT_MAX_INPUT_BYTES) -> tuple[str, Any]:
+    """The text (without a byte-order mark) and strictly decoded JSON of an input file (:func:`loads_strict`);
+    :class:`InputError` names the file and the problem."""
+    text = decode_text(read_input_bytes(path, max_bytes), str(path))
     try:
         return text, loads_strict(text)
     except ValueError as exc:

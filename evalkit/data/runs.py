@@ -24,7 +24,6 @@ The rank column is read but not used for ordering: like trec_eval, evalkit order
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -38,7 +37,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from evalkit.data.columns import CodeArray, Codes, encode
-from evalkit.data.inputs import InputError, clip
+from evalkit.data.inputs import InputError, clip, loads_strict
 from evalkit.data.schema import is_identifier
 from evalkit.data.tables import (
     DEFAULT_MAX_TABLE_BYTES,
@@ -57,6 +56,7 @@ __all__ = [
     "RunCoverage",
     "RunFileError",
     "check_run",
+    "check_trec_field",
     "read_jsonl_run",
     "read_run",
     "read_trec_run",
@@ -300,9 +300,9 @@ def read_jsonl_run(path: Path, max_bytes: int = DEFAULT_MAX_TABLE_BYTES) -> Run:
 
 def _jsonl_line(line: str, where: str, rankings: dict[str, list[tuple[str, float]]]) -> None:
     try:
-        record = json.loads(line)
-    except (json.JSONDecodeError, RecursionError) as exc:
-        raise RunFileError(f"{where}: not JSON ({getattr(exc, 'msg', 'nested too deeply')})") from None
+        record = loads_strict(line)
+    except ValueError as exc:
+        raise RunFileError(f"{where}: not JSON ({clip(str(exc), 200)})") from None
     if not isinstance(record, dict) or not isinstance(record.get("query_id"), str):
         raise RunFileError(f"{where}: expected an object with a string query_id")
     results = record.get("results")
@@ -381,9 +381,35 @@ def check_run(run: Run, query_ids: Iterable[str], chunk_ids: Iterable[str]) -> R
     )
 
 
+def check_trec_field(value: str, field: str) -> str:
+    """`value` when it can stand as one column of a TREC line (run or qrels): not empty, no whitespace (which
+    separates columns) and no control, format or bidirectional character (a newline would start a forged line).
+
+    Raises:
+        ValueError: naming `field` and the value, quoted with every such character escaped.
+    """
+    if not isinstance(value, str) or not value or not value.isprintable() or " " in value:
+        raise ValueError(
+            f"{field} {clip(repr(value))} cannot be written to a TREC file: it is empty or holds whitespace or a "
+            "control character, which would break or forge lines"
+        )
+    return value
+
+
 def trec_run_bytes(rankings: Mapping[str, Sequence[tuple[str, float]]], tag: str) -> bytes:
     """A TREC run: per query (sorted by ID) one line per result in the given order, rank from 1, scores in their
-    shortest exact form (``repr``), so reading the file back gives the same floats."""
+    shortest exact form (``repr``), so reading the file back gives the same floats.
+
+    Raises:
+        ValueError: a query ID, chunk ID or the tag that :func:`check_trec_field` refuses, before any line is built.
+    """
+    check_trec_field(tag, "run tag")
+    checked: set[str] = set()
+    for query_id in rankings:
+        check_trec_field(query_id, "query ID")
+        for chunk_id, _ in rankings[query_id]:
+            if chunk_id not in checked:
+                checked.add(check_trec_field(chunk_id, f"chunk ID (query {query_id})"))
     lines = [
         f"{query_id} Q0 {chunk_id} {rank} {float(score)!r} {tag}\n"
         for query_id in sorted(rankings)

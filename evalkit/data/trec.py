@@ -39,9 +39,10 @@ from evalkit.data.collection import (
     queries_jsonl,
     read_corpus,
     read_queries,
-    read_source_text,
+    source_lines,
 )
 from evalkit.data.fixture import Fixture
+from evalkit.data.inputs import DEFAULT_MAX_INPUT_BYTES
 from evalkit.data.repairs import RepairLog
 from evalkit.output import write_atomic
 
@@ -61,15 +62,13 @@ QRELS_FILE = "qrels.txt"
 TopicsFormat = Literal["jsonl", "tsv"]
 
 
-def read_qrels(path: Path, log: RepairLog) -> list[Qrel]:
-    """The graded qrels of a TREC qrels file, in file order (see the module docstring)."""
-    label = Path(path).name
+def read_qrels(path: Path, log: RepairLog, max_bytes: int = DEFAULT_MAX_INPUT_BYTES) -> list[Qrel]:
+    """The graded qrels of a TREC qrels file of at most `max_bytes`, in file order (see the module docstring)."""
     qrels: list[Qrel] = []
-    for number, line in enumerate(read_source_text(path, label).splitlines(), start=1):
+    for where, line in source_lines(path, Path(path).name, max_bytes):
         fields = line.split()
         if not fields:
             continue
-        where = f"{label} line {number}"
         if len(fields) < 4:
             log.failures.append(f"{where}: needs 4 fields (query-id iteration doc-id relevance), has {len(fields)}")
             continue
@@ -79,15 +78,15 @@ def read_qrels(path: Path, log: RepairLog) -> list[Qrel]:
     return qrels
 
 
-def read_topics_tsv(path: Path, options: CollectionOptions, log: RepairLog) -> list[QueryRecord]:
-    """The queries of a TSV topics file, in file order (see the module docstring)."""
-    label = Path(path).name
+def read_topics_tsv(
+    path: Path, options: CollectionOptions, log: RepairLog, max_bytes: int = DEFAULT_MAX_INPUT_BYTES
+) -> list[QueryRecord]:
+    """The queries of a TSV topics file of at most `max_bytes`, in file order (see the module docstring)."""
     ids = IdMapper("query", log)
     queries: list[QueryRecord] = []
-    for number, line in enumerate(read_source_text(path, label).splitlines(), start=1):
+    for number, (where, line) in enumerate(source_lines(path, Path(path).name, max_bytes), start=1):
         if not line.strip():
             continue
-        where = f"{label} line {number}"
         fields = line.split("\t")
         if number == 1 and fields[0].strip().lower() in {"qid", "query_id", "query-id", "id"}:
             continue
@@ -108,20 +107,29 @@ def read_topics_tsv(path: Path, options: CollectionOptions, log: RepairLog) -> l
     return queries
 
 
-def read_trec(qrels: Path, topics: Path, corpus: Path, options: CollectionOptions, log: RepairLog) -> Fixture:
+def read_trec(
+    qrels: Path,
+    topics: Path,
+    corpus: Path,
+    options: CollectionOptions,
+    log: RepairLog,
+    max_bytes: int = DEFAULT_MAX_INPUT_BYTES,
+) -> Fixture:
     """The fixture of a TREC-style collection; topics ending in ``.tsv`` are TSV, any other name JSONL.
+
+    Each file must be a regular file of at most `max_bytes` (see :func:`evalkit.data.collection.source_lines`).
 
     Raises:
         SourceFormatError: a missing or malformed file, or a problem the log's policy refuses, naming file, line
             and field.
         FixtureError: any other schema refusal, naming the record.
     """
-    records = read_corpus(corpus, Path(corpus).name, options, log)
+    records = read_corpus(corpus, Path(corpus).name, options, log, max_bytes)
     if Path(topics).suffix.lower() == ".tsv":
-        queries = read_topics_tsv(topics, options, log)
+        queries = read_topics_tsv(topics, options, log, max_bytes)
     else:
-        queries = read_queries(topics, Path(topics).name, options, log)
-    judged = read_qrels(qrels, log)
+        queries = read_queries(topics, Path(topics).name, options, log, max_bytes)
+    judged = read_qrels(qrels, log, max_bytes)
     return build_fixture(records, queries, judged, options, log, f"TREC {qrels}")
 
 
@@ -144,12 +152,19 @@ def qrels_text(fixture: Fixture, gains: str = DEFAULT_QRELS_GAINS) -> bytes:
     """The fixture's judgments as TREC qrels (``query-id 0 doc-id relevance``), in fixture order.
 
     The relevance is each grade mapped by ``QRELS_GAINS[gains]`` (see the module docstring); an unknown `gains`
-    raises ``ValueError`` listing the valid names.
+    raises ``ValueError`` listing the valid names, and so does an ID that would break or forge a line (empty, or
+    with whitespace or a control character; see :func:`evalkit.data.runs.check_trec_field`).
     """
+    from evalkit.data.runs import check_trec_field
+
     gain_fn = QRELS_GAINS.get(gains)
     if gain_fn is None:
         raise ValueError(f"unknown qrels gains {gains!r}; valid gains: {', '.join(sorted(QRELS_GAINS))}")
-    rows = [f"{q.query_id} 0 {j.chunk_id} {gain_fn(j.grade)}\n" for q in fixture.queries for j in q.judgments]
+    rows = [
+        f"{check_trec_field(q.query_id, 'query ID')} 0 {check_trec_field(j.chunk_id, 'chunk ID')} {gain_fn(j.grade)}\n"
+        for q in fixture.queries
+        for j in q.judgments
+    ]
     return "".join(rows).encode("utf-8")
 
 

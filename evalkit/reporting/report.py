@@ -9,18 +9,26 @@ Version 2 adds what a comparison of two reports needs: the per-query values of e
 measure aligned with ``queries``, see :mod:`evalkit.reporting.per_query`), a 95% bootstrap interval beside every
 aggregate, the statistics settings (seed included), and ``judgments_sha256``, the hash of the queries and their
 judgments alone, which must match for two reports to be compared.
+
+A report is data from outside when it is read back, so every :class:`Report` is checked as it is built or parsed
+(:func:`check_report_integrity`): each number is one evalkit could have written (finite, in its measure's range,
+each aggregate the mean of its per-query column, query counts those of the query index), and no text holds a
+control or bidirectional character, since report text is printed to a terminal.
 """
 
 from __future__ import annotations
 
-import json
+import math
 import re
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Final, Literal
 
-from pydantic import Field, ValidationError, model_validator
+import numpy as np
+from pydantic import AfterValidator, Field, ValidationError, model_validator
 
 from evalkit.ablations import AblationId
+from evalkit.data.inputs import clip, loads_strict, shorten
 from evalkit.data.schema import SLICES, Identifier, Language, PositiveInt, Sha256, Slice, StrictModel, model_json
 from evalkit.evaluation import CONTEXT_K, FAILURE_CUTOFF, Evaluation, judgments_sha256
 from evalkit.measures.metrics import METRICS_VERSION, LatencySummary
@@ -28,6 +36,7 @@ from evalkit.measures.statistics import DEFAULT_STATISTICS, StatisticsSettings
 from evalkit.measures.ties import DEFAULT_TIE_POLICY, TiePolicyName
 from evalkit.output import write_atomic
 from evalkit.reporting.per_query import (
+    PER_QUERY_DECIMALS,
     Interval,
     PerQueryColumns,
     QueryIndex,
@@ -52,7 +61,30 @@ STANDARD_DEFINITIONS: dict[str, str] = {
 }
 """The definitions of the measures every fixture run reports (see :mod:`evalkit.measures.registry`)."""
 
-MetricTable = dict[str, Annotated[float, Field(ge=0.0, le=1.0)]]
+_UNSAFE_TEXT = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2028\u2029\u2066-\u2069]")
+"""Control characters (tab and line feed included: a report's text is printed on one line), the Unicode line and
+paragraph separators, and the bidirectional controls that make displayed text differ from the stored text."""
+
+
+def _display_problem(value: str) -> str | None:
+    """Name the first character of `value` a terminal must not receive (by code point and position), or None."""
+    found = _UNSAFE_TEXT.search(value)
+    if found is None:
+        return None
+    return f"contains control or bidirectional character U+{ord(found.group()):04X} at position {found.start()}"
+
+
+def _printable(value: str) -> str:
+    problem = _display_problem(value)
+    if problem is not None:
+        raise ValueError(f"{problem}; report text must be printable")
+    return value
+
+
+ReportText = Annotated[str, AfterValidator(_printable)]
+"""Free text of a report (versions, measure names and definitions, messages): no control or bidirectional
+characters, since it is printed to a terminal."""
+MetricTable = dict[ReportText, Annotated[float, Field(ge=0.0, le=1.0)]]
 
 
 class ReportFailure(StrictModel):
@@ -65,7 +97,7 @@ class ReportFailure(StrictModel):
     grade: int | None
     rank: int | None
     returned: int = Field(ge=0, description="results the query returned")
-    message: str = Field(description="one line naming query and chunk by ID")
+    message: ReportText = Field(description="one line naming query and chunk by ID")
 
 
 class QueryCounts(StrictModel):
@@ -89,23 +121,25 @@ class SystemReport(StrictModel):
 
     kind: Literal["python", "http", "run-file"]
     sha256: Sha256 | None = Field(description="hash of the run file's bytes or of the HTTP configuration")
-    counts: dict[str, int] = Field(description="e.g. run-file lines, missing queries, unknown chunks, duplicates")
+    counts: dict[ReportText, Annotated[int, Field(ge=0)]] = Field(
+        description="e.g. run-file lines, missing queries, unknown chunks, duplicates"
+    )
 
 
 class AblationReport(StrictModel):
     """Aggregates of one ablation: overall and per language, latency and failures."""
 
-    mode: str
+    mode: ReportText
     metrics: dict[Slice, MetricTable] = Field(description="macro averages per slice, keyed by measure text")
     query_counts: dict[Slice, QueryCounts]
     latency_ms: LatencySummary
     failures: tuple[ReportFailure, ...]
     system: SystemReport | None = Field(default=None, description="external systems only")
     query_errors: tuple[ReportQueryError, ...] = Field(default=(), description="queries the system failed")
-    intervals: dict[Slice, dict[str, Interval]] = Field(
+    intervals: dict[Slice, dict[ReportText, Interval]] = Field(
         default_factory=dict, description="bootstrap confidence interval (low, high) of each aggregate in metrics"
     )
-    per_query: PerQueryColumns = Field(
+    per_query: dict[ReportText, tuple[float | None, ...]] = Field(
         default_factory=dict, description="measure -> one value per query of Report.queries (None: not defined)"
     )
 
@@ -113,12 +147,12 @@ class AblationReport(StrictModel):
 class GateOutcome(StrictModel):
     """One gate: the value measured, the bound and whether it held."""
 
-    gate: str
+    gate: ReportText
     value: float | None
     threshold: float
     comparison: Literal[">=", "<="]
     passed: bool
-    detail: str = ""
+    detail: ReportText = ""
 
 
 class Report(StrictModel):
@@ -126,12 +160,12 @@ class Report(StrictModel):
 
     schema_version: Literal[2] = SCHEMA_VERSION
     fixture_id: Identifier
-    fixture_version: str
+    fixture_version: ReportText
     corpus_sha256: Sha256 | None = Field(description="hash of the corpus; None when only qrels and runs were scored")
     evaluation_definition_hash: Sha256
     provider_definitions_hash: Sha256 | None = Field(description="hash of the embedding providers; None: none ran")
     deterministic_projection_sha256: Sha256
-    metrics_version: str = METRICS_VERSION
+    metrics_version: ReportText = METRICS_VERSION
     runs: PositiveInt
     retrieval_settings: RetrievalSettings | None = Field(
         description="the retrieval settings that ran (numbers and names); None when no built-in system ran"
@@ -144,7 +178,7 @@ class Report(StrictModel):
     judgments_sha256: Sha256 | None = Field(default=None, description="hash of the queries and judgments alone")
     statistics: StatisticsSettings = Field(default=DEFAULT_STATISTICS, description="how intervals were computed")
     queries: QueryIndex = Field(default_factory=QueryIndex, description="the row index of every per-query column")
-    measures: dict[str, str] = Field(
+    measures: dict[ReportText, ReportText] = Field(
         default_factory=dict,
         description="measure name -> its definition with every parameter (empty: the standard measures)",
     )
@@ -160,11 +194,121 @@ class Report(StrictModel):
     def _per_query_matches_queries(self) -> Report:
         for ablation_id, ablation in self.ablations.items():
             check_columns(self.queries, ablation_id, ablation.per_query)
+        check_report_integrity(self)
         return self
 
 
 class ReportVersionError(ValueError):
     """A report of an unsupported schema version."""
+
+
+AGGREGATE_SLACK: Final = 0.5 * 10.0**-PER_QUERY_DECIMALS + 1e-9
+"""How far an aggregate may lie from the mean of its per-query column. The aggregate is the mean of the unrounded
+values while the column holds them rounded to ``PER_QUERY_DECIMALS`` places, each moved by at most half a unit in
+the last place (and so their mean); ``1e-9`` more absorbs floating-point summation."""
+
+
+def check_report_integrity(report: Report) -> None:
+    """Refuse numbers evalkit could not have written, before anything computes with them.
+
+    Every measure value (aggregate, interval end, per-query value) is finite and in [0, 1], as every evalkit
+    measure is; latencies are finite and >= 0, gate values and bounds finite; every measure named is declared in
+    ``measures``; each slice's query counts agree with the query index; and each aggregate is the mean of its
+    per-query column over the slice's queries it is defined on, within :data:`AGGREGATE_SLACK`. A report without
+    a query index (written before reports carried per-query values) has its aggregates checked by range only.
+
+    Raises:
+        ValueError: naming the ablation, the field and the value.
+    """
+    for position, gate in enumerate(report.gates):
+        for name, value in (("value", gate.value), ("threshold", gate.threshold)):
+            if value is not None and not math.isfinite(value):
+                raise ValueError(f"gates[{position}] ({gate.gate}): {name} {value!r} is not a finite number")
+    declared = report.measure_definitions()
+    index = report.queries
+    counts = {s: (len(index.members(s, True)), len(index.members(s, False))) for s in SLICES}
+    masks = {s: np.array([s in ("all", language) for language in index.languages], dtype=bool) for s in SLICES}
+    for ablation_id, ablation in report.ablations.items():
+        where = f"ablation {ablation_id}"
+        _check_latency(where, ablation.latency_ms)
+        _check_declared(where, ablation, declared)
+        _check_intervals(where, ablation.intervals)
+        columns = _per_query_arrays(where, index, ablation.per_query)
+        if index.query_ids:
+            _check_query_counts(where, ablation.query_counts, counts)
+            _check_aggregates(where, ablation.metrics, columns, masks)
+
+
+def _check_latency(where: str, latency: LatencySummary) -> None:
+    for name, value in latency.model_dump().items():
+        if not (math.isfinite(value) and value >= 0):
+            raise ValueError(f"{where}: latency_ms.{name} {value!r} is not a finite number >= 0")
+
+
+def _check_declared(where: str, ablation: AblationReport, declared: Mapping[str, str]) -> None:
+    named = [("per_query", m) for m in ablation.per_query]
+    named += [(f"metrics[{s}]", m) for s, row in ablation.metrics.items() for m in row]
+    named += [(f"intervals[{s}]", m) for s, row in ablation.intervals.items() for m in row]
+    for field, measure in named:
+        if measure not in declared:
+            raise ValueError(f"{where}: {field} names measure {shorten(measure)}, which the report does not declare")
+
+
+def _check_intervals(where: str, intervals: Mapping[Slice, Mapping[str, Interval]]) -> None:
+    for slice_name, row in intervals.items():
+        for measure, (low, high) in row.items():
+            if not 0.0 <= low <= high <= 1.0:  # NaN fails too
+                raise ValueError(
+                    f"{where}: intervals[{slice_name}][{measure!r}] ({low!r}, {high!r}) is not an interval in [0, 1]"
+                )
+
+
+def _per_query_arrays(where: str, index: QueryIndex, columns: PerQueryColumns) -> dict[str, np.ndarray]:
+    """Each column as a float array (None as NaN), once every value is checked to be in [0, 1]."""
+    arrays = {}
+    for measure, column in columns.items():
+        for query_id, value in zip(index.query_ids, column, strict=True):
+            if value is not None and not 0.0 <= value <= 1.0:  # NaN fails too
+                raise ValueError(
+                    f"{where}: per_query[{measure!r}] value {value!r} for query {query_id} is not in [0, 1]"
+                )
+        arrays[measure] = np.array(column, dtype=np.float64)
+    return arrays
+
+
+def _check_query_counts(
+    where: str, query_counts: Mapping[Slice, QueryCounts], expected: Mapping[Slice, tuple[int, int]]
+) -> None:
+    for slice_name, counts in query_counts.items():
+        answerable, no_answer = expected[slice_name]
+        if (counts.answerable, counts.no_answer) != (answerable, no_answer):
+            raise ValueError(
+                f"{where}: query_counts[{slice_name}] says {counts.answerable} answerable and {counts.no_answer} "
+                f"no-answer queries; the report's queries hold {answerable} and {no_answer}"
+            )
+
+
+def _check_aggregates(
+    where: str,
+    metrics: Mapping[Slice, Mapping[str, float]],
+    columns: Mapping[str, np.ndarray],
+    masks: Mapping[Slice, np.ndarray],
+) -> None:
+    for slice_name, row in metrics.items():
+        for measure, aggregate in row.items():
+            field = f"metrics[{slice_name}][{measure!r}]"
+            column = columns.get(measure)
+            if column is None:
+                raise ValueError(f"{where}: {field} has no per-query column (per_query[{measure!r}])")
+            values = column[masks[slice_name] & ~np.isnan(column)].tolist()
+            if not values:
+                raise ValueError(f"{where}: {field} = {aggregate!r}, but no query of the slice has a per-query value")
+            mean = math.fsum(values) / len(values)
+            if abs(aggregate - mean) > AGGREGATE_SLACK:
+                raise ValueError(
+                    f"{where}: {field} = {aggregate!r} is not the mean of per_query[{measure!r}] over the slice's "
+                    f"{len(values)} queries ({mean!r})"
+                )
 
 
 def build_report(evaluation: Evaluation, gates: tuple[GateOutcome, ...] = ()) -> Report:
@@ -258,18 +402,57 @@ def write_report(report: Report, path: Path | None) -> Path | None:
 
 
 def parse_report(text: str | bytes) -> Report:
-    """Load a report, refusing other schema versions with a clear message."""
+    """Load a report, refusing other schema versions with a clear message, and anything :class:`Report` and
+    :func:`check_report_integrity` refuse.
+
+    The JSON is decoded strictly first (no ``NaN``/``Infinity``, no duplicate keys), and every string in it, keys
+    included, is checked for control and bidirectional characters before the schema sees it: schema errors quote
+    keys as they are, and every message may reach a terminal.
+
+    Raises:
+        ReportVersionError: another ``schema_version``.
+        ValueError: anything else, naming the field.
+    """
+    if isinstance(text, bytes):
+        try:
+            text = text.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise ValueError(f"report is not UTF-8 text (invalid byte at offset {exc.start})") from None
     try:
-        raw = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"report is not JSON: {exc}") from None
+        raw = loads_strict(text)
+    except ValueError as exc:
+        raise ValueError(f"report is not JSON: {clip(str(exc), 400)}") from None
     version = raw.get("schema_version") if isinstance(raw, dict) else None
     if version != SCHEMA_VERSION:
         raise ReportVersionError(
-            f"report schema_version {version!r} is not supported (this evalkit reads {SCHEMA_VERSION}); "
+            f"report schema_version {shorten(version)} is not supported (this evalkit reads {SCHEMA_VERSION}); "
             "regenerate the report with `evalkit run --output PATH`"
         )
+    _check_strings(raw)
     try:
         return Report.model_validate_json(text)
     except ValidationError as exc:
         raise ValueError(f"invalid report: {exc}") from None
+
+
+def _check_strings(raw: Any) -> None:
+    """Refuse a string (key or value) anywhere in decoded JSON that holds a control or bidirectional character."""
+    stack: list[tuple[str, Any]] = [("", raw)]
+    while stack:
+        where, node = stack.pop()
+        if isinstance(node, dict):
+            for key, value in node.items():
+                problem = _display_problem(key)
+                if problem is not None:
+                    raise ValueError(f"report field {where or 'at the top level'}: key {shorten(key)} {problem}")
+                stack.append((f"{where}.{key}" if where else key, value))
+        elif isinstance(node, list):
+            stack.extend((f"{where}[{position}]", item) for position, item in enumerate(node) if not _number(item))
+        elif isinstance(node, str):
+            problem = _display_problem(node)
+            if problem is not None:
+                raise ValueError(f"report field {where}: {shorten(node)} {problem}")
+
+
+def _number(item: Any) -> bool:
+    return item is None or isinstance(item, (int, float))

@@ -5,10 +5,15 @@ chunk with its best score, ranks from 1, tag = the ablation ID. Scores are writt
 ``evalkit score`` of these files with the same tie policy reproduces every metric of the evaluation. trec_eval
 itself orders by 32-bit score descending, then document ID descending: it reproduces evalkit's per-query values for
 an evaluation run with ``--ties trec_eval`` (and, with the default policy, wherever no two results tie).
+
+Every file's bytes are built (and every query ID, chunk ID and tag checked by
+:func:`~evalkit.data.runs.trec_run_bytes`) before the first one is written, so an ID that would forge lines (a
+chunk ID with a newline, from a user's retriever) leaves no file behind.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
 from evalkit.data.runs import trec_run_bytes
@@ -29,18 +34,32 @@ def ranked_results(result: AblationResult, ties: str) -> dict[str, list[tuple[st
     return rankings
 
 
+def trec_run_name(ablation_id: str) -> str:
+    """The file name of an ablation's run: ``<ablation>.trec``."""
+    return f"{ablation_id}.trec"
+
+
 def trec_runs(evaluation: Evaluation) -> dict[str, bytes]:
-    """File name (``<ablation>.trec``) to TREC run bytes, for every ablation of the evaluation."""
+    """File name (:func:`trec_run_name`) to TREC run bytes, for every ablation of the evaluation.
+
+    Raises:
+        ValueError: a query ID, chunk ID or ablation ID that is empty or holds whitespace or a control character.
+    """
     return {
-        f"{ablation_id}.trec": trec_run_bytes(ranked_results(result, evaluation.tie_policy), ablation_id)
+        trec_run_name(ablation_id): trec_run_bytes(ranked_results(result, evaluation.tie_policy), ablation_id)
         for ablation_id, result in sorted(evaluation.ablations.items())
     }
 
 
-def write_trec_runs(evaluation: Evaluation, folder: Path) -> list[Path]:
-    """Write every ablation's run file into an already-resolved folder (atomically, one file at a time)."""
+def write_trec_files(files: Mapping[str, bytes], folder: Path) -> list[Path]:
+    """Write run files built by :func:`trec_runs` into an already-resolved folder (atomically, one at a time)."""
     written = []
-    for name, data in trec_runs(evaluation).items():
+    for name, data in files.items():
         write_atomic(folder / name, data)
         written.append(folder / name)
     return written
+
+
+def write_trec_runs(evaluation: Evaluation, folder: Path) -> list[Path]:
+    """Write every ablation's run file into an already-resolved folder; all are built before any is written."""
+    return write_trec_files(trec_runs(evaluation), folder)

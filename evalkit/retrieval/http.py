@@ -57,10 +57,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
-import numpy as np
 from pydantic import Field, ValidationError, field_validator
 
-from evalkit.data.inputs import InputError, clip, read_json_file, shorten
+from evalkit.data.inputs import InputError, clip, loads_strict, read_json_file, shorten
+from evalkit.data.inputs import nesting_depth as nesting_depth  # the limits are shared with every input file
 from evalkit.data.schema import Identifier, Language, StrictModel
 from evalkit.retrieval.embeddings import sha256_of
 from evalkit.retrieval.retriever import Provenance, QueryError, QueryFailed, SearchOutcome, SearchRequest
@@ -68,10 +68,6 @@ from evalkit.retrieval.retriever import Provenance, QueryError, QueryFailed, Sea
 RETRIED_STATUS = frozenset({429, 500, 502, 503, 504})
 MAX_CONFIG_BYTES = 1 << 20
 """A retriever configuration file larger than this (1 MiB) is refused before it is read."""
-MAX_RESPONSE_DEPTH = 64
-"""Responses nested deeper than this (arrays and objects) are malformed."""
-MAX_NUMBER_DIGITS = 300
-"""Integers in a response with more digits than this are malformed (floats must be finite)."""
 
 _TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
 _FRAMING_HEADERS = frozenset({"host", "content-length", "transfer-encoding", "connection"})
@@ -205,71 +201,16 @@ def _walk(node: Any, path: str) -> Any:
     return node
 
 
-def nesting_depth(payload: bytes) -> int:
-    """How deeply the arrays and objects of JSON text nest, counted without parsing (vectorized, linear).
-
-    Escaped backslashes and quotes are dropped first, so the quotes left delimit strings and brackets between an
-    odd and an even quote are text. For invalid JSON the count may be off, but never below the depth a parser
-    reaches before it stops at the first error.
-    """
-    cleaned = payload.replace(b"\\\\", b"").replace(b'\\"', b"")
-    data = np.frombuffer(cleaned, dtype=np.uint8)
-    outside = ~np.logical_xor.accumulate(data == ord('"'))
-    steps = ((data == ord("[")) | (data == ord("{"))).astype(np.int8)
-    steps -= ((data == ord("]")) | (data == ord("}"))).astype(np.int8)
-    steps[~outside] = 0
-    return int(np.cumsum(steps, dtype=np.int32).max()) if steps.size else 0
-
-
-def _refuse_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not valid JSON (only finite numbers are allowed)")
-
-
-def _bounded_int(text: str) -> int:
-    digits = len(text.lstrip("-"))
-    if digits > MAX_NUMBER_DIGITS:
-        raise ValueError(f"an integer of {digits} digits (more than {MAX_NUMBER_DIGITS})")
-    return int(text)
-
-
-def _finite_float(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value):
-        raise ValueError(f"a number out of range ({clip(text, 20)})")
-    return value
-
-
-def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    result = dict(pairs)
-    if len(result) != len(pairs):
-        seen: set[str] = set()
-        for key, _ in pairs:
-            if key in seen:
-                raise ValueError(f"duplicate key {shorten(key)}")
-            seen.add(key)
-    return result
-
-
 def loads_response(payload: bytes) -> Any:
-    """A response body decoded by the rules of :func:`evalkit.data.inputs.loads_strict` (UTF-8, standard JSON, no
-    duplicate keys, no ``NaN``/``Infinity``), nested at most :data:`MAX_RESPONSE_DEPTH` deep, integers of at most
-    :data:`MAX_NUMBER_DIGITS` digits and finite floats (independent of ``sys.set_int_max_str_digits``).
+    """A response body decoded as UTF-8 (a byte-order mark dropped) and parsed by
+    :func:`evalkit.data.inputs.loads_strict`: standard JSON, no duplicate keys, no ``NaN``/``Infinity``, nested at
+    most :data:`~evalkit.data.inputs.MAX_JSON_DEPTH` deep, integers of at most
+    :data:`~evalkit.data.inputs.MAX_NUMBER_DIGITS` digits and finite floats (independent of
+    ``sys.set_int_max_str_digits``).
 
     Every problem is a ``ValueError`` with a short message.
     """
-    depth = nesting_depth(payload)
-    if depth > MAX_RESPONSE_DEPTH:
-        raise ValueError(f"nested {depth} deep (more than {MAX_RESPONSE_DEPTH})")
-    try:
-        return json.loads(
-            payload.decode("utf-8-sig"),
-            object_pairs_hook=_unique_keys,
-            parse_constant=_refuse_constant,
-            parse_int=_bounded_int,
-            parse_float=_finite_float,
-        )
-    except RecursionError:
-        raise ValueError("nested too deeply") from None
+    return loads_strict(payload.decode("utf-8"))
 
 
 class _DeadlinePassed(TimeoutError):

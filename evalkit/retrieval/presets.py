@@ -11,7 +11,8 @@ one data set each and say so:
   alias provider's cosines and drop most candidates of a real model.
 
 A settings file is the JSON of a ``RetrievalSettings`` (unknown keys are refused, omitted keys take the defaults of
-``synthetic-v1``).
+``synthetic-v1``), read like every input file (:func:`evalkit.data.inputs.read_json_file`: a regular file within the
+size limit, UTF-8 with a byte-order mark dropped, strict JSON).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from evalkit.data.inputs import InputError, read_json_file
 from evalkit.data.schema import describe_validation_error
 from evalkit.retrieval.reranker import RerankerSettings
 from evalkit.retrieval.service import RetrievalSettings
@@ -47,15 +49,18 @@ def preset_settings(name: str) -> RetrievalSettings:
         raise ValueError(f"unknown settings preset {name!r}; valid: {', '.join(PRESETS)}") from None
 
 
-def load_settings_file(path: Path) -> RetrievalSettings:
-    """Settings from a JSON file, validated strictly; problems name the file and the field."""
+def load_settings_file(path: Path, max_bytes: int = MAX_SETTINGS_BYTES) -> RetrievalSettings:
+    """Settings from a JSON file of at most `max_bytes`, read like every input and validated strictly; problems
+    (a FIFO, a device, a directory, an oversized file, JSON that is not strict) name the file and the field."""
     where = f"settings file {path.name!r}"
-    if not path.is_file():
+    if not path.is_file():  # a stat, which never blocks (the guarded read refuses anything else again, race-free)
         raise ValueError(f"{where}: not found or not a regular file")
-    if path.stat().st_size > MAX_SETTINGS_BYTES:
-        raise ValueError(f"{where}: larger than {MAX_SETTINGS_BYTES} bytes")
     try:
-        return RetrievalSettings.model_validate_json(path.read_bytes())
+        text, _ = read_json_file(path, max_bytes)
+    except InputError as exc:
+        raise ValueError(f"{where}: {exc.reason}") from None
+    try:
+        return RetrievalSettings.model_validate_json(text)
     except ValidationError as exc:
         raise ValueError(describe_validation_error(exc, where)) from None
 
