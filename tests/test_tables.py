@@ -91,7 +91,7 @@ def _special(tmp_path: Path, kind: str, reader: str) -> Path:
 @pytest.mark.parametrize("reader", sorted(READERS))
 @pytest.mark.parametrize(
     ("kind", "reason"),
-    [("fifo", "it is not a regular file"), ("directory", "it is a directory"), ("device", "it is not a regular file")],
+    [("fifo", "it is a FIFO"), ("directory", "it is a directory"), ("device", "it is a character device")],
 )
 def test_non_regular_files_are_refused_at_once(tmp_path: Path, reader: str, kind: str, reason: str) -> None:
     if kind == "device" and not Path("/dev/zero").exists():

@@ -44,6 +44,7 @@ __all__ = [
     "decode_text",
     "loads_strict",
     "nesting_depth",
+    "open_regular",
     "read_input_bytes",
     "read_json_file",
     "shorten",
@@ -107,12 +108,10 @@ def _describe_kind(mode: int) -> str:
     return next((label for check, label in kinds if check(mode)), "not a regular file")
 
 
-def read_input_bytes(path: Path, max_bytes: int = DEFAULT_MAX_INPUT_BYTES) -> bytes:
-    """The bytes of a regular file of at most `max_bytes`; anything else raises :class:`InputError` at once.
-
-    The file is opened with ``O_NONBLOCK`` (so a FIFO does not block the open) and checked with ``fstat`` before
-    reading; at most ``max_bytes + 1`` bytes are ever read.
-    """
+def open_regular(path: Path) -> int:
+    """A file descriptor of `path` opened for reading, when it is a regular file; anything else (a FIFO, a device,
+    a socket, a directory, a missing file) raises :class:`InputError` at once. The open uses ``O_NONBLOCK``, so a
+    FIFO does not block it; the descriptor is blocking again when returned. The caller closes it."""
     source = str(path)
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
@@ -120,12 +119,24 @@ def read_input_bytes(path: Path, max_bytes: int = DEFAULT_MAX_INPUT_BYTES) -> by
         raise InputError(source, "file not found") from None
     except OSError as exc:
         raise InputError(source, f"cannot be opened: {exc.strerror or exc}") from None
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        raise InputError(source, f"cannot be read: it is {_describe_kind(mode)}, and only regular files are read")
+    os.set_blocking(fd, True)
+    return fd
+
+
+def read_input_bytes(path: Path, max_bytes: int = DEFAULT_MAX_INPUT_BYTES) -> bytes:
+    """The bytes of a regular file of at most `max_bytes`; anything else raises :class:`InputError` at once.
+
+    The file is opened by :func:`open_regular` and its size checked with ``fstat`` before reading; at most
+    ``max_bytes + 1`` bytes are ever read.
+    """
+    source = str(path)
+    fd = open_regular(path)
     try:
         status = os.fstat(fd)
-        if not stat.S_ISREG(status.st_mode):
-            raise InputError(
-                source, f"cannot be read: it is {_describe_kind(status.st_mode)}, and only regular files are read"
-            )
         if status.st_size > max_bytes:
             raise InputError(source, _too_large(status.st_size, max_bytes))
         chunks: list[bytes] = []

@@ -20,7 +20,6 @@ from __future__ import annotations
 import io
 import os
 import re
-import stat
 import zlib
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -30,7 +29,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyarrow import csv
 
-from evalkit.data.inputs import InputError, cap_problems, clip
+from evalkit.data.inputs import InputError, cap_problems, clip, open_regular
 
 __all__ = [
     "DEFAULT_MAX_TABLE_BYTES",
@@ -173,20 +172,7 @@ def _normalise(block: bytes) -> bytes:
 
 def _open_regular(path: Path) -> io.BufferedReader:
     """The file opened for reading, refusing at once anything but a regular file (FIFOs do not block the open)."""
-    source = str(path)
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    except FileNotFoundError:
-        raise InputError(source, "file not found") from None
-    except OSError as exc:
-        raise InputError(source, f"cannot be opened: {exc.strerror or exc}") from None
-    mode = os.fstat(fd).st_mode
-    if not stat.S_ISREG(mode):
-        os.close(fd)
-        kind = "a directory" if stat.S_ISDIR(mode) else "not a regular file (a FIFO, device or socket)"
-        raise InputError(source, f"cannot be read: it is {kind}, and only regular files are read")
-    os.set_blocking(fd, True)
-    return os.fdopen(fd, "rb")
+    return os.fdopen(open_regular(path), "rb")
 
 
 def open_guarded(path: Path, max_bytes: int = DEFAULT_MAX_TABLE_BYTES, normalise: bool = False) -> io.BufferedReader:
