@@ -90,9 +90,17 @@ def score_run(
     if spans:
         raise ValueError(f"{', '.join(spans)} need(s) gold spans, which qrels do not have: score against a fixture")
     with_ids = any(m.spec.user for m in measures)
-    ranked, in_run, counts = rank_run(run, qrels, ties, SUMMATION_OF[ties], depth_of(measures), with_ids)
-    values, answerable = score_ranked(ranked, measures)
-    evaluated = np.ones(ranked.n, dtype=bool) if missing == "zero" else in_run
+    ranked_run = rank_run(run, qrels, ties, SUMMATION_OF[ties], depth_of(measures), with_ids)
+    n = ranked_run.n
+    values = {m.name: np.full(n, np.nan) for m in measures}
+    answerable = np.zeros(n, dtype=bool)
+    for rows, ranked in ranked_run.blocks():  # one block of queries at a time: bounded memory
+        block_values, block_answerable = score_ranked(ranked, measures)
+        answerable[rows] = block_answerable
+        for name, column in block_values.items():
+            values[name][rows] = column
+    in_run, counts = ranked_run.in_run, ranked_run.counts
+    evaluated = np.ones(n, dtype=bool) if missing == "zero" else in_run
     if missing == "skip":
         values = {name: np.where(evaluated, column, np.nan) for name, column in values.items()}
     return RunScores(run.name, values, evaluated, answerable, counts)

@@ -17,7 +17,7 @@ values equal pytrec_eval's bit for bit) under the trec_eval policy.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Final
 
@@ -31,7 +31,7 @@ from evalkit.data.columns import CodeArray, IntArray, lookup
 from evalkit.data.qrels import Qrels
 from evalkit.data.runs import Run
 
-__all__ = ["SUMMATIONS", "Ranked", "RunCounts", "rank_lists", "rank_run", "segment_sums"]
+__all__ = ["SUMMATIONS", "Ranked", "RankedRun", "RunCounts", "rank_lists", "rank_run", "segment_sums"]
 
 FloatArray = npt.NDArray[np.float64]
 BoolArray = npt.NDArray[np.bool_]
@@ -311,17 +311,85 @@ def _rank_block(
     return _Block(q, rank, grade, judged, ids, int(repeated.sum()))
 
 
+@dataclass
+class RankedRun:
+    """A run ordered and joined block by block: iterate :meth:`blocks` for ``(qrels rows, their Ranked)``; the
+    counts are complete once every block has been read."""
+
+    n: int
+    in_run: BoolArray
+    counts: RunCounts
+    _lines: _Lines
+    _starts: IntArray
+    _sizes: IntArray
+    _depth: int | None
+    _qrels: Qrels
+    _summation: str
+    _with_ids: bool
+
+    def blocks(self) -> Iterator[tuple[IntArray, Ranked]]:
+        """Per block of queries: the qrels rows it covers and their rankings (rows renumbered from 0); the judged
+        queries the run does not name come last, as one block with empty rankings."""
+        reach = self._sizes if self._depth is None else np.minimum(self._sizes, self._depth)
+        covered = np.zeros(self.n, dtype=bool)
+        duplicates = 0
+        for a, b in _blocks(reach, BLOCK_LINES):
+            starts, sizes = self._starts[a:b], self._sizes[a:b]
+            part = _rank_block(self._lines, starts, sizes, self._depth, self._qrels, self._with_ids)
+            duplicates += part.duplicates
+            rows = np.sort(self._lines.row[starts].astype(np.int64))
+            covered[rows] = True
+            yield rows, self._local(rows, np.searchsorted(rows, part.q), part.rank, part.grade, part.judged, part.ids)
+        self.counts = replace(self.counts, duplicates=duplicates)
+        rest = np.flatnonzero(~covered)
+        if len(rest):
+            empty = np.zeros(0, dtype=np.int64)
+            yield rest, self._local(rest, empty, empty, empty, np.zeros(0, dtype=bool), [])
+
+    def _local(
+        self, rows: IntArray, q: IntArray, rank: IntArray, grade: IntArray, judged: BoolArray, ids: list[str]
+    ) -> Ranked:
+        """The Ranked of the qrels rows ``rows`` (ascending), positions given with local row numbers."""
+        order = np.argsort(q, kind="stable")  # rows ascending; ranks stay in order within a row
+        low = np.searchsorted(self._qrels.query, rows, side="left")
+        high = np.searchsorted(self._qrels.query, rows, side="right")
+        counts = high - low
+        judged_rows = np.repeat(low - np.concatenate(([0], np.cumsum(counts)[:-1])), counts) + np.arange(
+            int(counts.sum())
+        )
+        local_query = np.repeat(np.arange(len(rows), dtype=np.int64), counts)
+        ideal_row, ideal_rank, ideal_grade = _ideal(local_query, self._qrels.grades[judged_rows], len(rows))
+        ranked = Ranked(
+            len(rows),
+            q[order],
+            rank[order],
+            grade[order],
+            judged[order],
+            ideal_row,
+            ideal_rank,
+            ideal_grade,
+            self._summation,
+        )
+        if self._with_ids:  # registered measures call a Python function per query with IDs
+            judgments = qrels_judgments(self._qrels)
+            ranked = replace(
+                ranked, doc_ids=[ids[i] for i in order.tolist()], judgments=[judgments[r] for r in rows.tolist()]
+            )
+        return ranked
+
+
 def rank_run(
     run: Run, qrels: Qrels, ties: str, summation: str, depth: int | None = None, with_ids: bool = False
-) -> tuple[Ranked, BoolArray, RunCounts]:
-    """The run ordered under the tie policy ``ties`` and joined to the qrels; rows are the qrels' queries.
+) -> RankedRun:
+    """The run ordered under the tie policy ``ties`` and joined to the qrels, to be read block by block
+    (:meth:`RankedRun.blocks`); rows are the qrels' queries.
 
-    Returns the rankings, a mask of the qrels' queries the run names, and the counts. ``depth`` keeps only the
-    first ``depth`` results of each query (None: all), which is all any cutoff measure can see. Only the lines that
-    can reach those ranks (the first ``depth`` of each query, widened to whole ties and past duplicates) are ordered
-    by document ID, deduplicated and joined to the judgments, so a deep run costs little more than reading it; a
-    run written the usual way (each query's lines together, scores descending) is not sorted at all. Groups of
-    queries are processed :data:`BLOCK_LINES` lines at a time.
+    ``depth`` keeps only the first ``depth`` results of each query (None: all), which is all any cutoff measure can
+    see. Only the lines that can reach those ranks (the first ``depth`` of each query, widened to whole ties and
+    past duplicates) are ordered by document ID, deduplicated and joined to the judgments, so a deep run costs
+    little more than reading it; a run written the usual way (each query's lines together, scores descending) is
+    not sorted at all. Groups of queries are processed :data:`BLOCK_LINES` lines at a time, and the caller scores
+    each block before the next is made, so scoring whole rankings never holds every position at once.
     """
     if ties not in ("evalkit", "trec_eval"):
         raise ValueError(f"unknown tie policy {ties!r}; valid: evalkit, trec_eval")
@@ -346,29 +414,15 @@ def rank_run(
     judged_groups = row[starts] >= 0
     starts, sizes = starts[judged_groups], sizes[judged_groups]
     ends = starts + sizes - 1
-    all_ties = int(np.sum((sizes >= 2) & (scores[starts] == scores[np.maximum(ends, 0)])))
-    lines = _Lines(row, scores, doc_ids, ties == "trec_eval")
-    reach = sizes if depth is None else np.minimum(sizes, depth)
-    parts = [
-        _rank_block(lines, starts[a:b], sizes[a:b], depth, qrels, with_ids) for a, b in _blocks(reach, BLOCK_LINES)
-    ]
-    q = np.concatenate([p.q for p in parts]) if parts else np.zeros(0, dtype=np.int64)
-    in_order = np.argsort(q, kind="stable")  # query groups in qrels order; ranks stay in order within a group
-    joined = [np.concatenate([getattr(p, name) for p in parts])[in_order] for name in ("rank", "grade", "judged")]
-    rank, grade, judged = joined if parts else (q, q, np.zeros(0, dtype=bool))
-    ideal_row, ideal_rank, ideal_grade = _ideal(qrels.query, qrels.grades, n)
-    ranked = Ranked(n, q[in_order], rank, grade, judged, ideal_row, ideal_rank, ideal_grade, summation)
-    if with_ids:  # registered measures call a Python function per query with IDs
-        ids = [i for p in parts for i in p.ids]
-        ranked = replace(ranked, doc_ids=[ids[i] for i in in_order.tolist()], judgments=qrels_judgments(qrels))
     counts = RunCounts(
         lines=len(run.query),
-        duplicates=sum(p.duplicates for p in parts),
+        duplicates=0,
         unjudged_queries=int((position < 0).sum()),
         missing_queries=int(n - in_run.sum()),
-        all_ties=all_ties,
+        all_ties=int(np.sum((sizes >= 2) & (scores[starts] == scores[np.maximum(ends, 0)]))),
     )
-    return ranked, in_run, counts
+    lines = _Lines(row, scores, doc_ids, ties == "trec_eval")
+    return RankedRun(n, in_run, counts, lines, starts, sizes, depth, qrels, summation, with_ids)
 
 
 def _join(q: IntArray, doc: IntArray, dictionary: pa.Array, qrels: Qrels) -> tuple[IntArray, BoolArray]:
