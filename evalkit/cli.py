@@ -755,8 +755,8 @@ def _compare(args: argparse.Namespace) -> int:
             raise ValueError(f"{side} report {exc}") from None
         except ValueError as exc:
             raise ValueError(f"{side} report {name}: {exc}") from None
-    comparison = compare_reports(reports[0], reports[1])
-    verdict = find_regressions(comparison, args.alpha, args.max_drop, measures)
+    comparison = compare_reports(reports[0], reports[1], measures, args.alpha, args.max_drop)
+    verdict = find_regressions(comparison)
     # Only now, with every input checked, may the output path's missing folders be created.
     target = resolve_output_path(args.output, Path.cwd()) if args.output is not None else None
     if target is not None:
@@ -767,8 +767,8 @@ def _compare(args: argparse.Namespace) -> int:
     if target is not None:
         write_atomic(target, comparison_json(comparison))
         print(f"comparison written to {target.relative_to(Path.cwd().resolve())}")
-    if args.fail_on_regression:
-        check_regressions(verdict)
+    if args.fail_on_regression or args.require_power:
+        check_regressions(verdict, args.require_power)
     return EXIT_OK
 
 
@@ -782,14 +782,23 @@ def _add_compare_parser(commands: argparse._SubParsersAction[argparse.ArgumentPa
     compare.add_argument(
         "--fail-on-regression",
         action="store_true",
-        help="exit 1 when a gated measure dropped in a language by more than --max-drop with Holm p < --alpha",
+        help="exit 1 when a gated row (measure x ablation x slice: all, en, zh) dropped by more than --max-drop with "
+        "a Holm-adjusted one-sided p < --alpha",
+    )
+    compare.add_argument(
+        "--require-power",
+        action="store_true",
+        help="exit 1 when a gated row is underpowered: its minimum detectable effect exceeds --max-drop, or too few "
+        "queries differ for the test to reach its alpha (implies --fail-on-regression)",
     )
     compare.add_argument("--alpha", type=float, default=0.05, help="significance level (default: %(default)s)")
     compare.add_argument(
         "--max-drop", type=float, default=0.01, help="tolerated drop of a measure's mean (default: %(default)s)"
     )
     compare.add_argument(
-        "--gate-measures", default=None, help="comma-separated measures the gate checks (default: every measure)"
+        "--gate-measures",
+        default=None,
+        help="comma-separated measures the gate checks (default: ndcg@10,recall@10); the others are exploratory",
     )
     _add_input_limit(compare)
     compare.set_defaults(handler=_compare)

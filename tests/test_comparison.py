@@ -71,11 +71,17 @@ def test_two_runs_of_the_same_code_differ_by_exactly_zero(same_code: Report, sam
     for row in comparison.rows:
         assert (row.difference, row.ci_low, row.ci_high, row.p_value, row.p_holm) == (0.0, 0.0, 0.0, 1.0, 1.0)
         assert row.wins == row.losses == 0 and row.ties == row.queries
-    assert comparison.family_size == len(PAIR) * (len(ANSWERABLE_MEASURES) + len(NO_ANSWER_MEASURES)) * 3
+    # The gated family: ndcg@10 and recall@10 x the two ablations x all, en, zh; every other row is exploratory.
+    assert comparison.gate_measures == ("ndcg@10", "recall@10")
+    assert comparison.family_size == len(PAIR) * 2 * 3 == sum(r.gated for r in comparison.rows)
+    total = len(PAIR) * (len(ANSWERABLE_MEASURES) + len(NO_ANSWER_MEASURES)) * 3
+    assert comparison.exploratory_family_size == total - comparison.family_size
     assert comparison.notes == () and comparison.only_in_base == comparison.only_in_head == ()
     verdict = find_regressions(comparison, max_drop=0.0)
     assert verdict.passed and verdict.not_significant == () and verdict.within_tolerance == ()
-    check_regressions(verdict)
+    # Identical values: nothing differs, so nothing is hidden (MDE 0, no discordant query to limit the p floor).
+    assert verdict.underpowered == () and all(r.power and r.power.mde == 0.0 for r in comparison.rows if r.gated)
+    check_regressions(verdict, require_power=True)
 
 
 def test_a_worse_language_fails_the_gate_on_that_language_only(same_code_again: Report, worse_chinese: Report) -> None:
@@ -85,16 +91,19 @@ def test_a_worse_language_fails_the_gate_on_that_language_only(same_code_again: 
     assert all(r.difference == 0.0 and r.p_value == 1.0 for r in english)
     verdict = find_regressions(comparison)
     assert verdict.regressions, "dropping every Chinese query's best hit must be caught"
-    assert {r.slice for r in verdict.regressions} == {"zh"}
+    # zh on its own, and all queries together (half of them lost), fail; en does not.
+    assert {r.slice for r in verdict.regressions} == {"zh", "all"}
     assert {r.ablation for r in verdict.regressions} == set(PAIR)
-    recall_at_1 = next(r for r in verdict.regressions if r.ablation == "hybrid" and r.measure == "recall@1")
-    assert recall_at_1.difference < -0.3 and recall_at_1.ci_high < 0 and recall_at_1.losses > recall_at_1.wins
+    assert {r.measure for r in verdict.regressions} <= {"ndcg@10", "recall@10"}
+    ndcg = next(r for r in verdict.regressions if r.ablation == "hybrid" and r.measure == "ndcg@10" and r.slice == "zh")
+    assert ndcg.difference < -0.1 and ndcg.ci_high < 0 and ndcg.losses > ndcg.wins
+    assert ndcg.p_one_sided <= ndcg.p_value, "the gate's one-sided p of a drop is at most the two-sided one"
     with pytest.raises(GateFailure) as failure:
         check_regressions(verdict)
     message = str(failure.value)
-    assert "hybrid recall@1 [zh] difference" in message
-    assert f"{recall_at_1.difference:.4f}" in message and "95% CI [" in message and "Holm p = " in message
-    assert "[en]" not in message and "[all]" not in message
+    assert "hybrid ndcg@10 [zh] difference" in message
+    assert f"{ndcg.difference:.4f}" in message and "95% CI [" in message and "one-sided p = " in message
+    assert "Holm p = " in message and "[en]" not in message and "recall@1 " not in message
 
 
 def _report(base: Report, columns: dict[str, dict[str, Sequence[float | None]]]) -> Report:
@@ -190,7 +199,8 @@ def test_drops_that_are_not_significant_pass_and_are_named(synthetic_evaluation:
     head = _report(report, {"hybrid": {**report.ablations["hybrid"].per_query, "ndcg@10": column}})
     verdict = find_regressions(compare_reports(report, head))
     assert verdict.passed
-    assert [r.label() for r in verdict.not_significant] == ["hybrid ndcg@10 [zh]"]
+    assert "hybrid ndcg@10 [zh]" in [r.label() for r in verdict.not_significant]
+    assert {r.measure for r in verdict.not_significant} == {"ndcg@10"} and len(verdict.not_significant) <= 2
     assert "seen, not significant  hybrid ndcg@10 [zh]" in verdict.describe()
     assert find_regressions(compare_reports(report, head), max_drop=0.5).not_significant == ()
 
@@ -201,15 +211,20 @@ def test_gate_arguments_are_checked(synthetic_evaluation: Evaluation) -> None:
         find_regressions(comparison, alpha=0.0)
     with pytest.raises(ValueError, match="max_drop"):
         find_regressions(comparison, max_drop=-0.1)
+    report = build_report(synthetic_evaluation)
     with pytest.raises(ValueError, match="unknown gated measure"):
-        find_regressions(comparison, measures=["ndcg@11"])
+        compare_reports(report, report, ["ndcg@11"])
+    with pytest.raises(ValueError, match="alpha"):
+        compare_reports(report, report, alpha=1.5)
 
 
 def test_comparison_json_round_trips_with_stable_bytes(same_code_again: Report, worse_chinese: Report) -> None:
     data = comparison_json(compare_reports(same_code_again, worse_chinese))
     assert data == comparison_json(compare_reports(same_code_again, worse_chinese))
     assert parse_comparison(data) == compare_reports(same_code_again, worse_chinese)
-    assert data.isascii() and "zh" in json.loads(data)["rows"][2]["slice"]
+    rows = json.loads(data)["rows"]
+    assert data.isascii() and "zh" in rows[2]["slice"]
+    assert {"gated", "p_one_sided", "power", "disagreement"} <= set(rows[0])
 
 
 def test_report_round_trip_keeps_the_comparison(same_code_again: Report, worse_chinese: Report) -> None:
@@ -241,6 +256,7 @@ def test_inside_one_evaluation_rerank_is_tested_against_hybrid(synthetic_evaluat
     report = build_report(synthetic_evaluation)
     rows = compare_ablations(report, "hybrid", "hybrid-rerank")
     assert {r.ablation for r in rows} == {"hybrid-rerank vs hybrid"} and len(rows) == 24
+    assert sum(r.gated for r in rows) == 6
     ndcg = next(r for r in rows if r.measure == "ndcg@10" and r.slice == "all")
     expected = synthetic_evaluation.ablations["hybrid-rerank"].aggregates["all"]["ndcg@10"]
     expected -= synthetic_evaluation.ablations["hybrid"].aggregates["all"]["ndcg@10"]
@@ -253,7 +269,7 @@ def test_inside_one_evaluation_rerank_is_tested_against_hybrid(synthetic_evaluat
 def test_views_of_a_comparison(same_code: Report, worse_chinese: Report) -> None:
     comparison = compare_reports(same_code, worse_chinese)
     frame = comparison_frame(comparison.rows)
-    assert len(frame) == comparison.family_size
+    assert len(frame) == comparison.family_size + comparison.exploratory_family_size
     assert frame.loc[("hybrid", "recall@1", "zh"), "difference"] < 0
     assert frame.loc[("hybrid", "recall@1", "en"), "difference"] == 0
     differences = per_query_difference_frame(same_code, worse_chinese, "hybrid", "ndcg@10")

@@ -121,3 +121,27 @@ def test_empty_and_out_of_range_inputs_are_refused() -> None:
         bootstrap_mean_intervals([])
     with pytest.raises(ValueError, match=r"\[0, 1\]"):
         holm_adjust([0.5, 1.5])
+
+
+def test_one_sided_exact_test_equals_scipy_and_halves_a_symmetric_two_sided_p() -> None:
+    differences = np.random.default_rng(5).normal(-0.1, 0.3, size=11)
+    ours = sign_flip_p_values(differences, alternative="less")[0]
+    theirs = stats.permutation_test(
+        (differences,), np.mean, permutation_type="samples", n_resamples=10_000, alternative="less"
+    ).pvalue
+    assert ours == pytest.approx(theirs, rel=1e-12)
+    # Differences -1, -1, -1: one of the 8 sign patterns has a sum <= -3 (one-sided), two have |sum| >= 3.
+    assert sign_flip_p_values([-1.0, -1.0, -1.0], alternative="less").tolist() == [1 / 8]
+    assert sign_flip_p_values([-1.0, -1.0, -1.0]).tolist() == [2 / 8]
+    assert sign_flip_p_values([1.0, 1.0, 1.0], alternative="less").tolist() == [1.0]
+    assert sign_flip_p_values([0.0, 0.0], alternative="less").tolist() == [1.0]
+
+
+def test_one_sided_randomized_test_uses_the_same_resamples_as_the_two_sided_one() -> None:
+    differences = np.random.default_rng(6).normal(-0.05, 0.3, size=150)
+    one_sided = sign_flip_p_values(differences, FAST, "less")[0]
+    two_sided = sign_flip_p_values(differences, FAST)[0]
+    assert one_sided == sign_flip_p_values(differences, FAST, "less")[0], "seeded: the same p in every call"
+    assert one_sided < two_sided and two_sided == pytest.approx(2 * one_sided, abs=0.02)
+    with pytest.raises(ValueError, match="unknown alternative"):
+        sign_flip_p_values(differences, FAST, "greater")  # type: ignore[arg-type]

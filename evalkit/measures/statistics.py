@@ -14,8 +14,10 @@ functions against ``scipy.stats.bootstrap`` and ``scipy.stats.permutation_test``
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import Final
+import math
+from collections.abc import Callable, Iterator
+from statistics import NormalDist
+from typing import Final, Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -28,9 +30,17 @@ __all__ = [
     "StatisticsSettings",
     "bootstrap_mean_intervals",
     "holm_adjust",
+    "minimum_detectable_effect",
     "paired_bootstrap_intervals",
+    "queries_needed",
+    "sign_flip_p_floor",
     "sign_flip_p_values",
 ]
+
+Alternative = Literal["two-sided", "less"]
+"""``two-sided``: the mean difference is not 0; ``less``: it is below 0 (one-sided)."""
+DEFAULT_POWER: Final = 0.8
+"""The chance of detecting a true effect of the minimum detectable size."""
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -144,8 +154,12 @@ def _sign_blocks(rng: np.random.Generator | None, resamples: int, queries: int) 
         yield 1.0 - 2.0 * np.unpackbits(random_bytes, axis=1, count=queries).astype(np.float64)
 
 
-def sign_flip_p_values(differences: npt.ArrayLike, settings: StatisticsSettings = DEFAULT_STATISTICS) -> FloatArray:
-    """Two-sided paired randomization (sign-flip permutation) test of a zero mean difference, per column.
+def sign_flip_p_values(
+    differences: npt.ArrayLike,
+    settings: StatisticsSettings = DEFAULT_STATISTICS,
+    alternative: Alternative = "two-sided",
+) -> FloatArray:
+    """Paired randomization (sign-flip permutation) test of a zero mean difference, per column.
 
     Under the null hypothesis each query's difference ``head - base`` is as likely to have either sign. The
     statistic is ``|sum(d)|`` (equivalently the absolute mean); the p-value is the share of sign assignments whose
@@ -154,18 +168,33 @@ def sign_flip_p_values(differences: npt.ArrayLike, settings: StatisticsSettings 
     which counts the observed assignment and is never 0 (Phipson and Smyth 2010). Both agree with
     ``scipy.stats.permutation_test(permutation_type="samples")`` on one sample of differences.
 
+    ``alternative="less"`` is the one-sided test of a negative mean: the statistic is ``sum(d)`` itself and the
+    p-value the share of sign assignments whose sum is at most the observed one (scipy's ``alternative="less"``).
+    The resamples are the same as the two-sided test's (same seed, same sign vectors).
+
     Edge cases: all differences zero -> ``p = 1``; sums within 1e-10 of the observed one count as ties (at least as
     extreme); no queries, NaN or infinity -> ``ValueError``.
     """
     matrix = _as_matrix(differences, "differences")
-    queries = matrix.shape[0]
+    if alternative == "less":
+        return _p_values(matrix, settings, lambda sums: sums <= matrix.sum(axis=0) + _TIE_TOLERANCE)
+    if alternative != "two-sided":
+        raise ValueError(f"unknown alternative {alternative!r}; valid: two-sided, less")
     observed = np.abs(matrix.sum(axis=0)) - _TIE_TOLERANCE
+    return _p_values(matrix, settings, lambda sums: np.abs(sums) >= observed)
+
+
+def _p_values(
+    matrix: FloatArray, settings: StatisticsSettings, extreme: Callable[[FloatArray], npt.NDArray[np.bool_]]
+) -> FloatArray:
+    """Share of sign assignments whose column sums are ``extreme`` (exact, or Monte Carlo with the +1 rule)."""
+    queries = matrix.shape[0]
     exact = 2**queries <= settings.resamples
     rng = None if exact else np.random.default_rng(settings.seed)
     hits = np.zeros(matrix.shape[1], dtype=np.int64)
     total = 0
     for signs in _sign_blocks(rng, settings.resamples, queries):
-        hits += (np.abs(signs @ matrix) >= observed).sum(axis=0)
+        hits += extreme(signs @ matrix).sum(axis=0)
         total += signs.shape[0]
     p_values = hits / total if exact else (hits + 1) / (total + 1)
     return np.asarray(np.minimum(p_values, 1.0), dtype=np.float64)
@@ -190,3 +219,57 @@ def holm_adjust(p_values: npt.ArrayLike) -> FloatArray:
     adjusted = np.empty_like(p)
     adjusted[order] = stepped
     return adjusted
+
+
+def _z(probability: float) -> float:
+    return NormalDist().inv_cdf(probability)
+
+
+def minimum_detectable_effect(sd: float, queries: int, alpha: float, power: float = DEFAULT_POWER) -> float:
+    """The smallest true mean difference a one-sided paired test at ``alpha`` detects with chance ``power``.
+
+    Normal approximation (Webber, Moffat and Zobel, CIKM 2008, after Cohen): ``(z_{1-alpha} + z_{power}) * sd /
+    sqrt(n)``, with ``sd`` the standard deviation of the paired per-query differences. Assumes the differences are
+    independent and identically distributed and ``n`` large enough for their mean to be about normal (the central
+    limit theorem); ``sd`` is the observed one, taken as the true one. A sign-flip test is close to this t-like test
+    for such ``n``; with few differing queries it can be much weaker (see :func:`sign_flip_p_floor`).
+    """
+    _check_levels(alpha, power)
+    if queries < 1:
+        raise ValueError(f"queries must be >= 1, got {queries}")
+    return (_z(1.0 - alpha) + _z(power)) * sd / math.sqrt(queries)
+
+
+def queries_needed(sd: float, effect: float, alpha: float, power: float = DEFAULT_POWER) -> int | None:
+    """Queries for which :func:`minimum_detectable_effect` falls to ``effect``: ``ceil(((z_a + z_b) sd / effect)^2)``.
+
+    None when ``effect`` is 0 (no number of queries detects a zero drop); 1 when ``sd`` is 0.
+    """
+    _check_levels(alpha, power)
+    if effect <= 0.0:
+        return None
+    return max(1, math.ceil(((_z(1.0 - alpha) + _z(power)) * sd / effect) ** 2))
+
+
+def sign_flip_p_floor(discordant: int, queries: int, settings: StatisticsSettings, one_sided: bool = True) -> float:
+    """The smallest p-value the sign-flip test can give, whatever the data, with ``discordant`` non-zero differences.
+
+    Only queries that differ change the statistic when their sign flips, so of the ``2**discordant`` distinct sign
+    patterns one (one-sided) or two (two-sided) are at least as extreme as the most extreme data: the floor is
+    ``2**-discordant`` (two-sided ``2**(1 - discordant)``, at most 1). When the test draws ``settings.resamples``
+    random assignments instead of enumerating them (``2**queries > resamples``), p is never below
+    ``1 / (resamples + 1)`` either. No discordant query gives 1.
+    """
+    if discordant < 0 or queries < discordant:
+        raise ValueError(f"need 0 <= discordant <= queries, got {discordant} and {queries}")
+    floor = min(1.0, 2.0 ** (-discordant if one_sided else 1 - discordant))
+    if 2**queries > settings.resamples:
+        floor = max(floor, 1.0 / (settings.resamples + 1))
+    return floor
+
+
+def _check_levels(alpha: float, power: float) -> None:
+    if not 0.0 < alpha < 1.0:
+        raise ValueError(f"alpha must be in (0, 1), got {alpha}")
+    if not 0.0 < power < 1.0:
+        raise ValueError(f"power must be in (0, 1), got {power}")

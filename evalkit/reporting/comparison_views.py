@@ -26,7 +26,12 @@ FOREST_MEASURES = ("recall@1", "recall@10", "mrr@10", "ndcg@10", "context_recall
 
 
 def comparison_frame(rows: Sequence[ComparisonRow]) -> pd.DataFrame:
-    """One row per ablation, measure and slice: means, difference, interval, p-values and wins/ties/losses."""
+    """One row per ablation, measure and slice: means, difference, interval, p-values, family, power, W/T/L.
+
+    ``p`` is two-sided, ``p_worse`` the one-sided p of "head is worse" the gate tests, ``holm_p`` adjusted within
+    the row's ``family`` (gate: over one-sided p; exploratory: over two-sided p). ``mde`` and ``underpowered`` are
+    set on gated rows; ``disagreement`` says why the interval and the test disagree, empty when they agree.
+    """
     frame = pd.DataFrame(
         [
             {
@@ -40,10 +45,15 @@ def comparison_frame(rows: Sequence[ComparisonRow]) -> pd.DataFrame:
                 "ci_low": r.ci_low,
                 "ci_high": r.ci_high,
                 "p": r.p_value,
+                "p_worse": r.p_one_sided,
                 "holm_p": r.p_holm,
+                "family": "gate" if r.gated else "exploratory",
+                "mde": None if r.power is None else r.power.mde,
+                "underpowered": None if r.power is None else r.power.underpowered,
                 "wins": r.wins,
                 "ties": r.ties,
                 "losses": r.losses,
+                "disagreement": r.disagreement or "",
             }
             for r in rows
         ]
