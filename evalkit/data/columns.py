@@ -32,8 +32,9 @@ class Codes:
 def encode(ids: pa.Array | pa.ChunkedArray) -> Codes:
     """Sorted unique IDs and each item's code; nulls are not allowed (readers never make them)."""
     if isinstance(ids, pa.ChunkedArray):
-        if pa.types.is_dictionary(ids.type):
-            ids = ids.unify_dictionaries()
+        if not pa.types.is_dictionary(ids.type):
+            ids = pc.dictionary_encode(ids)  # block by block: no copy of the whole column of IDs first
+        ids = ids.unify_dictionaries()
         ids = ids.combine_chunks() if ids.num_chunks != 1 else ids.chunk(0)
     if not pa.types.is_dictionary(ids.type):
         ids = pc.dictionary_encode(ids)

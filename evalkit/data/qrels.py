@@ -179,11 +179,13 @@ def read_qrels_file(path: Path, max_bytes: int = DEFAULT_MAX_TABLE_BYTES) -> Qre
     try:
         layout, header = _layout(path, max_bytes)
         names = ("query", "doc", "grade") if layout == "beir" else ("query", "_iter", "doc", "grade")
-        types = {"query": pa.string(), "doc": pa.string(), "grade": pa.int64()}
+        types = {"query": pa.dictionary(pa.int32(), pa.string()), "doc": pa.string(), "grade": pa.int64()}
         width = len(names)
         try:
             table = read_columns(path, names, types, max_bytes, skip_rows=header)
-            refused = any(has_bad_ids(table.column(n).combine_chunks()) for n in ("query", "doc"))
+            refused = any(has_bad_ids(chunk.dictionary) for chunk in table.column("query").chunks) or any(
+                has_bad_ids(chunk) for chunk in table.column("doc").chunks
+            )
         except pa.ArrowInvalid:
             refused = True
         if refused:
