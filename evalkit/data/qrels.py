@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from evalkit.data.columns import IntArray, encode
+from evalkit.data.columns import Codes, IntArray, encode
 from evalkit.data.inputs import MAX_PROBLEMS, InputError, clip
 from evalkit.data.tables import (
     DEFAULT_MAX_TABLE_BYTES,
@@ -79,31 +79,42 @@ def _build(
     query_ids: pa.Array | pa.ChunkedArray, doc_ids: pa.Array | pa.ChunkedArray, grades: IntArray, source: str
 ) -> Qrels:
     """Sort, collapse identical duplicates, refuse conflicting ones."""
-    query, doc = encode(query_ids), encode(doc_ids)
-    order = np.lexsort((doc.codes, query.codes))
-    q, d, g = query.codes[order], doc.codes[order], np.asarray(grades, dtype=np.int64)[order]
-    same = (q[1:] == q[:-1]) & (d[1:] == d[:-1])
+    return _build_codes(encode(query_ids), encode(doc_ids), np.asarray(grades, dtype=np.int64), source)
+
+
+def _build_codes(query: Codes, doc: Codes, grades: IntArray, source: str) -> Qrels:
+    """:func:`_build` from encoded IDs: one int64 key a judgment (query, then document order), sorted once."""
+    width = max(len(doc.values), 1)
+    key = query.codes.astype(np.int64) * width + doc.codes
+    order = np.argsort(key, kind="stable")
+    key, g = key[order], grades[order]
+    del order
+    same = key[1:] == key[:-1]
     conflicts = np.flatnonzero(same & (g[1:] != g[:-1]))
     if len(conflicts):
         names, docs = query.values, doc.values
         problems = [
-            f"query {clip(repr(names[int(q[i])].as_py()))} document {clip(repr(docs[int(d[i])].as_py()))}: "
+            f"query {clip(repr(names[int(key[i] // width)].as_py()))} document "
+            f"{clip(repr(docs[int(key[i] % width)].as_py()))}: "
             f"judged twice with different grades ({int(g[i])} and {int(g[i + 1])})"
             for i in conflicts[:MAX_PROBLEMS].tolist()
         ]
         more = [f"... and {len(conflicts) - MAX_PROBLEMS} more"] if len(conflicts) > MAX_PROBLEMS else []
         listing = "\n".join(f"  - {p}" for p in [*problems, *more])
         raise QrelsError(f"{source}: {len(conflicts)} conflicting judgment(s)\n{listing}")
-    keep = np.concatenate(([True], ~same)) if len(q) else np.zeros(0, dtype=bool)
-    used = np.unique(q[keep])
+    keep = np.concatenate(([True], ~same)) if len(key) else np.zeros(0, dtype=bool)
+    key, g = key[keep], g[keep]
+    q, d = key // width, key % width
+    del key
+    used = q[np.concatenate(([True], q[1:] != q[:-1]))] if len(q) else np.zeros(0, dtype=np.int64)
     renumber = np.full(len(query.values), -1, dtype=np.int64)
     renumber[used] = np.arange(len(used), dtype=np.int64)
     qrels = Qrels(
         queries=query.values.take(pa.array(used)),
-        query=renumber[q[keep]],
-        docs=doc.values.take(pa.array(d[keep])),
-        grades=g[keep],
-        duplicates=int(len(q) - keep.sum()),
+        query=renumber[q],
+        docs=doc.values.take(pa.array(d)),
+        grades=g,
+        duplicates=int(len(keep) - int(keep.sum())),
         source=source,
     )
     release_unused()
@@ -200,4 +211,7 @@ def read_qrels_file(path: Path, max_bytes: int = DEFAULT_MAX_TABLE_BYTES) -> Qre
     except TableError as exc:
         raise QrelsError(str(exc)) from None
     grades = table.column("grade").to_numpy().astype(np.int64, copy=False)
-    return _build(table.column("query"), table.column("doc"), grades, label)
+    query, doc = encode(table.column("query")), encode(table.column("doc"))
+    del table  # the ID columns as read are no longer needed: only their dictionaries and codes
+    release_unused()
+    return _build_codes(query, doc, grades, label)
