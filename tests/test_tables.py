@@ -399,3 +399,9 @@ def test_a_large_file_is_read_block_by_block_to_the_same_run(tmp_path: Path, mon
     monkeypatch.setattr(tables, "STREAM_BYTES", 0)
     streamed = read_run(path)
     assert streamed.rankings == whole.rankings and streamed.name == whole.name == "sys"
+    import evalkit.data.runs as runs
+
+    monkeypatch.setattr(runs, "STREAM_BYTES", 0)  # arrays sized by a count of the lines, filled block by block
+    counted = read_run(path)
+    assert counted.rankings == whole.rankings and len(counted.scores) == 40 * 30
+    assert tables.count_lines(path) == 40 * 30

@@ -41,7 +41,9 @@ from evalkit.data.inputs import InputError, clip, loads_strict
 from evalkit.data.schema import is_identifier
 from evalkit.data.tables import (
     DEFAULT_MAX_TABLE_BYTES,
+    STREAM_BYTES,
     TableError,
+    count_lines,
     diagnose,
     has_bad_ids,
     id_problem,
@@ -214,13 +216,20 @@ class _Refused(Exception):
 
 class _TrecBlocks:
     """Checks each parsed block of a TREC run and keeps what the run needs of it: each line's query as a 32-bit
-    code, its score, and the block's document-ID column (the rest of the block is dropped at once)."""
+    code, its score, and the block's document-ID column (the rest of the block is dropped at once).
 
-    def __init__(self) -> None:
+    With ``capacity`` (at least the number of lines), codes and scores go straight into arrays of that size, so
+    the whole run is never held twice; without it, block by block, joined at the end."""
+
+    def __init__(self, capacity: int | None = None) -> None:
         self.tags: set[str] = set()
         self.query_codes: dict[str, int] = {}
         self.codes: list[CodeArray] = []
         self.scores: list[FloatArray] = []
+        self.lines = 0
+        self.filled: tuple[CodeArray, FloatArray] | None = None
+        if capacity is not None:
+            self.filled = (np.empty(capacity, dtype=np.int32), np.empty(capacity, dtype=np.float64))
 
     def __call__(self, batch: pa.RecordBatch) -> pa.RecordBatch:
         scores = batch.column("score").to_numpy()
@@ -235,8 +244,19 @@ class _TrecBlocks:
             [self.query_codes.setdefault(q, len(self.query_codes)) for q in query.dictionary.to_pylist()],
             dtype=np.int32,
         )
-        self.codes.append(local[query.indices.to_numpy(zero_copy_only=False)])
-        self.scores.append(np.array(scores, dtype=np.float64))
+        codes = local[query.indices.to_numpy(zero_copy_only=False)]
+        end = self.lines + len(scores)
+        if self.filled is not None and end <= len(self.filled[1]):
+            self.filled[0][self.lines : end] = codes
+            self.filled[1][self.lines : end] = scores
+        else:
+            if self.filled is not None:  # more lines than counted (it cannot happen): keep blocks from here on
+                self.codes.append(self.filled[0][: self.lines])
+                self.scores.append(self.filled[1][: self.lines])
+                self.filled = None
+            self.codes.append(codes)
+            self.scores.append(np.array(scores, dtype=np.float64))
+        self.lines = end
         return pa.RecordBatch.from_arrays([batch.column("doc")], names=["doc"])
 
     def query(self) -> Codes:
@@ -244,13 +264,18 @@ class _TrecBlocks:
         values = pa.array(list(self.query_codes), type=pa.string())
         rank = np.empty(len(values), dtype=np.int32)
         rank[pc.sort_indices(values).to_numpy()] = np.arange(len(values), dtype=np.int32)
-        codes = np.concatenate(self.codes) if self.codes else np.zeros(0, dtype=np.int32)
-        self.codes = []
+        if self.filled is not None:
+            codes = self.filled[0][: self.lines]
+        else:
+            codes = np.concatenate(self.codes) if self.codes else np.zeros(0, dtype=np.int32)
+            self.codes = []
         np.take(rank, codes, out=codes)
         return Codes(pc.take(values, pc.sort_indices(values)), codes)
 
     def all_scores(self) -> FloatArray:
         """Every line's score, in file order."""
+        if self.filled is not None:
+            return self.filled[1][: self.lines]
         scores = np.concatenate(self.scores) if self.scores else np.zeros(0, dtype=np.float64)
         self.scores = []
         return scores
@@ -266,7 +291,8 @@ def read_trec_run(path: Path, max_bytes: int = DEFAULT_MAX_TABLE_BYTES) -> Run:
         "score": pa.float64(),
         "tag": pa.dictionary(pa.int32(), pa.string()),
     }
-    blocks = _TrecBlocks()
+    large = path.is_file() and path.stat().st_size > STREAM_BYTES  # a stat never blocks, even on a FIFO
+    blocks = _TrecBlocks(count_lines(path, max_bytes) if large else None)
     try:
         table = read_columns(path, _TREC_COLUMNS, types, max_bytes, keep=blocks)
     except (pa.ArrowInvalid, _Refused):
