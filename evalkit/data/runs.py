@@ -269,7 +269,8 @@ class _TrecBlocks:
         else:
             codes = np.concatenate(self.codes) if self.codes else np.zeros(0, dtype=np.int32)
             self.codes = []
-        np.take(rank, codes, out=codes)
+        for start in range(0, len(codes), 1 << 24):  # in place, a slice at a time: no second array of codes
+            codes[start : start + (1 << 24)] = rank[codes[start : start + (1 << 24)]]
         return Codes(pc.take(values, pc.sort_indices(values)), codes)
 
     def all_scores(self) -> FloatArray:

@@ -274,7 +274,10 @@ def _scan(
     )
     with open_guarded(path, max_bytes, normalise=normalise) as stream:
         if os.stat(path).st_size > STREAM_BYTES:  # block by block: only the kept columns of the file in memory
-            reader = csv.open_csv(stream, read_options, parse_options, convert_options)
+            serial = csv.ReadOptions(
+                column_names=column_names, skip_rows=skip_rows, block_size=1 << 22, use_threads=False
+            )
+            reader = csv.open_csv(stream, serial, parse_options, convert_options)
             kept = [keep(batch) for batch in reader]
         else:  # the whole file at once, parsed on every core
             table = csv.read_csv(stream, read_options, parse_options, convert_options)
