@@ -739,31 +739,51 @@ def _add_score_parser(commands: argparse._SubParsersAction[argparse.ArgumentPars
 def _compare(args: argparse.Namespace) -> int:
     from evalkit.data.inputs import InputError, read_input_bytes
     from evalkit.reporting.comparison import (
-        check_regressions,
+        Comparison,
+        PairwiseComparison,
+        compare_many,
         compare_reports,
         comparison_json,
-        find_regressions,
-        format_comparison,
     )
+    from evalkit.reporting.comparison_views import format_comparison, format_pairwise, pairwise_table
+    from evalkit.reporting.regression import check_regressions, find_regressions
 
+    names: list[str] = args.reports
+    if len(names) < 2:
+        raise ValueError(f"compare needs two or more reports, got {len(names)}")
+    stems = [Path(n).stem for n in names]
+    labels = args.label or (stems if len(set(stems)) == len(stems) else names)
+    if len(labels) != len(names):
+        raise ValueError(f"give --label once per report: {len(names)} reports, {len(labels)} labels")
     measures = [m.strip() for m in args.gate_measures.split(",") if m.strip()] if args.gate_measures else None
     reports = []
-    for side, name in (("base", args.base), ("head", args.head)):
+    for i, name in enumerate(names):
+        side = ("base" if i == 0 else "head") if len(names) == 2 else f"report {i + 1}"
         try:
             reports.append(parse_report(read_input_bytes(Path(name), _max_bytes(args))))
         except InputError as exc:
             raise ValueError(f"{side} report {exc}") from None
         except ValueError as exc:
             raise ValueError(f"{side} report {name}: {exc}") from None
-    comparison = compare_reports(reports[0], reports[1], measures, args.alpha, args.max_drop)
+    # Two reports keep their comparison (table and JSON); more are compared pair by pair in one family.
+    comparison: Comparison | PairwiseComparison = (
+        compare_reports(reports[0], reports[1], measures, args.alpha, args.max_drop)
+        if len(reports) == 2
+        else compare_many(reports, labels, measures, args.alpha, args.max_drop)
+    )
     verdict = find_regressions(comparison)
+    if args.format != "text":
+        many = comparison if isinstance(comparison, PairwiseComparison) else None
+        text = pairwise_table(many or compare_many(reports, labels, measures, args.alpha, args.max_drop), args.format)
+    elif isinstance(comparison, PairwiseComparison):
+        text = f"{format_pairwise(comparison)}\n\n{verdict.describe()}\n"
+    else:
+        text = f"{format_comparison(comparison)}\n\n{verdict.describe()}\n"
     # Only now, with every input checked, may the output path's missing folders be created.
     target = resolve_output_path(args.output, Path.cwd()) if args.output is not None else None
     if target is not None:
-        refuse_input_overwrite(target, [Path(args.base), Path(args.head)], args.output)
-    print(format_comparison(comparison))
-    print()
-    print(verdict.describe())
+        refuse_input_overwrite(target, [Path(n) for n in names], args.output)
+    print(text, end="")
     if target is not None:
         write_atomic(target, comparison_json(comparison))
         print(f"comparison written to {target.relative_to(Path.cwd().resolve())}")
@@ -774,16 +794,35 @@ def _compare(args: argparse.Namespace) -> int:
 
 def _add_compare_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     compare = commands.add_parser(
-        "compare", help="compare two reports query by query: paired differences, intervals, tests, regression gate"
+        "compare",
+        help="compare two or more reports query by query: paired differences, intervals, tests, regression gate",
     )
-    compare.add_argument("base", help="the base report (JSON written by `evalkit run --output`)")
-    compare.add_argument("head", help="the head report, over the same queries and judgments")
+    compare.add_argument(
+        "reports",
+        nargs="+",
+        metavar="REPORT",
+        help="reports (JSON written by `evalkit run --output`) over the same queries and judgments: the first is the "
+        "base, each other a head; with three or more, each later report is compared with each earlier one",
+    )
+    compare.add_argument(
+        "--label",
+        action="append",
+        default=None,
+        metavar="NAME",
+        help="name of a report in the tables, once per report in order (default: the file name stems)",
+    )
+    compare.add_argument(
+        "--format",
+        choices=("text", "markdown", "latex"),
+        default="text",
+        help="text: the full table and the gate (default); markdown or latex: a paper table of the gated measures",
+    )
     compare.add_argument("--output", default=None, help="write the comparison as JSON to this workspace-relative path")
     compare.add_argument(
         "--fail-on-regression",
         action="store_true",
-        help="exit 1 when a gated row (measure x ablation x slice: all, en, zh) dropped by more than --max-drop with "
-        "a Holm-adjusted one-sided p < --alpha",
+        help="exit 1 when a gated row (measure x ablation x slice: all, en, zh) of a head against the first report "
+        "dropped by more than --max-drop with a Holm-adjusted one-sided p < --alpha",
     )
     compare.add_argument(
         "--require-power",

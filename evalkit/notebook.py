@@ -321,6 +321,9 @@ class CompareParameters(NotebookParameters):
 
     base: str | None = Field(description="workspace-relative base report; None: evaluate the default fixture now")
     head: str | None = Field(description="workspace-relative head report; None: evaluate the default fixture now")
+    reports: list[str] | None = Field(
+        default=None, description="workspace-relative reports compared pair by pair (two or more); None: base, head"
+    )
     alpha: float = Field(gt=0.0, lt=1.0, description="significance level of the Holm-adjusted p-values")
     max_drop: float = Field(ge=0.0, allow_inf_nan=False, description="tolerated drop of a measure in a language")
     fail_on_regression: bool = Field(description="the last cell raises GateFailure when something regressed")
@@ -344,6 +347,23 @@ class CompareParameters(NotebookParameters):
             return parse_report((self.root / relative).read_bytes())
         except (OSError, ValueError) as exc:
             raise ValueError(f"{side} report {relative}: {exc}") from None
+
+    def systems(self, base: Report, head: Report) -> tuple[list[Report], list[str]]:
+        """The reports of the pairwise table with their labels (file name stems): ``reports``, or base and head."""
+        from evalkit.reporting.report import parse_report
+
+        if self.reports is None:
+            return [base, head], ["base", "head"]
+        if len(self.reports) < 2:
+            raise ValueError(f"reports: give two or more, got {len(self.reports)}")
+        loaded = []
+        for relative in self.reports:
+            try:
+                loaded.append(parse_report((self.root / relative).read_bytes()))
+            except (OSError, ValueError) as exc:
+                raise ValueError(f"report {relative}: {exc}") from None
+        stems = [Path(r).stem for r in self.reports]
+        return loaded, stems if len(set(stems)) == len(stems) else list(self.reports)
 
     def comparison_path(self) -> Path | None:
         """Where the comparison JSON goes, or None."""

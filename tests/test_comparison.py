@@ -15,16 +15,14 @@ from evalkit.measures.metrics import LatencySummary
 from evalkit.measures.statistics import StatisticsSettings
 from evalkit.reporting.comparison import (
     ComparisonError,
-    check_regressions,
     compare_ablations,
     compare_reports,
     comparison_json,
-    find_regressions,
-    format_comparison,
     parse_comparison,
 )
 from evalkit.reporting.comparison_views import (
     comparison_frame,
+    format_comparison,
     interval_frame,
     per_query_difference_frame,
     plot_forest,
@@ -33,6 +31,7 @@ from evalkit.reporting.comparison_views import (
 from evalkit.reporting.figures import figure_bytes, plot_language_metrics
 from evalkit.reporting.gates import GateFailure
 from evalkit.reporting.per_query import ANSWERABLE_MEASURES, NO_ANSWER_MEASURES, QueryIndex
+from evalkit.reporting.regression import check_regressions, find_regressions
 from evalkit.reporting.report import AblationReport, QueryCounts, Report, build_report, parse_report, report_json
 from evalkit.retrieval.database import Hit
 from evalkit.retrieval.service import KnowledgeService, RetrievalSettings

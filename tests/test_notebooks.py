@@ -16,7 +16,7 @@ import nbformat
 import pytest
 
 from evalkit.cli import main
-from evalkit.notebook import EvaluationParameters, UnknownParameterError, injected_names
+from evalkit.notebook import CompareParameters, EvaluationParameters, UnknownParameterError, injected_names
 from evalkit.reporting.report import parse_report
 from evalkit.runner import NotebookParameterError, declared_parameters, parse_value, run_notebook
 
@@ -158,3 +158,26 @@ def test_parse_value() -> None:
     assert parse_value('["lexical"]') == ["lexical"]
     assert parse_value("fixtures/x") == "fixtures/x"
     assert json.dumps(parse_value("true")) == "true"
+
+
+COMPARE = ROOT / "notebooks" / "compare_reports.ipynb"
+
+
+def test_compare_notebook_declares_its_model_and_ends_with_the_gate() -> None:
+    assert set(declared_parameters(COMPARE)) == set(CompareParameters.model_fields)
+    assert declared_parameters(COMPARE)["reports"]["default"] == "None"
+    last = [c for c in nbformat.read(COMPARE, as_version=4).cells if c.cell_type == "code"][-1]
+    assert "check_regressions(" in last.source
+
+
+def test_compare_notebook_reads_a_list_of_reports(tmp_path: Path) -> None:
+    defaults = {name: ast.literal_eval(p["default"]) for name, p in declared_parameters(COMPARE).items()}
+    params = CompareParameters.from_namespace(defaults)
+    sentinel = [object(), object()]
+    assert params.systems(*sentinel) == (sentinel, ["base", "head"])  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="two or more"):
+        CompareParameters.from_namespace({**defaults, "reports": ["a.json"]}).systems(*sentinel)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"report reports/missing-pytest\.json"):
+        CompareParameters.from_namespace({**defaults, "reports": ["reports/missing-pytest.json", "b.json"]}).systems(
+            *sentinel  # type: ignore[arg-type]
+        )

@@ -17,9 +17,10 @@ from evalkit.measures.statistics import (
     sign_flip_p_floor,
     sign_flip_p_values,
 )
-from evalkit.reporting.comparison import check_regressions, compare_reports, find_regressions, format_comparison
-from evalkit.reporting.comparison_views import comparison_frame
+from evalkit.reporting.comparison import compare_reports
+from evalkit.reporting.comparison_views import comparison_frame, format_comparison
 from evalkit.reporting.gates import GateFailure
+from evalkit.reporting.regression import check_regressions, find_regressions
 from evalkit.reporting.report import Report, report_json
 
 

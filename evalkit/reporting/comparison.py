@@ -1,4 +1,4 @@
-"""Did it get better? Two reports compared query by query, with intervals, paired tests and a regression gate.
+"""Did it get better? Two reports compared query by query, with intervals and paired tests.
 
 For every ablation in both reports, every measure and every slice (all, en, zh), :func:`compare_reports` gives the
 two means, the paired difference ``head - base`` with its bootstrap interval, the two-sided sign-flip permutation
@@ -8,20 +8,19 @@ does better on: higher for every measure but ``no_answer_fpr``, where lower is b
 Two families are corrected by Holm's method, each on its own. The **gated** family holds the gated measures (by
 default ndcg@10 and recall@10) x ablations x slices (all beside each language), adjusted over their one-sided
 p-values: these rows decide the gate. Every other row is **exploratory**, adjusted over its two-sided p-values. Each
-gated row also carries its power (:class:`RowPower`): the minimum detectable effect and the smallest p-value the
-sign-flip test can reach with the queries that differ. A row whose interval and test disagree says why.
+gated row also carries its power (:class:`~evalkit.reporting.regression.RowPower`). A row whose interval and test
+disagree says why.
 
 Two reports are comparable only over the same queries and judgments (``judgments_sha256``); anything else may
-differ (that is usually the point) and is named in :attr:`Comparison.notes`. :func:`find_regressions` and
-:func:`check_regressions` are the gate: a gated row that got worse by more than ``max_drop`` with a Holm-adjusted
-one-sided p below ``alpha`` fails, raising the package's :class:`~evalkit.reporting.gates.GateFailure`; with
-``require_power`` an underpowered gated row fails too.
+differ (that is usually the point) and is named in :attr:`Comparison.notes`. :func:`compare_many` compares two or
+more reports pair by pair in the same two families. The gate that reads a comparison is
+:mod:`evalkit.reporting.regression`; its :func:`find_regressions` is re-exported here.
 """
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Collection, Sequence
-from dataclasses import dataclass
 from typing import Final, Literal
 
 import numpy as np
@@ -30,17 +29,8 @@ from pydantic import Field
 from evalkit.ablations import ALL_ABLATION_IDS
 from evalkit.data.schema import SLICES, Identifier, Sha256, Slice, StrictModel, UnitFloat, model_json
 from evalkit.measures.metrics import NO_ANSWER_FPR
-from evalkit.measures.statistics import (
-    StatisticsSettings,
-    holm_adjust,
-    minimum_detectable_effect,
-    paired_bootstrap_intervals,
-    queries_needed,
-    sign_flip_p_floor,
-    sign_flip_p_values,
-)
+from evalkit.measures.statistics import StatisticsSettings, holm_adjust, paired_bootstrap_intervals, sign_flip_p_values
 from evalkit.progress import progress
-from evalkit.reporting.gates import GateFailure
 from evalkit.reporting.per_query import (
     ANSWERABLE_MEASURES,
     NO_ANSWER_MEASURES,
@@ -48,13 +38,20 @@ from evalkit.reporting.per_query import (
     QueryIndex,
     split_measures,
 )
-from evalkit.reporting.report import GateOutcome, Report
+from evalkit.reporting.regression import (
+    DEFAULT_ALPHA,
+    DEFAULT_MAX_DROP,
+    RowPower,
+    check_gate_arguments,
+    disagreement,
+    row_power,
+)
+from evalkit.reporting.regression import find_regressions as find_regressions
+from evalkit.reporting.report import Report
 
 COMPARISON_SCHEMA_VERSION: Literal[2] = 2
 LOWER_IS_BETTER: Final = frozenset({str(NO_ANSWER_FPR)})
 """Measures where a smaller value is better; every other measure is better when larger."""
-DEFAULT_ALPHA: Final = 0.05
-DEFAULT_MAX_DROP: Final = 0.01
 DEFAULT_GATE_MEASURES: Final = ("ndcg@10", "recall@10")
 """The primary measures the gate checks unless told otherwise; every other measure is exploratory."""
 GATED_SLICES: Final[tuple[Slice, ...]] = SLICES
@@ -76,23 +73,6 @@ class ReportIdentity(StrictModel):
     evaluation_definition_hash: Sha256
     provider_definitions_hash: Sha256 | None
     metrics_version: str
-
-
-class RowPower(StrictModel):
-    """What the gate's test on one gated row could have seen (Webber, Moffat and Zobel 2008).
-
-    The minimum detectable effect is the normal approximation ``(z_{1-a} + z_{0.8}) * sd / sqrt(n)`` at the row's
-    level ``a = alpha / family size`` (the level Holm asks of the first row; no row is tested more leniently than
-    ``alpha``, so this is the level that guarantees detection whatever the other rows show). It assumes i.i.d.
-    paired differences and ``n`` large enough for the central limit theorem, with the observed ``sd`` taken as true.
-    """
-
-    alpha: UnitFloat = Field(description="the row's level: alpha divided by the gated family size")
-    mde: float = Field(ge=0.0, description="drop detected with 80% power by a one-sided test at the row's level")
-    p_floor: UnitFloat = Field(description="smallest one-sided sign-flip p attainable with the discordant queries")
-    queries_needed: int | None = Field(description="queries for an MDE of max_drop at the same sd; None: max_drop 0")
-    underpowered: bool = Field(description="MDE above max_drop, or p_floor above the row's level")
-    reason: str = Field(description="why the row is underpowered, or empty")
 
 
 class ComparisonRow(StrictModel):
@@ -165,6 +145,53 @@ class Comparison(StrictModel):
     family_size: int = Field(ge=0, description="gated rows, corrected together by Holm over one-sided p-values")
     exploratory_family_size: int = Field(ge=0, description="the other rows, corrected together over two-sided p")
     rows: tuple[ComparisonRow, ...]
+
+    def gate_rows(self) -> tuple[ComparisonRow, ...]:
+        """The rows the regression gate reads: the gated family."""
+        return tuple(r for r in self.rows if r.gated)
+
+
+class PairRow(ComparisonRow):
+    """One ablation, measure and slice of one pair of systems: ``head_system`` against ``base_system``."""
+
+    base_system: str = Field(description="label of the pair's base: the earlier report")
+    head_system: str = Field(description="label of the pair's head: the later report")
+    p_holm_two_sided: UnitFloat = Field(
+        description="gated: Holm over the gated family's two-sided p (told apart?); exploratory: p_holm"
+    )
+
+    def label(self) -> str:
+        """``head vs base: ablation measure [slice]``."""
+        return f"{self.head_system} vs {self.base_system}: {super().label()}"
+
+
+class SystemIdentity(StrictModel):
+    """One system of a pairwise comparison: its label (file name stem or ``--label``) and its report."""
+
+    label: str = Field(min_length=1)
+    report: ReportIdentity
+
+
+class PairwiseComparison(StrictModel):
+    """Two or more reports, each later one against each earlier one, in one gated and one exploratory family."""
+
+    schema_version: Literal[2] = COMPARISON_SCHEMA_VERSION
+    systems: tuple[SystemIdentity, ...] = Field(min_length=2, description="in the order given; the first is the base")
+    statistics: StatisticsSettings = Field(description="the last report's settings, used for every pair")
+    notes: tuple[str, ...] = Field(description="what differs from the first report besides the results")
+    ablations: tuple[str, ...] = Field(description="ablations compared: those in every report")
+    not_compared: tuple[str, ...] = Field(description="ablations missing from some report")
+    gate_measures: tuple[str, ...] = Field(description="the gated measures (of those compared)")
+    alpha: UnitFloat = Field(description="the gate's significance level, used for every row's power")
+    max_drop: float = Field(ge=0.0, description="the gate's tolerated drop, used for every row's power")
+    family_size: int = Field(ge=0, description="gated rows of every pair, corrected together by Holm")
+    exploratory_family_size: int = Field(ge=0, description="the other rows of every pair, corrected together")
+    rows: tuple[PairRow, ...]
+
+    def gate_rows(self) -> tuple[PairRow, ...]:
+        """The rows the regression gate reads: gated rows of each later system against the first."""
+        first = self.systems[0].label
+        return tuple(r for r in self.rows if r.gated and r.base_system == first)
 
 
 def _identity(report: Report, side: str) -> ReportIdentity:
@@ -286,31 +313,8 @@ def _slice_rows(
             sd_difference=float(round(sds[column], 12)),
         )
         distinct = int(np.unique(differences[:, column]).size)
-        out.append(row.model_copy(update={"disagreement": _disagreement(row, settings, distinct)}))
+        out.append(row.model_copy(update={"disagreement": disagreement(row, settings, distinct)}))
     return out
-
-
-def _disagreement(row: ComparisonRow, settings: StatisticsSettings, distinct: int) -> str | None:
-    """Why the interval and the two-sided test at the interval's level (1 - confidence) disagree, or None."""
-    level = 1.0 - settings.confidence
-    excludes_zero = row.ci_low > 0.0 or row.ci_high < 0.0
-    if excludes_zero == (row.p_value < level):
-        return None
-    if excludes_zero:
-        floor = sign_flip_p_floor(row.discordant, row.queries, settings, one_sided=False)
-        if floor >= level:
-            return (
-                f"interval excludes 0 but p >= {level:g}: only {row.discordant} queries differ, so the sign-flip p "
-                f"cannot go below {floor:.4g}; the percentile bootstrap treats those differences as the population"
-            )
-        return (
-            f"interval excludes 0 but p >= {level:g}: the percentile bootstrap over {distinct} distinct differences "
-            "is narrower than the test"
-        )
-    return (
-        f"p < {level:g} but the interval includes 0: the percentile bootstrap over {distinct} distinct differences "
-        "is wider than the test near the boundary"
-    )
 
 
 def _measures(pairs: Sequence[Pair]) -> tuple[str, ...]:
@@ -331,32 +335,6 @@ def gate_measures(pairs: Sequence[Pair], measures: Sequence[str] | None) -> tupl
     if unknown:
         raise ValueError(f"unknown gated measure(s) {', '.join(unknown)}; compared: {', '.join(sorted(known))}")
     return tuple(dict.fromkeys(measures))
-
-
-def row_power(
-    row: ComparisonRow, family_size: int, alpha: float, max_drop: float, settings: StatisticsSettings
-) -> RowPower:
-    """A gated row's power at ``alpha / family_size``: its MDE, p floor and the queries an MDE of max_drop needs."""
-    level = alpha / max(family_size, 1)
-    mde = minimum_detectable_effect(row.sd_difference, row.queries, level)
-    floor = sign_flip_p_floor(row.discordant, row.queries, settings)
-    reasons = []
-    if mde > max_drop:
-        reasons.append(f"MDE {mde:.4f} > max drop {max_drop:g}")
-    # No discordant query: base and head agree everywhere; there is no drop for the floor to hide.
-    if row.discordant and floor > level:
-        reasons.append(
-            f"{row.discordant} discordant queries cannot reach p < {level:.3g} (the floor is {floor:.3g}): "
-            "significance is out of reach whatever the data"
-        )
-    return RowPower(
-        alpha=level,
-        mde=float(round(mde, 12)),
-        p_floor=floor,
-        queries_needed=queries_needed(row.sd_difference, max_drop, level),
-        underpowered=bool(reasons),
-        reason="; ".join(reasons),
-    )
 
 
 def _families(
@@ -386,7 +364,7 @@ def compared_rows(
 
     ``gated`` names the gated measures (default :data:`DEFAULT_GATE_MEASURES` among those compared).
     """
-    _check_gate_arguments(alpha, max_drop)
+    check_gate_arguments(alpha, max_drop)
     chosen = gate_measures(pairs, gated)
     raw: list[ComparisonRow] = []
     steps = [(slice_name, answerable) for slice_name in SLICES for answerable in (True, False)]
@@ -432,6 +410,73 @@ def compare_reports(
     )
 
 
+def _two_sided_holm(rows: Sequence[ComparisonRow]) -> list[float]:
+    """Per row: gated rows Holm-adjusted over the gated family's two-sided p; exploratory rows their p_holm."""
+    family = [k for k, r in enumerate(rows) if r.gated]
+    adjusted = [r.p_holm for r in rows]
+    for k, p in zip(family, holm_adjust([rows[k].p_value for k in family]), strict=True):
+        adjusted[k] = float(p)
+    return adjusted
+
+
+def compare_many(
+    reports: Sequence[Report],
+    labels: Sequence[str],
+    gated: Sequence[str] | None = None,
+    alpha: float = DEFAULT_ALPHA,
+    max_drop: float = DEFAULT_MAX_DROP,
+) -> PairwiseComparison:
+    """Every pair of two or more reports: each later report (head) against each earlier one (base).
+
+    The rows of all pairs form one gated family (Holm over one-sided p, as in :func:`compare_reports`; beside it,
+    Holm over the same family's two-sided p says which systems can be told apart) and one exploratory family. The
+    gate reads the pairs whose base is the first report. Raises :class:`ComparisonError` naming a report that cannot
+    be compared with the first, ``ValueError`` unless there are two or more reports with one unique label each.
+    """
+    if len(reports) < 2 or len(labels) != len(reports) or len(set(labels)) != len(labels) or not all(labels):
+        raise ValueError(f"give two or more reports, one unique label each: {len(reports)} reports, labels {labels}")
+    for label, report in zip(labels[1:], reports[1:], strict=True):
+        try:
+            _check_comparable(reports[0], report)
+        except ComparisonError as exc:
+            raise ComparisonError(f"{label} against {labels[0]}: {exc}") from None
+    held = [set(r.ablations) for r in reports]
+    shared = _ordered(set.intersection(*held))
+    pairs: list[Pair] = []
+    meta: list[dict[str, str]] = []
+    for i, j in itertools.combinations(range(len(reports)), 2):
+        for a in shared:
+            pairs.append((str(len(pairs)), reports[i].ablations[a].per_query, reports[j].ablations[a].per_query))
+            meta.append({"ablation": a, "base_system": labels[i], "head_system": labels[j]})
+    statistics = reports[-1].statistics
+    rows = compared_rows(reports[0].queries, pairs, statistics, gated, alpha, max_drop)
+    two_sided = _two_sided_holm(rows)
+    out = [
+        PairRow(**{**dict(r), **meta[int(r.ablation)], "p_holm_two_sided": two_sided[k]}) for k, r in enumerate(rows)
+    ]
+    notes = [
+        f"{label} vs {labels[0]}: {note}"
+        for label, r in zip(labels[1:], reports[1:], strict=True)
+        for note in _notes(reports[0], r)
+        if not note.startswith("the statistics settings differ")
+    ]
+    if any(r.statistics != statistics for r in reports):
+        notes.append("the statistics settings differ between the reports: the last report's settings are used")
+    return PairwiseComparison(
+        systems=tuple(SystemIdentity(label=n, report=_identity(r, n)) for n, r in zip(labels, reports, strict=True)),
+        statistics=statistics,
+        notes=tuple(notes),
+        ablations=tuple(shared),
+        not_compared=tuple(_ordered(set.union(*held) - set(shared))),
+        gate_measures=gate_measures(pairs, gated),
+        alpha=alpha,
+        max_drop=max_drop,
+        family_size=sum(r.gated for r in rows),
+        exploratory_family_size=sum(not r.gated for r in rows),
+        rows=tuple(out),
+    )
+
+
 def compare_ablations(report: Report, base: str, head: str) -> tuple[ComparisonRow, ...]:
     """Inside one evaluation: ``head`` against ``base`` over the same queries (rows labelled ``head vs base``).
 
@@ -445,190 +490,11 @@ def compare_ablations(report: Report, base: str, head: str) -> tuple[ComparisonR
     return compared_rows(report.queries, [pair], report.statistics)
 
 
-@dataclass(frozen=True)
-class RegressionVerdict:
-    """The gate's reading of a comparison's gated rows: failing drops, drops that do not fail, and power."""
-
-    alpha: float
-    max_drop: float
-    confidence: float
-    gated: int
-    """Rows in the gated family (gated measures x ablations x slices)."""
-    regressions: tuple[ComparisonRow, ...]
-    """Drops larger than max_drop with a Holm-adjusted one-sided p below alpha: the gate fails on these."""
-    not_significant: tuple[ComparisonRow, ...]
-    """Drops larger than max_drop whose Holm-adjusted one-sided p is not below alpha: no evidence of a change."""
-    within_tolerance: tuple[ComparisonRow, ...]
-    """Significant drops no larger than max_drop: real perhaps, but tolerated."""
-    underpowered: tuple[ComparisonRow, ...] = ()
-    """Gated rows (not regressions) whose test could not have seen a drop of max_drop (see :class:`RowPower`)."""
-
-    @property
-    def passed(self) -> bool:
-        """True when nothing regressed."""
-        return not self.regressions
-
-    @property
-    def queries_needed(self) -> int | None:
-        """Most queries an underpowered row would need for an MDE of max_drop (None: none, or max_drop 0)."""
-        needed = [r.power.queries_needed for r in self.underpowered if r.power and r.power.queries_needed]
-        return max(needed) if needed else None
-
-    def outcomes(self, require_power: bool = False) -> tuple[GateOutcome, ...]:
-        """One failed outcome per regression (and, with ``require_power``, per underpowered row)."""
-        failed = tuple(
-            GateOutcome(
-                gate=f"{row.label()} difference",
-                value=row.difference,
-                threshold=-self.max_drop if row.higher_is_better else self.max_drop,
-                comparison=">=" if row.higher_is_better else "<=",
-                passed=False,
-                detail=f"{self.confidence:.0%} CI [{row.ci_low:+.4f}, {row.ci_high:+.4f}], one-sided "
-                f"p = {row.p_one_sided:.4g}, Holm p = {row.p_holm:.4g} < alpha {self.alpha:g}",
-            )
-            for row in self.regressions
-        )
-        if not require_power:
-            return failed
-        return failed + tuple(
-            GateOutcome(
-                gate=f"{row.label()} minimum detectable effect",
-                value=row.power.mde,
-                threshold=self.max_drop,
-                comparison="<=",
-                passed=False,
-                detail=f"underpowered: {row.power.reason}; {_needed(row.power)}",
-            )
-            for row in self.underpowered
-            if row.power is not None
-        )
-
-    def describe(self) -> str:
-        """Plain lines: FAIL per regression, the drops seen but not significant, those tolerated, then power."""
-        lines = [f"FAIL  {row.label()}: {row.evidence(self.confidence)}" for row in self.regressions]
-        if not self.regressions:
-            lines.append(
-                f"PASS  no gated measure dropped by more than {self.max_drop:g} with one-sided Holm p < "
-                f"{self.alpha:g} in any slice ({self.gated} gated rows)"
-            )
-        for row in self.not_significant:
-            lines.append(f"seen, not significant  {row.label()}: {row.evidence(self.confidence)}")
-        for row in self.within_tolerance:
-            lines.append(f"significant, within tolerance  {row.label()}: {row.evidence(self.confidence)}")
-        for row in self.underpowered:
-            if row.power is not None:
-                lines.append(f"underpowered  {row.label()}: {row.power.reason}; {_needed(row.power)}")
-        if self.underpowered:
-            needed = self.queries_needed
-            lines.append(
-                f"{len(self.underpowered)} of {self.gated} gated rows underpowered: their test could not have seen a "
-                f"drop of {self.max_drop:g}"
-                + (f"; up to {needed} queries would be needed at the observed spread" if needed else "")
-                + ". No evidence here is not evidence of no regression (--require-power fails on this)"
-            )
-        return "\n".join(lines)
-
-
-def _needed(power: RowPower) -> str:
-    if power.queries_needed is None:
-        return "no number of queries detects a drop of 0"
-    return f"about {power.queries_needed} queries needed for MDE <= max drop"
-
-
-def _check_gate_arguments(alpha: float, max_drop: float) -> None:
-    if not 0.0 < alpha < 1.0:
-        raise ValueError(f"alpha must be in (0, 1), got {alpha}")
-    if not max_drop >= 0.0:
-        raise ValueError(f"max_drop must be >= 0, got {max_drop}")
-
-
-def find_regressions(
-    comparison: Comparison, alpha: float | None = None, max_drop: float | None = None
-) -> RegressionVerdict:
-    """Read the gate over the gated family, at the comparison's alpha and max_drop unless given others.
-
-    Other values re-derive every gated row's power; the Holm-adjusted p-values do not depend on them.
-    """
-    alpha = comparison.alpha if alpha is None else alpha
-    max_drop = comparison.max_drop if max_drop is None else max_drop
-    _check_gate_arguments(alpha, max_drop)
-    gated = [
-        row.model_copy(update={"power": row_power(row, comparison.family_size, alpha, max_drop, comparison.statistics)})
-        for row in comparison.rows
-        if row.gated
-    ]
-    significant = [row for row in gated if row.p_holm < alpha and row.drop > 0]
-    regressions = tuple(row for row in significant if row.drop > max_drop)
-    return RegressionVerdict(
-        alpha=alpha,
-        max_drop=max_drop,
-        confidence=comparison.statistics.confidence,
-        gated=len(gated),
-        regressions=regressions,
-        not_significant=tuple(row for row in gated if row.p_holm >= alpha and row.drop > max_drop),
-        within_tolerance=tuple(row for row in significant if row.drop <= max_drop),
-        underpowered=tuple(r for r in gated if r.power and r.power.underpowered and r not in regressions),
-    )
-
-
-def check_regressions(verdict: RegressionVerdict, require_power: bool = False) -> None:
-    """Raise :class:`GateFailure` listing every regression (and underpowered row, with ``require_power``)."""
-    failed = verdict.outcomes(require_power)
-    if failed:
-        raise GateFailure(failed)
-
-
-def format_comparison(comparison: Comparison) -> str:
-    """A plain-text table, one row per ablation, measure and slice, then the families, marks and notes.
-
-    ``p`` is two-sided; ``p worse`` is the one-sided p of "head is worse" the gate uses; ``Holm p`` is adjusted
-    within the row's family (``gate``: gated, over one-sided p; ``expl``: exploratory, over two-sided p). ``MDE`` is
-    a gated row's minimum detectable effect (``!`` after it: underpowered); ``*`` marks an interval and test that
-    disagree, explained below the table.
-    """
-    confidence = f"{comparison.statistics.confidence:.0%} CI"
-    header = (
-        f"{'ablation':<18} {'measure':<17} {'slice':<5} {'n':>5} {'base':>7} {'head':>7} {'diff':>8} "
-        f"{confidence:>19} {'p':>7} {'p worse':>7} {'Holm p':>7} {'family':<6} {'MDE':>8} {'W/T/L':>11}"
-    )
-    lines = [header, "-" * len(header)]
-    marks = []
-    for row in comparison.rows:
-        interval = f"[{row.ci_low:+.3f}, {row.ci_high:+.3f}]" + ("*" if row.disagreement else " ")
-        mde = "" if row.power is None else f"{row.power.mde:.3f}" + ("!" if row.power.underpowered else " ")
-        lines.append(
-            f"{row.ablation:<18} {row.measure:<17} {row.slice:<5} {row.queries:>5} {row.base_mean:>7.3f} "
-            f"{row.head_mean:>7.3f} {row.difference:>+8.3f} {interval:>19} {row.p_value:>7.4f} "
-            f"{row.p_one_sided:>7.4f} {row.p_holm:>7.4f} {'gate' if row.gated else 'expl':<6} {mde:>8} "
-            f"{f'{row.wins}/{row.ties}/{row.losses}':>11}"
-        )
-        if row.disagreement:
-            marks.append(f"* {row.label()}: {row.disagreement}")
-    lines.append(
-        f"{comparison.family_size} gated comparisons ({', '.join(comparison.gate_measures) or 'none'} x ablations x "
-        f"all, en, zh): Holm over their one-sided p (p worse); {comparison.exploratory_family_size} exploratory "
-        "comparisons: Holm over their two-sided p. p is two-sided."
-    )
-    lines.append(
-        f"MDE: drop a one-sided test at alpha {comparison.alpha:g} / {comparison.family_size} detects with 80% "
-        f"power (normal approximation); ! marks an underpowered row (MDE > max drop {comparison.max_drop:g}, or "
-        "too few discordant queries to reach that alpha)"
-    )
-    lines += marks
-    lines += [f"note: {note}" for note in comparison.notes]
-    if comparison.only_in_base or comparison.only_in_head:
-        lines.append(
-            f"not compared: base only {', '.join(comparison.only_in_base) or '-'}; "
-            f"head only {', '.join(comparison.only_in_head) or '-'}"
-        )
-    return "\n".join(lines)
-
-
-def comparison_json(comparison: Comparison) -> bytes:
+def comparison_json(comparison: Comparison | PairwiseComparison) -> bytes:
     """Stable serialization: sorted keys, two-space indent, trailing newline."""
     return model_json(comparison)
 
 
 def parse_comparison(text: str | bytes) -> Comparison:
-    """Load a comparison written by :func:`comparison_json`."""
+    """Load a comparison of two reports written by :func:`comparison_json` (of more: ``PairwiseComparison``)."""
     return Comparison.model_validate_json(text)

@@ -1,13 +1,16 @@
-"""Tables and charts of a comparison, for the notebooks: IDs and numbers only, deterministic figures.
+"""Tables and charts of a comparison, for the CLI and the notebooks: IDs and numbers only, deterministic figures.
 
-:func:`comparison_frame` is the comparison table; :func:`plot_forest` draws each paired difference with its
-interval per measure and language; :func:`plot_per_query_differences` shows the per-query differences of one
-ablation and measure; :func:`interval_frame` puts every aggregate of a report beside its interval.
+:func:`format_comparison` is the plain-text table the CLI prints; :func:`comparison_frame` the same table for a
+notebook; :func:`plot_forest` draws each paired difference with its interval per measure and language;
+:func:`plot_per_query_differences` shows the per-query differences of one ablation and measure;
+:func:`interval_frame` puts every aggregate of a report beside its interval.
 """
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
+from typing import Literal
 
 import matplotlib
 import numpy as np
@@ -17,12 +20,217 @@ from matplotlib.patches import Patch
 
 from evalkit.ablations import ALL_ABLATION_IDS
 from evalkit.data.schema import LANGUAGES, SLICES
-from evalkit.reporting.comparison import ComparisonRow
+from evalkit.reporting.comparison import Comparison, ComparisonRow, PairRow, PairwiseComparison
 from evalkit.reporting.figures import FIGURE_RC, LANGUAGE_COLORS, per_query_bars
 from evalkit.reporting.per_query import ANSWERABLE_MEASURES, NO_ANSWER_MEASURES
 from evalkit.reporting.report import Report
 
 FOREST_MEASURES = ("recall@1", "recall@10", "mrr@10", "ndcg@10", "context_recall", "no_answer_fpr")
+
+
+def format_comparison(comparison: Comparison) -> str:
+    """A plain-text table, one row per ablation, measure and slice, then the families, marks and notes.
+
+    ``p`` is two-sided; ``p worse`` is the one-sided p of "head is worse" the gate uses; ``Holm p`` is adjusted
+    within the row's family (``gate``: gated, over one-sided p; ``expl``: exploratory, over two-sided p). ``MDE`` is
+    a gated row's minimum detectable effect (``!`` after it: underpowered); ``*`` marks an interval and test that
+    disagree, explained below the table.
+    """
+    confidence = f"{comparison.statistics.confidence:.0%} CI"
+    header = (
+        f"{'ablation':<18} {'measure':<17} {'slice':<5} {'n':>5} {'base':>7} {'head':>7} {'diff':>8} "
+        f"{confidence:>19} {'p':>7} {'p worse':>7} {'Holm p':>7} {'family':<6} {'MDE':>8} {'W/T/L':>11}"
+    )
+    lines = [header, "-" * len(header)]
+    marks = []
+    for row in comparison.rows:
+        interval = f"[{row.ci_low:+.3f}, {row.ci_high:+.3f}]" + ("*" if row.disagreement else " ")
+        mde = "" if row.power is None else f"{row.power.mde:.3f}" + ("!" if row.power.underpowered else " ")
+        lines.append(
+            f"{row.ablation:<18} {row.measure:<17} {row.slice:<5} {row.queries:>5} {row.base_mean:>7.3f} "
+            f"{row.head_mean:>7.3f} {row.difference:>+8.3f} {interval:>19} {row.p_value:>7.4f} "
+            f"{row.p_one_sided:>7.4f} {row.p_holm:>7.4f} {'gate' if row.gated else 'expl':<6} {mde:>8} "
+            f"{f'{row.wins}/{row.ties}/{row.losses}':>11}"
+        )
+        if row.disagreement:
+            marks.append(f"* {row.label()}: {row.disagreement}")
+    lines.append(
+        f"{comparison.family_size} gated comparisons ({', '.join(comparison.gate_measures) or 'none'} x ablations x "
+        f"all, en, zh): Holm over their one-sided p (p worse); {comparison.exploratory_family_size} exploratory "
+        "comparisons: Holm over their two-sided p. p is two-sided."
+    )
+    lines.append(
+        f"MDE: drop a one-sided test at alpha {comparison.alpha:g} / {comparison.family_size} detects with 80% "
+        f"power (normal approximation); ! marks an underpowered row (MDE > max drop {comparison.max_drop:g}, or "
+        "too few discordant queries to reach that alpha)"
+    )
+    lines += marks
+    lines += [f"note: {note}" for note in comparison.notes]
+    if comparison.only_in_base or comparison.only_in_head:
+        lines.append(
+            f"not compared: base only {', '.join(comparison.only_in_base) or '-'}; "
+            f"head only {', '.join(comparison.only_in_head) or '-'}"
+        )
+    return "\n".join(lines)
+
+
+PairKey = tuple[str, str, str]
+"""An ablation, gated measure and slice: one cell of the pairwise tables."""
+
+
+def _better(row: PairRow, alpha: float) -> str | None:
+    """The label of the system significantly better in this row (two-sided Holm over the gated family), or None."""
+    if row.p_holm_two_sided >= alpha or row.difference == 0:
+        return None
+    return row.head_system if (row.difference > 0) == row.higher_is_better else row.base_system
+
+
+def _cells(comparison: PairwiseComparison) -> dict[PairKey, list[PairRow]]:
+    cells: dict[PairKey, list[PairRow]] = {}
+    for row in comparison.rows:
+        if row.gated:
+            cells.setdefault((row.ablation, row.measure, row.slice), []).append(row)
+    return cells
+
+
+def indistinguishable_groups(
+    comparison: PairwiseComparison, alpha: float | None = None
+) -> dict[PairKey, list[list[str]]]:
+    """Per ablation, gated measure and slice: the maximal groups of systems no two of which differ significantly.
+
+    Two systems differ when the gated row of their pair has a two-sided Holm p (over the gated family of all pairs)
+    below ``alpha`` (default: the comparison's). Groups are the maximal cliques of "cannot be told apart", in the
+    systems' order; a system told apart from every other is a group of its own.
+    """
+    level = comparison.alpha if alpha is None else alpha
+    order = [s.label for s in comparison.systems]
+    groups: dict[PairKey, list[list[str]]] = {}
+    for key, rows in _cells(comparison).items():
+        apart = {frozenset((r.base_system, r.head_system)) for r in rows if _better(r, level) is not None}
+        found: list[list[str]] = []
+        for size in range(len(order), 0, -1):
+            for group in itertools.combinations(order, size):
+                if any(frozenset(p) in apart for p in itertools.combinations(group, 2)):
+                    continue
+                if not any(set(group) <= set(g) for g in found):
+                    found.append(list(group))
+        groups[key] = found
+    return groups
+
+
+def format_pairwise(comparison: PairwiseComparison) -> str:
+    """The plain-text table of two or more systems: one row per pair, ablation, measure and slice, then the groups."""
+    width = max(len(f"{r.head_system} vs {r.base_system}") for r in comparison.rows)
+    head = f"{'pair':<{width}} {'ablation':<18} {'measure':<17} {'slice':<5} {'n':>5} {'base':>7} {'head':>7} "
+    header = head + f"{'diff':>8} {'p':>7} {'p worse':>7} {'Holm p':>7} {'Holm p2':>7} {'family':<6} {'W/T/L':>11}"
+    lines = [header, "-" * len(header)]
+    for r in comparison.rows:
+        lines.append(
+            f"{f'{r.head_system} vs {r.base_system}':<{width}} {r.ablation:<18} {r.measure:<17} {r.slice:<5} "
+            f"{r.queries:>5} {r.base_mean:>7.3f} {r.head_mean:>7.3f} {r.difference:>+8.3f} {r.p_value:>7.4f} "
+            f"{r.p_one_sided:>7.4f} {r.p_holm:>7.4f} {r.p_holm_two_sided:>7.4f} {'gate' if r.gated else 'expl':<6} "
+            f"{f'{r.wins}/{r.ties}/{r.losses}':>11}"
+        )
+    lines.append(
+        f"{len(comparison.systems)} systems, every later one against every earlier one: {comparison.family_size} "
+        f"gated comparisons ({', '.join(comparison.gate_measures) or 'none'} x pairs x ablations x all, en, zh), "
+        f"Holm over their one-sided p (Holm p, the gate's) and two-sided p (Holm p2, told apart?); "
+        f"{comparison.exploratory_family_size} exploratory comparisons: Holm over their two-sided p"
+    )
+    lines.append(f"cannot be told apart (Holm p2 >= alpha {comparison.alpha:g}):")
+    for (ablation, measure, slice_name), groups in indistinguishable_groups(comparison).items():
+        shown = "; ".join("{" + ", ".join(g) + "}" for g in groups if len(g) > 1) or "every system told apart"
+        lines.append(f"  {ablation} {measure} [{slice_name}]: {shown}")
+    lines += [f"note: {note}" for note in comparison.notes]
+    if comparison.not_compared:
+        lines.append(f"not compared (not in every report): {', '.join(comparison.not_compared)}")
+    return "\n".join(lines)
+
+
+def _escape_latex(text: str) -> str:
+    return "".join("\\" + c if c in "&%$#_{}" else c for c in text)
+
+
+def pairwise_table(comparison: PairwiseComparison, style: Literal["markdown", "latex"]) -> str:
+    """A paper table per ablation: systems as rows, gated measure and slice as columns, each cell the mean.
+
+    A superscript lists the letters of the systems this one is significantly better than (two-sided Holm over the
+    gated family of all pairs, below the comparison's alpha), as in ranx's comparison table; the best mean is bold.
+    LaTeX needs the booktabs package.
+    """
+    letters = {s.label: chr(ord("a") + i) if i < 26 else str(i + 1) for i, s in enumerate(comparison.systems)}
+    cells = _cells(comparison)
+    tables = []
+    for ablation in comparison.ablations:
+        keys = [k for k in cells if k[0] == ablation]
+        means = {
+            (k, s): v
+            for k in keys
+            for r in cells[k]
+            for s, v in ((r.base_system, r.base_mean), (r.head_system, r.head_mean))
+        }
+        wins: dict[tuple[PairKey, str], list[str]] = {}
+        for k in keys:
+            for r in cells[k]:
+                winner = _better(r, comparison.alpha)
+                if winner is not None:
+                    loser = r.base_system if winner == r.head_system else r.head_system
+                    wins.setdefault((k, winner), []).append(letters[loser])
+        columns = [f"{m} [{s}]" for _, m, s in keys]
+        body = []
+        for label, letter in letters.items():
+            row = [f"{letter}) {label}" if style == "markdown" else f"{letter}) {_escape_latex(label)}"]
+            for k in keys:
+                values = [means[(k, s)] for s in letters]
+                best = max(values) if all(r.higher_is_better for r in cells[k]) else min(values)
+                text = f"{means[(k, label)]:.3f}"
+                text = (
+                    (f"**{text}**" if style == "markdown" else f"\\textbf{{{text}}}")
+                    if means[(k, label)] == best
+                    else text
+                )
+                marks = "".join(sorted(wins.get((k, label), [])))
+                if marks:
+                    text += f"<sup>{marks}</sup>" if style == "markdown" else f"$^{{{marks}}}$"
+                row.append(text)
+            body.append(row)
+        tables.append(_render(ablation, columns, body, style))
+    legend = (
+        f"Superscripts: significantly better than the systems with those letters (paired sign-flip test, two-sided, "
+        f"Holm over {comparison.family_size} gated comparisons, alpha {comparison.alpha:g}); bold: best mean."
+    )
+    return "\n\n".join([*tables, legend if style == "markdown" else f"% {legend}"]) + "\n"
+
+
+def _render(ablation: str, columns: list[str], body: list[list[str]], style: str) -> str:
+    if style == "markdown":
+        lines = [f"**{ablation}**", "", "| system | " + " | ".join(columns) + " |", "|---" * (len(columns) + 1) + "|"]
+        return "\n".join(lines + ["| " + " | ".join(row) + " |" for row in body])
+    escaped = [_escape_latex(c) for c in columns]
+    return "\n".join(
+        [
+            "\\begin{table}[t]",
+            "\\centering",
+            f"\\caption{{{_escape_latex(ablation)}}}",
+            "\\begin{tabular}{l" + "r" * len(columns) + "}",
+            "\\toprule",
+            "System & " + " & ".join(escaped) + " \\\\",
+            "\\midrule",
+            *(" & ".join(row) + " \\\\" for row in body),
+            "\\bottomrule",
+            "\\end{tabular}",
+            "\\end{table}",
+        ]
+    )
+
+
+def pairwise_frame(comparison: PairwiseComparison) -> pd.DataFrame:
+    """The pairwise comparison for a notebook: one row per pair, ablation, measure and slice."""
+    frame = comparison_frame(comparison.rows).reset_index()
+    frame.insert(0, "head_system", [r.head_system for r in comparison.rows])
+    frame.insert(0, "base_system", [r.base_system for r in comparison.rows])
+    frame["holm_p_two_sided"] = [r.p_holm_two_sided for r in comparison.rows]
+    return frame.set_index(["base_system", "head_system", "ablation", "measure", "slice"])
 
 
 def comparison_frame(rows: Sequence[ComparisonRow]) -> pd.DataFrame:
