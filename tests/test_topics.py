@@ -102,3 +102,14 @@ def test_a_missing_topics_file_is_not_found(tmp_path: Path) -> None:
 def test_invalid_utf8_names_the_line(tmp_path: Path) -> None:
     with pytest.raises(TopicsError, match=r"t.tsv line 2: not UTF-8 text"):
         read_topics(_write(tmp_path, "t.tsv", b"q1\thello\nq2\tcaf\xe9\n"))
+
+
+@pytest.mark.parametrize(
+    ("text", "name"),
+    [("q\x1b[31m1\tHow do I reset it\n", "t.tsv"), ('{"query_id": "q 1", "text": "x"}\n', "t.jsonl")],
+)
+def test_a_query_id_with_control_characters_or_whitespace_is_refused(tmp_path: Path, text: str, name: str) -> None:
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(TopicsError, match=rf"{name} line 1: field 'query_id'"):
+        read_topics(path)

@@ -13,7 +13,7 @@ from pathlib import Path
 from evalkit.data.collection import detect_language
 from evalkit.data.inputs import InputError, cap_problems, clip, loads_strict
 from evalkit.data.schema import LANGUAGES, Language
-from evalkit.data.tables import DEFAULT_MAX_TABLE_BYTES, TableError, text_lines
+from evalkit.data.tables import DEFAULT_MAX_TABLE_BYTES, TableError, id_problem, text_lines
 
 __all__ = ["TopicsError", "read_topics"]
 
@@ -36,6 +36,7 @@ def _jsonl(line: str, where: str) -> tuple[str, Language]:
     query_id = next((record[k] for k in _ID_KEYS if k in record), None)
     if not isinstance(query_id, str) or not query_id.strip():
         raise TopicsError(f"{where}: field 'query_id': missing or not a non-empty string")
+    _check_id(query_id, where)
     language = record.get("language")
     if language is None:
         text = next((record[k] for k in _TEXT_KEYS if k in record), None)
@@ -53,7 +54,17 @@ def _tsv(line: str, number: int, where: str) -> tuple[str, Language] | None:
         return None
     if len(fields) < 2 or not fields[0].strip():
         raise TopicsError(f"{where}: needs 2 tab-separated fields (query-id, text)")
+    _check_id(fields[0].strip(), where)
     return fields[0].strip(), detect_language(fields[1])
+
+
+def _check_id(query_id: str, where: str) -> None:
+    """A query ID as runs and qrels have them: no whitespace, no control or bidirectional characters."""
+    if any(c.isspace() for c in query_id):
+        raise TopicsError(f"{where}: field 'query_id': {clip(repr(query_id))} holds whitespace")
+    problem = id_problem(query_id, "query_id", where)
+    if problem is not None:
+        raise TopicsError(problem)
 
 
 def read_topics(path: Path, max_bytes: int = DEFAULT_MAX_TABLE_BYTES) -> dict[str, Language]:
