@@ -83,6 +83,13 @@ def score_qrels(args: argparse.Namespace) -> int:
     unknown = sorted({s for g in gates for s in g.systems} - {r.name for r in result.runs})
     if unknown:
         raise ValueError(f"--gate names system {unknown[0]!r}, which is not one of the runs scored here")
+    scored = [m.name for m in result.measures]
+    unscored = sorted({g.measure for g in gates} - set(scored))
+    if unscored:
+        raise ValueError(
+            f"--gate names measure {unscored[0]!r}, which is not one of the measures scored here "
+            f"({', '.join(scored)}); add it to --measures"
+        )
     outcomes = evaluate_gates(result.to_report(), gates) if gates else ()
     data = _rendered(result, args, outcomes)
     if target is None:

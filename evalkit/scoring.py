@@ -30,9 +30,10 @@ import numpy.typing as npt
 import pandas as pd
 import pyarrow.compute as pc
 
+from evalkit.data.inputs import clip
 from evalkit.data.qrels import Qrels, qrels_from_mapping, read_qrels_file
 from evalkit.data.runs import Run, read_run, run_from_rankings
-from evalkit.data.schema import LANGUAGES, SLICES, Language, Slice, is_identifier
+from evalkit.data.schema import LANGUAGES, MAX_ID_LENGTH, SLICES, Language, Slice, is_identifier
 from evalkit.data.tables import DEFAULT_MAX_TABLE_BYTES
 from evalkit.data.topics import read_topics
 from evalkit.measures.core import RunScores, score_run
@@ -289,6 +290,13 @@ class ScoreResult:
         bad = [r.name for r in self.runs if not is_identifier(r.name)]
         if bad:
             raise ValueError(f"run name {bad[0]!r} is not a valid report ID (letters, digits and . _ : -)")
+        bad_queries = [q for q in self.query_ids if not is_identifier(q)]
+        if bad_queries:
+            raise ValueError(
+                f"query ID {clip(repr(bad_queries[0]))} ({len(bad_queries)} such ID(s)) is not a valid report ID "
+                f"(letters, digits and . _ : -, starting with a letter or digit, at most {MAX_ID_LENGTH} characters): "
+                "a report cannot carry it; score with --format table or trec instead"
+            )
         index, per_query = self._index_and_values()
         names = [m.name for m in self.measures]
         intervals = aggregate_intervals(index, per_query, self.statistics, names)
@@ -365,9 +373,12 @@ class ScoreResult:
 
     def format_trec(self, per_query: bool = False) -> str:
         """trec_eval's layout, ``measure<TAB>query<TAB>value`` with 4 decimals (``%-22s\\t%s\\t%6.4f``): per query
-        first when asked, then ``all``. With several runs, each run's block follows the previous one."""
+        first when asked, then ``all``. With several runs, each run's block follows the previous one and opens with
+        trec_eval's ``runid<TAB>all<TAB>NAME`` line, so the blocks can be told apart."""
         lines = []
         for run in self.runs:
+            if len(self.runs) > 1:
+                lines.append(f"{'runid':<22}\tall\t{run.name}")
             if per_query:
                 columns = {m.name: run.values[m.name][self._rows].tolist() for m in self.measures}
                 for i, query_id in enumerate(self.query_ids):
@@ -440,7 +451,11 @@ def score(
     names = [r.name for r in runs]
     if len(set(names)) != len(names):
         raise ValueError(f"two runs are named alike ({', '.join(names)}): name them with a {{name: run}} mapping")
+    if isinstance(measures, str):  # one name, not its characters
+        measures = [measures]
     asked = parse_measures(list(measures) if measures is not None else list(DEFAULT_SCORE_MEASURES))
+    if not asked:
+        raise ValueError("measures names no measure")
     dropped = [m.name for m in asked if m.spec.needs_spans]
     chosen = [m for m in asked if not m.spec.needs_spans]
     scores = tuple(score_run(judged, r, chosen, ties, missing) for r in runs)
@@ -457,13 +472,36 @@ def score(
     if not len(judged):
         raise ValueError(f"{judged.source}: holds no judgments")
     split_measures([m.name for m in chosen])
+    query_languages = _languages(languages, max_bytes)
+    notes = [*_notes(scores, dropped, missing), *_coverage_notes(judged, scores, query_languages, languages)]
     return ScoreResult(
         judged,
         scores,
         tuple(chosen),
-        _languages(languages, max_bytes),
+        query_languages,
         ties,
         missing,
-        tuple(_notes(scores, dropped, missing)),
+        tuple(notes),
         sources=tuple(runs),
     )
+
+
+def _coverage_notes(
+    judged: Qrels, scores: Sequence[RunScores], query_languages: Mapping[str, Language], languages: object
+) -> list[str]:
+    """Notes on what was left uncounted: no query evaluated at all; judged queries without a language, and topics
+    naming queries that are not judged."""
+    notes = []
+    evaluated = np.logical_and.reduce([s.evaluated for s in scores])
+    if not evaluated.any():
+        notes.append("no judged query is named by every run: nothing was scored (see --missing)")
+    if languages is not None:
+        ids = judged.queries.to_pylist()
+        without = sum(1 for q in ids if q not in query_languages)
+        unjudged = len(set(query_languages) - set(ids))
+        if without or unjudged:
+            notes.append(
+                f"topics: {without} judged query(ies) without a language (in the 'all' slice only); "
+                f"{unjudged} topic(s) naming a query the qrels do not judge (ignored)"
+            )
+    return notes

@@ -306,3 +306,49 @@ def test_the_compare_views_show_every_measure_of_a_score_report() -> None:
     table = interval_frame(report)
     assert {"ndcg@10", "map", "judged@5"} <= set(table.columns)
     assert "recall@1" not in table.columns, "a measure the report does not hold is not a column"
+
+
+def test_json_report_refuses_query_ids_it_cannot_carry_with_a_clean_message(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    _write(tmp_path, "qrels.txt", "a/b 0 d1 1\nq#2 0 d3 1\n")
+    _write(tmp_path, "run.trec", "a/b Q0 d1 1 3.0 sys\nq#2 Q0 d3 1 1.0 sys\n")
+    argv = ["score", "--qrels", "qrels.txt", "--run", "run.trec"]
+    assert main(argv) == 0  # the table needs no report IDs
+    capsys.readouterr()
+    assert main([*argv, "--format", "json", "--output", "r.json"]) == 2
+    err = capsys.readouterr().err
+    assert "query ID 'a/b' (2 such ID(s))" in err and "validation error" not in err and "Traceback" not in err
+    assert not (tmp_path / "r.json").exists()
+
+
+def test_cli_gate_on_a_measure_not_scored_is_refused(files: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["score", "--qrels", "qrels.txt", "--run", "run.trec", "--measures", "P_1"]
+    assert main([*argv, "--gate", "sys ndcg@10 >= 0.5"]) == 2
+    captured = capsys.readouterr()
+    assert "--gate names measure 'ndcg@10'" in captured.err and "P_1" in captured.err and captured.out == ""
+
+
+def test_cli_trec_format_names_each_run_when_there_are_several(files: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _write(files, "other.trec", _trec_run({"q2": {"d4": 1.0}}, tag="other"))
+    argv = ["score", "--qrels", "qrels.txt", "--run", "run.trec", "--run", "other.trec", "--measures", "P_1"]
+    assert main([*argv, "--format", "trec", "--per-query"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "runid                 \tall\tsys"  # q3 has no relevant document: no P_1 line
+    assert "runid                 \tall\tother" in lines and len(lines) == 2 * (1 + 3 + 1)
+
+
+def test_measures_given_as_one_string_is_one_name() -> None:
+    result = evalkit.score(QRELS, RUN, measures="recall@1")
+    assert list(result.per_query.columns) == ["recall@1"]
+    with pytest.raises(ValueError, match="names no measure"):
+        evalkit.score(QRELS, RUN, measures=[])
+
+
+def test_notes_say_what_was_left_uncounted() -> None:
+    nothing = evalkit.score(QRELS, {"a": {"q9": {"d1": 1.0}}}, measures=["recall@10"], missing="skip")
+    assert any("nothing was scored" in note for note in nothing.notes)
+    partial = evalkit.score(QRELS, RUN, measures=["recall@10"], languages={"q1": "en", "q77": "zh"})
+    assert any("3 judged query(ies) without a language" in n and "1 topic(s) naming" in n for n in partial.notes)
+    assert not any(n.startswith("topics:") for n in evalkit.score(QRELS, RUN, measures=["recall@10"]).notes)
