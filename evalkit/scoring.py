@@ -20,7 +20,7 @@ import hashlib
 import html
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -31,11 +31,11 @@ import pandas as pd
 import pyarrow.compute as pc
 
 from evalkit.data.inputs import clip
-from evalkit.data.qrels import Qrels, qrels_from_mapping, read_qrels_file
-from evalkit.data.runs import Run, read_run, run_from_rankings
+from evalkit.data.loading import QrelsInput, load_languages, load_qrels, load_run, load_runs
+from evalkit.data.qrels import Qrels
+from evalkit.data.runs import Run
 from evalkit.data.schema import LANGUAGES, MAX_ID_LENGTH, SLICES, Language, Slice, is_identifier
 from evalkit.data.tables import DEFAULT_MAX_TABLE_BYTES
-from evalkit.data.topics import read_topics
 from evalkit.measures.core import RunScores, score_run
 from evalkit.measures.metrics import LatencySummary
 from evalkit.measures.registry import DEFAULT_SCORE_MEASURES, MeasureDef, parse_measures
@@ -51,84 +51,6 @@ from evalkit.reporting.per_query import (
 from evalkit.reporting.report import AblationReport, QueryCounts, Report, SystemReport
 
 __all__ = ["ScoreResult", "load_qrels", "load_run", "score"]
-
-QrelsInput = str | Path | Qrels | Mapping[str, Mapping[str, int]] | pd.DataFrame
-RunInput = str | Path | Run | Mapping[str, Mapping[str, float]] | pd.DataFrame
-_QUERY_COLUMNS = ("query_id", "qid", "query-id")
-_DOC_COLUMNS = ("doc_id", "docid", "corpus-id", "chunk_id")
-_GRADE_COLUMNS = ("grade", "relevance", "rel", "score")
-_SCORE_COLUMNS = ("score",)
-
-
-def _column(frame: pd.DataFrame, names: Sequence[str], what: str) -> pd.Series:
-    for name in names:
-        if name in frame.columns:
-            return frame[name]
-    raise ValueError(f"{what} DataFrame needs a column named one of {', '.join(names)}; it has {list(frame.columns)}")
-
-
-def load_qrels(qrels: QrelsInput, max_bytes: int = DEFAULT_MAX_TABLE_BYTES) -> Qrels:
-    """Judgments from a path, a ``{qid: {docid: grade}}`` mapping or a DataFrame."""
-    if isinstance(qrels, Qrels):
-        return qrels
-    if isinstance(qrels, (str, Path)):
-        return read_qrels_file(Path(qrels), max_bytes)
-    if isinstance(qrels, pd.DataFrame):
-        table: dict[str, dict[str, int]] = {}
-        queries = _column(qrels, _QUERY_COLUMNS, "qrels").astype(str)
-        docs = _column(qrels, _DOC_COLUMNS, "qrels").astype(str)
-        for q, d, g in zip(queries, docs, _column(qrels, _GRADE_COLUMNS, "qrels"), strict=True):
-            if d in table.setdefault(q, {}) and table[q][d] != g:
-                raise ValueError(f"qrels: query {q!r} document {d!r}: judged twice with different grades")
-            table[q][d] = g
-        return qrels_from_mapping(table, "qrels DataFrame")
-    return qrels_from_mapping(qrels, "qrels")
-
-
-def load_run(run: RunInput, name: str = "run", max_bytes: int = DEFAULT_MAX_TABLE_BYTES) -> Run:
-    """A run from a path, a ``{qid: {docid: score}}`` mapping or a DataFrame (``name`` names the last two)."""
-    if isinstance(run, Run):
-        return run
-    if isinstance(run, (str, Path)):
-        return read_run(Path(run), max_bytes)
-    if isinstance(run, pd.DataFrame):
-        rankings: dict[str, list[tuple[str, float]]] = {}
-        queries = _column(run, _QUERY_COLUMNS, "run").astype(str)
-        docs = _column(run, _DOC_COLUMNS, "run").astype(str)
-        for q, d, s in zip(queries, docs, _column(run, _SCORE_COLUMNS, "run"), strict=True):
-            rankings.setdefault(q, []).append((d, float(s)))
-        return run_from_rankings(name, rankings)
-    return run_from_rankings(name, {q: list(docs.items()) for q, docs in run.items()})
-
-
-def _is_single_run(runs: Any) -> bool:
-    if not isinstance(runs, Mapping) or not runs:
-        return True
-    first = next(iter(runs.values()))
-    if not isinstance(first, Mapping) or not first:
-        return not isinstance(first, (str, Path, Run, pd.DataFrame))
-    return not isinstance(next(iter(first.values())), (Mapping, str, Path, Run, pd.DataFrame))
-
-
-def _load_runs(runs: Any, max_bytes: int) -> list[Run]:
-    if _is_single_run(runs):
-        return [load_run(runs, max_bytes=max_bytes)]
-    loaded = []
-    for name, run in runs.items():
-        one = load_run(run, str(name), max_bytes)
-        loaded.append(one if one.name == name else replace(one, name=str(name)))
-    return loaded
-
-
-def _languages(languages: Mapping[str, str] | str | Path | None, max_bytes: int) -> dict[str, Language]:
-    if languages is None:
-        return {}
-    if isinstance(languages, (str, Path)):
-        return read_topics(Path(languages), max_bytes)
-    bad = sorted(q for q, lang in languages.items() if lang not in LANGUAGES)
-    if bad:
-        raise ValueError(f"languages: query {bad[0]!r} has language {languages[bad[0]]!r}, not one of {LANGUAGES}")
-    return dict(languages)  # type: ignore[arg-type]
 
 
 def _content_sha256(*parts: object) -> str:
@@ -447,7 +369,7 @@ def score(
     query the run does not name counts as (``zero`` or ``skip``).
     """
     judged = load_qrels(qrels, max_bytes)
-    runs = _load_runs(run, max_bytes)
+    runs = load_runs(run, max_bytes)
     names = [r.name for r in runs]
     if len(set(names)) != len(names):
         raise ValueError(f"two runs are named alike ({', '.join(names)}): name them with a {{name: run}} mapping")
@@ -472,7 +394,7 @@ def score(
     if not len(judged):
         raise ValueError(f"{judged.source}: holds no judgments")
     split_measures([m.name for m in chosen])
-    query_languages = _languages(languages, max_bytes)
+    query_languages = load_languages(languages, max_bytes)
     notes = [*_notes(scores, dropped, missing), *_coverage_notes(judged, scores, query_languages, languages)]
     return ScoreResult(
         judged,

@@ -25,8 +25,9 @@ import numpy.typing as npt
 
 from evalkit.data.qrels import Qrels
 from evalkit.data.runs import Run
-from evalkit.measures.ranked import Ranked, RunCounts, rank_lists, rank_run
+from evalkit.measures.ranked import Ranked, rank_lists
 from evalkit.measures.registry import MeasureDef
+from evalkit.measures.run_order import RunCounts, rank_run
 from evalkit.measures.ties import SUMMATION_OF, tie_policy
 
 __all__ = ["MISSING_POLICIES", "Missing", "RunScores", "depth_of", "score_ranked", "score_rankings", "score_run"]

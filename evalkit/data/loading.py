@@ -1,0 +1,103 @@
+"""What a user hands to :func:`evalkit.score`, made into the scoring core's inputs: qrels and runs from paths,
+``{qid: {docid: grade}}`` / ``{qid: {docid: score}}`` mappings or pandas DataFrames, several runs as
+``{name: run}``, and each query's language from a mapping or a topics file."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from evalkit.data.qrels import Qrels, qrels_from_mapping, read_qrels_file
+from evalkit.data.runs import Run, read_run, run_from_rankings
+from evalkit.data.schema import LANGUAGES, Language
+from evalkit.data.tables import DEFAULT_MAX_TABLE_BYTES
+from evalkit.data.topics import read_topics
+
+__all__ = ["QrelsInput", "RunInput", "load_languages", "load_qrels", "load_run", "load_runs"]
+
+
+QrelsInput = str | Path | Qrels | Mapping[str, Mapping[str, int]] | pd.DataFrame
+RunInput = str | Path | Run | Mapping[str, Mapping[str, float]] | pd.DataFrame
+_QUERY_COLUMNS = ("query_id", "qid", "query-id")
+_DOC_COLUMNS = ("doc_id", "docid", "corpus-id", "chunk_id")
+_GRADE_COLUMNS = ("grade", "relevance", "rel", "score")
+_SCORE_COLUMNS = ("score",)
+
+
+def _column(frame: pd.DataFrame, names: Sequence[str], what: str) -> pd.Series:
+    for name in names:
+        if name in frame.columns:
+            return frame[name]
+    raise ValueError(f"{what} DataFrame needs a column named one of {', '.join(names)}; it has {list(frame.columns)}")
+
+
+def load_qrels(qrels: QrelsInput, max_bytes: int = DEFAULT_MAX_TABLE_BYTES) -> Qrels:
+    """Judgments from a path, a ``{qid: {docid: grade}}`` mapping or a DataFrame."""
+    if isinstance(qrels, Qrels):
+        return qrels
+    if isinstance(qrels, (str, Path)):
+        return read_qrels_file(Path(qrels), max_bytes)
+    if isinstance(qrels, pd.DataFrame):
+        table: dict[str, dict[str, int]] = {}
+        queries = _column(qrels, _QUERY_COLUMNS, "qrels").astype(str)
+        docs = _column(qrels, _DOC_COLUMNS, "qrels").astype(str)
+        for q, d, g in zip(queries, docs, _column(qrels, _GRADE_COLUMNS, "qrels"), strict=True):
+            if d in table.setdefault(q, {}) and table[q][d] != g:
+                raise ValueError(f"qrels: query {q!r} document {d!r}: judged twice with different grades")
+            table[q][d] = g
+        return qrels_from_mapping(table, "qrels DataFrame")
+    return qrels_from_mapping(qrels, "qrels")
+
+
+def load_run(run: RunInput, name: str = "run", max_bytes: int = DEFAULT_MAX_TABLE_BYTES) -> Run:
+    """A run from a path, a ``{qid: {docid: score}}`` mapping or a DataFrame (``name`` names the last two)."""
+    if isinstance(run, Run):
+        return run
+    if isinstance(run, (str, Path)):
+        return read_run(Path(run), max_bytes)
+    if isinstance(run, pd.DataFrame):
+        rankings: dict[str, list[tuple[str, float]]] = {}
+        queries = _column(run, _QUERY_COLUMNS, "run").astype(str)
+        docs = _column(run, _DOC_COLUMNS, "run").astype(str)
+        for q, d, s in zip(queries, docs, _column(run, _SCORE_COLUMNS, "run"), strict=True):
+            rankings.setdefault(q, []).append((d, float(s)))
+        return run_from_rankings(name, rankings)
+    return run_from_rankings(name, {q: list(docs.items()) for q, docs in run.items()})
+
+
+def _is_single_run(runs: Any) -> bool:
+    if not isinstance(runs, Mapping) or not runs:
+        return True
+    first = next(iter(runs.values()))
+    if not isinstance(first, Mapping) or not first:
+        return not isinstance(first, (str, Path, Run, pd.DataFrame))
+    return not isinstance(next(iter(first.values())), (Mapping, str, Path, Run, pd.DataFrame))
+
+
+def load_runs(runs: Any, max_bytes: int = DEFAULT_MAX_TABLE_BYTES) -> list[Run]:
+    """One run, or each run of a ``{name: run}`` mapping, named by its key."""
+    if _is_single_run(runs):
+        return [load_run(runs, max_bytes=max_bytes)]
+    loaded = []
+    for name, run in runs.items():
+        one = load_run(run, str(name), max_bytes)
+        loaded.append(one if one.name == name else replace(one, name=str(name)))
+    return loaded
+
+
+def load_languages(
+    languages: Mapping[str, str] | str | Path | None, max_bytes: int = DEFAULT_MAX_TABLE_BYTES
+) -> dict[str, Language]:
+    """Query ID -> language, from a mapping or a topics file (none: no languages)."""
+    if languages is None:
+        return {}
+    if isinstance(languages, (str, Path)):
+        return read_topics(Path(languages), max_bytes)
+    bad = sorted(q for q, lang in languages.items() if lang not in LANGUAGES)
+    if bad:
+        raise ValueError(f"languages: query {bad[0]!r} has language {languages[bad[0]]!r}, not one of {LANGUAGES}")
+    return dict(languages)  # type: ignore[arg-type]

@@ -1,0 +1,355 @@
+"""A run ordered under a tie policy and joined to the qrels, block by block, for the scoring core.
+
+:func:`rank_run` takes a columnar :class:`~evalkit.data.runs.Run` and the :class:`~evalkit.data.qrels.Qrels`; a
+linear pass checks that each query's lines are together with scores descending (how runs are written), and only
+when not are they regrouped by one sort. Then, a block of about :data:`BLOCK_LINES` lines at a time, only the lines
+that can reach the deepest cutoff (widened to whole ties at the boundary, and past duplicates) are put in
+document-ID order under the tie policy, deduplicated and joined to the judgments of the block's queries, giving one
+:class:`~evalkit.measures.ranked.Ranked` a block that the caller scores before the next is made.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+from typing import Final
+
+import numpy as np
+import numpy.typing as npt
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from evalkit.data.columns import CodeArray, IntArray, lookup
+from evalkit.data.qrels import Qrels
+from evalkit.data.runs import Run
+from evalkit.measures.ranked import Ranked, ideal_arrays
+
+__all__ = ["BLOCK_LINES", "RankedRun", "RunCounts", "qrels_judgments", "rank_run"]
+
+FloatArray = npt.NDArray[np.float64]
+BoolArray = npt.NDArray[np.bool_]
+
+
+@dataclass(frozen=True)
+class RunCounts:
+    """What joining a run to the qrels found: counts, never IDs.
+
+    ``duplicates`` counts the lines repeating a (query, document) pair among the lines that can reach the ranks the
+    measures read; ``all_ties`` the judged queries with at least two lines, every one of the same score (as read,
+    before duplicates are removed); ``unjudged_queries`` the run's queries the qrels do not judge, and
+    ``missing_queries`` the judged queries the run does not name."""
+
+    lines: int
+    duplicates: int
+    unjudged_queries: int
+    missing_queries: int
+    all_ties: int
+
+
+def _dense_descending(values: FloatArray) -> IntArray:
+    """Rank 0 for the largest value, equal values sharing a rank."""
+    unique, inverse = np.unique(values, return_inverse=True)
+    ranks: IntArray = (len(unique) - 1 - inverse).astype(np.int64)
+    return ranks
+
+
+def _groups(row: CodeArray, scores: FloatArray) -> tuple[IntArray, IntArray] | None:
+    """Start and size of each query's lines when the run is written the usual way (each query's lines together,
+    scores descending), checked in one linear pass; None when it is not."""
+    if len(row) == 0:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    change = row[1:] != row[:-1]
+    if np.any(~change & (scores[1:] > scores[:-1])):
+        return None
+    starts = np.flatnonzero(np.concatenate(([True], change)))
+    if len(np.unique(row[starts])) != len(starts):
+        return None  # a query's lines are split in two places
+    sizes = np.diff(np.append(starts, len(row)))
+    return starts, sizes
+
+
+def _regroup(row: CodeArray, scores: FloatArray) -> IntArray:
+    """The order that puts each query's lines together, scores descending (equal scores keep their file order)."""
+    key = row.astype(np.int64) * (len(row) + 1) + _dense_descending(scores)
+    order: IntArray = np.argsort(key, kind="stable")
+    return order
+
+
+def _prefix(starts: IntArray, sizes: IntArray, scores: FloatArray, want: IntArray) -> tuple[IntArray, IntArray]:
+    """Per group, how many of its first lines can reach rank ``want``: ``want`` lines widened to the end of the tie
+    at the boundary (its order is decided by document ID later). Returns the lengths and the positions."""
+    take = np.minimum(want, sizes)
+    last = starts + take - 1
+    end = starts + sizes - 1
+    while True:  # widen through the tie at the boundary, one line per step for every group at once
+        grow = (take > 0) & (last < end)
+        grow[grow] = scores[last[grow] + 1] == scores[last[grow]]
+        if not grow.any():
+            break
+        last = last + grow
+        take = take + grow
+    total = int(take.sum())
+    offsets = np.repeat(starts - np.concatenate(([0], np.cumsum(take)[:-1])), take)
+    positions: IntArray = offsets + np.arange(total, dtype=np.int64)
+    return take, positions
+
+
+def _tie_order(
+    positions: IntArray, row: CodeArray, scores: FloatArray, doc: IntArray, dictionary: pa.Array, descending: bool
+) -> IntArray:
+    """The permutation of ``positions`` (grouped by query, scores descending) that puts each run of equal scores in
+    document-ID order (``doc`` codes into ``dictionary``; descending for the trec_eval policy). Only the IDs that
+    take part in a tie are compared."""
+    r, s = row[positions], scores[positions]
+    tied = np.zeros(len(positions), dtype=bool)
+    tied[1:] = (r[1:] == r[:-1]) & (s[1:] == s[:-1])
+    tied[:-1] |= tied[1:]
+    permutation: IntArray = np.arange(len(positions), dtype=np.int64)
+    if not tied.any():
+        return permutation
+    inside = np.flatnonzero(tied)
+    start = np.ones(len(inside), dtype=bool)
+    start[1:] = ~((r[inside][1:] == r[inside][:-1]) & (s[inside][1:] == s[inside][:-1]) & (np.diff(inside) == 1))
+    involved, local = np.unique(doc[inside], return_inverse=True)
+    ranks = np.empty(len(involved), dtype=np.int64)
+    ranks[pc.sort_indices(dictionary.take(pa.array(involved))).to_numpy()] = np.arange(len(involved))
+    order = (len(involved) - 1 - ranks[local]) if descending else ranks[local]
+    key = np.cumsum(start) * max(len(involved), 1) + order  # one int64 key: tie, then document order within it
+    permutation[inside] = inside[np.argsort(key, kind="stable")]
+    return permutation
+
+
+def _repeated(keys: IntArray) -> BoolArray:
+    """Positions whose key an earlier position already has: one sort says whether there are any, and only the
+    positions of repeated keys go through a hash table."""
+    repeated = np.zeros(len(keys), dtype=bool)
+    ordered = np.sort(keys)
+    twice = ordered[1:][ordered[1:] == ordered[:-1]]
+    if len(twice) == 0:
+        return repeated
+    values = np.unique(twice)
+    at = np.minimum(np.searchsorted(values, keys), len(values) - 1)
+    candidates = np.flatnonzero(values[at] == keys)
+    repeated[candidates[pd.Series(keys[candidates]).duplicated(keep="first").to_numpy()]] = True
+    return repeated
+
+
+BLOCK_LINES: Final = 1 << 20
+"""Query groups are ordered, deduplicated and joined this many lines at a time, which bounds the memory of scoring
+whole rankings (measures without a cutoff)."""
+
+
+@dataclass(frozen=True)
+class _Lines:
+    """A run's lines grouped by query (scores descending within a group), as the block step reads them."""
+
+    row: CodeArray
+    scores: FloatArray
+    doc_ids: pa.ChunkedArray
+    descending_ids: bool
+
+
+@dataclass(frozen=True)
+class _Block:
+    """What one block of query groups contributes: per kept position its query, rank, document code, and grade."""
+
+    q: IntArray
+    rank: IntArray
+    grade: IntArray
+    judged: BoolArray
+    ids: list[str]
+    duplicates: int
+
+
+def _blocks(sizes: IntArray, limit: int) -> list[tuple[int, int]]:
+    """Consecutive ranges of groups of about ``limit`` lines each (by where each group starts)."""
+    if len(sizes) == 0:
+        return []
+    block = (np.cumsum(sizes) - sizes) // limit
+    bounds = np.flatnonzero(np.concatenate(([True], block[1:] != block[:-1], [True])))
+    return list(zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True))
+
+
+def _rank_block(
+    lines: _Lines, starts: IntArray, sizes: IntArray, depth: int | None, qrels: Qrels, with_ids: bool
+) -> _Block:
+    """Order, deduplicate, cut and join one block of query groups (see :func:`rank_run`)."""
+    want = np.full(len(starts), int(sizes.sum()) if depth is None else depth, dtype=np.int64)
+    low = int(starts[0]) if len(starts) else 0  # the block's lines are one range: slice it (no copy), since
+    high = int(starts[-1] + sizes[-1]) if len(starts) else 0  # take on a chunked array may join every chunk first
+    block = lines.doc_ids.slice(low, high - low).combine_chunks()
+    while True:
+        take, chosen = _prefix(starts, sizes, lines.scores, want)
+        codes = pc.dictionary_encode(block.take(pa.array(chosen - low)))
+        doc = codes.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+        permutation = _tie_order(chosen, lines.row, lines.scores, doc, codes.dictionary, lines.descending_ids)
+        chosen, doc = chosen[permutation], doc[permutation]
+        q = lines.row[chosen].astype(np.int64)
+        repeated = _repeated(q * max(len(codes.dictionary), 1) + doc)
+        group_of = np.repeat(np.arange(len(starts)), take)
+        unique_per_group = np.bincount(group_of[~repeated], minlength=len(starts))
+        short = (unique_per_group < want) & (take < sizes)
+        if depth is None or not short.any():
+            break
+        want = np.where(short, want * 2, want)
+    kept = ~repeated
+    q, doc, group_of = q[kept], doc[kept], group_of[kept]
+    first = np.concatenate(([0], np.cumsum(np.bincount(group_of, minlength=len(starts)))[:-1]))
+    rank = np.arange(len(q), dtype=np.int64) - first[group_of] + 1
+    if depth is not None:
+        within = rank <= depth
+        q, doc, rank = q[within], doc[within], rank[within]
+    grade, judged = _join(q, doc, codes.dictionary, qrels)
+    ids = codes.dictionary.take(pa.array(doc)).to_pylist() if with_ids else []
+    return _Block(q, rank, grade, judged, ids, int(repeated.sum()))
+
+
+@dataclass
+class RankedRun:
+    """A run ordered and joined block by block: iterate :meth:`blocks` for ``(qrels rows, their Ranked)``; the
+    counts are complete once every block has been read."""
+
+    n: int
+    in_run: BoolArray
+    counts: RunCounts
+    _lines: _Lines
+    _starts: IntArray
+    _sizes: IntArray
+    _depth: int | None
+    _qrels: Qrels
+    _summation: str
+    _with_ids: bool
+
+    def blocks(self) -> Iterator[tuple[IntArray, Ranked]]:
+        """Per block of queries: the qrels rows it covers and their rankings (rows renumbered from 0); the judged
+        queries the run does not name come last, as one block with empty rankings."""
+        reach = self._sizes if self._depth is None else np.minimum(self._sizes, self._depth)
+        covered = np.zeros(self.n, dtype=bool)
+        duplicates = 0
+        for a, b in _blocks(reach, BLOCK_LINES):
+            starts, sizes = self._starts[a:b], self._sizes[a:b]
+            part = _rank_block(self._lines, starts, sizes, self._depth, self._qrels, self._with_ids)
+            duplicates += part.duplicates
+            rows = np.sort(self._lines.row[starts].astype(np.int64))
+            covered[rows] = True
+            yield rows, self._local(rows, np.searchsorted(rows, part.q), part.rank, part.grade, part.judged, part.ids)
+        self.counts = replace(self.counts, duplicates=duplicates)
+        rest = np.flatnonzero(~covered)
+        if len(rest):
+            empty = np.zeros(0, dtype=np.int64)
+            yield rest, self._local(rest, empty, empty, empty, np.zeros(0, dtype=bool), [])
+
+    def _local(
+        self, rows: IntArray, q: IntArray, rank: IntArray, grade: IntArray, judged: BoolArray, ids: list[str]
+    ) -> Ranked:
+        """The Ranked of the qrels rows ``rows`` (ascending), positions given with local row numbers."""
+        order = np.argsort(q, kind="stable")  # rows ascending; ranks stay in order within a row
+        low = np.searchsorted(self._qrels.query, rows, side="left")
+        high = np.searchsorted(self._qrels.query, rows, side="right")
+        counts = high - low
+        judged_rows = np.repeat(low - np.concatenate(([0], np.cumsum(counts)[:-1])), counts) + np.arange(
+            int(counts.sum())
+        )
+        local_query = np.repeat(np.arange(len(rows), dtype=np.int64), counts)
+        ideal_row, ideal_rank, ideal_grade = ideal_arrays(local_query, self._qrels.grades[judged_rows], len(rows))
+        ranked = Ranked(
+            len(rows),
+            q[order],
+            rank[order],
+            grade[order],
+            judged[order],
+            ideal_row,
+            ideal_rank,
+            ideal_grade,
+            self._summation,
+        )
+        if self._with_ids:  # registered measures call a Python function per query with IDs
+            judgments = qrels_judgments(self._qrels)
+            ranked = replace(
+                ranked, doc_ids=[ids[i] for i in order.tolist()], judgments=[judgments[r] for r in rows.tolist()]
+            )
+        return ranked
+
+
+def rank_run(
+    run: Run, qrels: Qrels, ties: str, summation: str, depth: int | None = None, with_ids: bool = False
+) -> RankedRun:
+    """The run ordered under the tie policy ``ties`` and joined to the qrels, to be read block by block
+    (:meth:`RankedRun.blocks`); rows are the qrels' queries.
+
+    ``depth`` keeps only the first ``depth`` results of each query (None: all), which is all any cutoff measure can
+    see. Only the lines that can reach those ranks (the first ``depth`` of each query, widened to whole ties and
+    past duplicates) are ordered by document ID, deduplicated and joined to the judgments, so a deep run costs
+    little more than reading it; a run written the usual way (each query's lines together, scores descending) is
+    not sorted at all. Groups of queries are processed :data:`BLOCK_LINES` lines at a time, and the caller scores
+    each block before the next is made, so scoring whole rankings never holds every position at once.
+    """
+    if ties not in ("evalkit", "trec_eval"):
+        raise ValueError(f"unknown tie policy {ties!r}; valid: evalkit, trec_eval")
+    n = len(qrels.queries)
+    position = lookup(run.queries, qrels.queries)
+    in_run = np.zeros(n, dtype=bool)
+    in_run[position[position >= 0]] = True
+    row = position.astype(np.int32)[run.query]  # 32 bits a line: a run may have 100 million lines
+    scores = run.scores
+    if ties == "trec_eval":
+        with np.errstate(over="ignore"):  # beyond float32's range is +-inf, as trec_eval's C cast gives
+            scores = scores.astype(np.float32).astype(np.float64)
+    doc_ids = run.doc_ids
+    grouped = _groups(row, scores)
+    if grouped is None:
+        order = _regroup(row, scores)
+        row, scores, doc_ids = row[order], scores[order], doc_ids.take(pa.array(order))
+        grouped = _groups(row, scores)
+        if grouped is None:
+            raise RuntimeError("regrouped run lines are not grouped: a bug in evalkit.measures.ranked")
+    starts, sizes = grouped
+    judged_groups = row[starts] >= 0
+    starts, sizes = starts[judged_groups], sizes[judged_groups]
+    ends = starts + sizes - 1
+    counts = RunCounts(
+        lines=len(run.query),
+        duplicates=0,
+        unjudged_queries=int((position < 0).sum()),
+        missing_queries=int(n - in_run.sum()),
+        all_ties=int(np.sum((sizes >= 2) & (scores[starts] == scores[np.maximum(ends, 0)]))),
+    )
+    lines = _Lines(row, scores, doc_ids, ties == "trec_eval")
+    return RankedRun(n, in_run, counts, lines, starts, sizes, depth, qrels, summation, with_ids)
+
+
+def _join(q: IntArray, doc: IntArray, dictionary: pa.Array, qrels: Qrels) -> tuple[IntArray, BoolArray]:
+    """Each position's grade (0 when unjudged) and whether it is judged, by a sorted search of the judgments of the
+    positions' queries (the qrels are sorted by query, so each query's judgments are one range)."""
+    if len(q) == 0:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=bool)
+    queries = np.unique(q)
+    low = np.searchsorted(qrels.query, queries, side="left")
+    high = np.searchsorted(qrels.query, queries, side="right")
+    counts = high - low
+    rows = np.repeat(low - np.concatenate(([0], np.cumsum(counts)[:-1])), counts) + np.arange(int(counts.sum()))
+    judged_docs = qrels.docs.take(pa.array(rows))
+    distinct = pc.unique(judged_docs)  # the few judged documents, looked up among the many returned ones
+    width = max(len(distinct), 1)
+    returned = lookup(dictionary, distinct)
+    keys = qrels.query[rows] * width + lookup(judged_docs, distinct)
+    order = np.argsort(keys, kind="stable")
+    keys, grades = keys[order], qrels.grades[rows][order]
+    doc = returned[doc]
+    known = doc >= 0
+    if len(keys) == 0:
+        return np.zeros(len(q), dtype=np.int64), np.zeros(len(q), dtype=bool)
+    wanted = q * width + doc
+    at = np.minimum(np.searchsorted(keys, wanted), len(keys) - 1)
+    judged: BoolArray = known & (keys[at] == wanted)
+    grade: IntArray = np.where(judged, grades[at], 0).astype(np.int64)
+    return grade, judged
+
+
+def qrels_judgments(qrels: Qrels) -> list[dict[str, int]]:
+    """Per qrels query, its judgments as a dict (for registered measures)."""
+    table: list[dict[str, int]] = [{} for _ in range(len(qrels.queries))]
+    for q, doc, grade in zip(qrels.query.tolist(), qrels.docs.to_pylist(), qrels.grades.tolist(), strict=True):
+        table[q][doc] = grade
+    return table
