@@ -133,3 +133,9 @@ def test_written_runs_read_back_to_the_same_floats(rankings: dict[str, list[tupl
         run = read_trec_run(path)
     assert run.name == "sys"
     assert {q: list(r) for q, r in run.rankings.items()} == rankings
+
+
+@pytest.mark.parametrize("score", [float("nan"), float("inf"), -float("inf")])
+def test_writer_refuses_a_score_its_reader_would_refuse(score: float) -> None:
+    with pytest.raises(ValueError, match="is not finite"):
+        trec_run_bytes({"q1": [("c1", 1.0), ("c2", score)]}, "sys")

@@ -352,3 +352,17 @@ def test_notes_say_what_was_left_uncounted() -> None:
     partial = evalkit.score(QRELS, RUN, measures=["recall@10"], languages={"q1": "en", "q77": "zh"})
     assert any("3 judged query(ies) without a language" in n and "1 topic(s) naming" in n for n in partial.notes)
     assert not any(n.startswith("topics:") for n in evalkit.score(QRELS, RUN, measures=["recall@10"]).notes)
+
+
+@pytest.mark.parametrize(
+    ("qrels", "run", "message"),
+    [
+        ({"q1": {"d1": 1}}, {"q1": {"d1": "x"}}, "score 'x' is not finite"),
+        ({1: {"d1": 1}}, {"q1": {"d1": 1.0}}, "query 1: IDs are strings"),
+        ({"q1": {2: 1}}, {"q1": {"d1": 1.0}}, "document ID 2 is not a string"),
+        ({"q1": {"d1": 1}}, {1: {"d1": 1.0}}, "query 1: query and document IDs are strings"),
+    ],
+)
+def test_wrongly_typed_python_input_is_a_clear_value_error(qrels: object, run: object, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        evalkit.score(qrels, run)  # type: ignore[arg-type]

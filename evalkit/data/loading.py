@@ -70,12 +70,16 @@ def load_run(run: RunInput, name: str = "run", max_bytes: int = DEFAULT_MAX_TABL
 
 
 def _is_single_run(runs: Any) -> bool:
+    """Whether ``runs`` is one run: not a mapping whose values are runs (a path, a Run, a DataFrame, or a mapping
+    of queries to mappings of documents to scores)."""
     if not isinstance(runs, Mapping) or not runs:
         return True
     first = next(iter(runs.values()))
+    if isinstance(first, (str, Path, Run, pd.DataFrame)):
+        return False
     if not isinstance(first, Mapping) or not first:
-        return not isinstance(first, (str, Path, Run, pd.DataFrame))
-    return not isinstance(next(iter(first.values())), (Mapping, str, Path, Run, pd.DataFrame))
+        return True
+    return not isinstance(next(iter(first.values())), Mapping)
 
 
 def load_runs(runs: Any, max_bytes: int = DEFAULT_MAX_TABLE_BYTES) -> list[Run]:

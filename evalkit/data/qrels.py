@@ -127,7 +127,13 @@ def qrels_from_mapping(judgments: Mapping[str, Mapping[str, int]], source: str =
     docs: list[str] = []
     grades: list[int] = []
     for query_id, row in judgments.items():
+        if not isinstance(query_id, str) or not isinstance(row, Mapping):
+            raise QrelsError(f"{source}: query {clip(repr(query_id))}: IDs are strings, judgments {{doc_id: grade}}")
         for doc_id, grade in row.items():
+            if not isinstance(doc_id, str):
+                raise QrelsError(
+                    f"{source}: query {clip(repr(query_id))}: document ID {clip(repr(doc_id))} is not a string"
+                )
             if not isinstance(grade, (int, np.integer)) or isinstance(grade, bool):
                 raise QrelsError(
                     f"{source}: query {clip(repr(query_id))} document {clip(repr(doc_id))}: "

@@ -134,13 +134,15 @@ def _run(name: str, query: Codes, doc_ids: pa.Array | pa.ChunkedArray, scores: F
 
 def run_from_rankings(name: str, rankings: Mapping[str, Sequence[tuple[str, float]]]) -> Run:
     """A run from per-query (document ID, score) pairs; a query with no pairs is kept (it returned nothing)."""
-    queries = [q for q, pairs in rankings.items() for _ in pairs]
-    docs = [d for pairs in rankings.values() for d, _ in pairs]
-    scores = np.array([float(s) for pairs in rankings.values() for _, s in pairs], dtype=np.float64)
     for query_id, pairs in rankings.items():
+        if not isinstance(query_id, str) or any(not isinstance(d, str) for d, _ in pairs):
+            raise RunFileError(f"run {name}: query {clip(repr(query_id))}: query and document IDs are strings")
         for doc_id, score in pairs:
             if not isinstance(score, (int, float)) or isinstance(score, bool) or not math.isfinite(score):
                 raise RunFileError(f"run {name}: query {query_id!r} document {doc_id!r}: score {score!r} is not finite")
+    queries = [q for q, pairs in rankings.items() for _ in pairs]
+    docs = [d for pairs in rankings.values() for d, _ in pairs]
+    scores = np.array([float(s) for pairs in rankings.values() for _, s in pairs], dtype=np.float64)
     query = encode(pa.array([*queries, *rankings], type=pa.string()))
     codes = Codes(query.values, query.codes[: len(queries)])
     return _run(name, codes, pa.array(docs, type=pa.string()), scores, len(docs))
@@ -428,13 +430,18 @@ def trec_run_bytes(rankings: Mapping[str, Sequence[tuple[str, float]]], tag: str
     shortest exact form (``repr``), so reading the file back gives the same floats.
 
     Raises:
-        ValueError: a query ID, chunk ID or the tag that :func:`check_trec_field` refuses, before any line is built.
+        ValueError: a query ID, chunk ID or the tag that :func:`check_trec_field` refuses, or a score that is not
+            finite (the reader would refuse it), before any line is built.
     """
     check_trec_field(tag, "run tag")
     checked: set[str] = set()
     for query_id in rankings:
         check_trec_field(query_id, "query ID")
-        for chunk_id, _ in rankings[query_id]:
+        for chunk_id, score in rankings[query_id]:
+            if not math.isfinite(float(score)):
+                raise ValueError(
+                    f"query {clip(repr(query_id))} chunk {clip(repr(chunk_id))}: score {score!r} is not finite"
+                )
             if chunk_id not in checked:
                 checked.add(check_trec_field(chunk_id, f"chunk ID (query {query_id})"))
     lines = [
