@@ -18,8 +18,6 @@ from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
 
 from evalkit.cli import main
 from evalkit.retrieval.http import (
@@ -28,7 +26,6 @@ from evalkit.retrieval.http import (
     HttpRetrieverConfig,
     load_http_config,
     loads_response,
-    nesting_depth,
 )
 from evalkit.retrieval.retriever import QueryError, QueryFailed, SearchRequest
 
@@ -364,27 +361,6 @@ def test_number_limits_do_not_depend_on_the_interpreters_digit_limit() -> None:
     finally:
         sys.set_int_max_str_digits(limit)
     assert loads_response(b"[" + b"7" * 300 + b", 1.5e300]") == [int("7" * 300), 1.5e300]
-
-
-_JSON = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.text(alphabet='[]{}"\\ab,:'),
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(alphabet='[]{}"\\a'), inner, max_size=3),
-    max_leaves=30,
-)
-
-
-def _depth(value: object) -> int:
-    if isinstance(value, dict):
-        return 1 + max(map(_depth, value.values()), default=0)
-    if isinstance(value, list):
-        return 1 + max(map(_depth, value), default=0)
-    return 0
-
-
-@given(_JSON)
-def test_nesting_depth_counts_brackets_outside_strings_only(value: object) -> None:
-    assert nesting_depth(json.dumps(value).encode()) == _depth(value)
-    assert nesting_depth(json.dumps(value, ensure_ascii=False).encode()) == _depth(value)
 
 
 # 8. The config file goes through the guarded reader

@@ -264,6 +264,7 @@ def test_nesting_depth_is_the_same_whatever_the_block_size(value: object, block:
     with mock.patch.object(inputs, "_DEPTH_BLOCK", block):
         assert nesting_depth(text) == _depth(value)
         assert nesting_depth(text.encode()) == _depth(value)
+        assert nesting_depth(json.dumps(value).encode()) == _depth(value)  # escaped non-ASCII too
 
 
 # --- short messages -------------------------------------------------------------------------------------------
