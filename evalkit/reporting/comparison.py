@@ -41,6 +41,7 @@ from evalkit.reporting.per_query import (
 from evalkit.reporting.regression import (
     DEFAULT_ALPHA,
     DEFAULT_MAX_DROP,
+    GateFamilies,
     RowPower,
     check_gate_arguments,
     disagreement,
@@ -129,7 +130,7 @@ class ComparisonRow(StrictModel):
         return f"{text}, Holm p = {self.p_holm:.4g} (exploratory)"
 
 
-class Comparison(StrictModel):
+class Comparison(GateFamilies):
     """The comparison of two reports: private like the reports (IDs, hashes and numbers)."""
 
     schema_version: Literal[2] = COMPARISON_SCHEMA_VERSION
@@ -139,11 +140,6 @@ class Comparison(StrictModel):
     notes: tuple[str, ...] = Field(description="what differs between the two evaluations besides the results")
     only_in_base: tuple[str, ...] = Field(description="ablations not compared: in the base report only")
     only_in_head: tuple[str, ...] = Field(description="ablations not compared: in the head report only")
-    gate_measures: tuple[str, ...] = Field(description="the gated measures (of those compared)")
-    alpha: UnitFloat = Field(description="the gate's significance level, used for every row's power")
-    max_drop: float = Field(ge=0.0, description="the gate's tolerated drop, used for every row's power")
-    family_size: int = Field(ge=0, description="gated rows, corrected together by Holm over one-sided p-values")
-    exploratory_family_size: int = Field(ge=0, description="the other rows, corrected together over two-sided p")
     rows: tuple[ComparisonRow, ...]
 
     def gate_rows(self) -> tuple[ComparisonRow, ...]:
@@ -172,7 +168,7 @@ class SystemIdentity(StrictModel):
     report: ReportIdentity
 
 
-class PairwiseComparison(StrictModel):
+class PairwiseComparison(GateFamilies):
     """Two or more reports, each later one against each earlier one, in one gated and one exploratory family."""
 
     schema_version: Literal[2] = COMPARISON_SCHEMA_VERSION
@@ -181,11 +177,6 @@ class PairwiseComparison(StrictModel):
     notes: tuple[str, ...] = Field(description="what differs from the first report besides the results")
     ablations: tuple[str, ...] = Field(description="ablations compared: those in every report")
     not_compared: tuple[str, ...] = Field(description="ablations missing from some report")
-    gate_measures: tuple[str, ...] = Field(description="the gated measures (of those compared)")
-    alpha: UnitFloat = Field(description="the gate's significance level, used for every row's power")
-    max_drop: float = Field(ge=0.0, description="the gate's tolerated drop, used for every row's power")
-    family_size: int = Field(ge=0, description="gated rows of every pair, corrected together by Holm")
-    exploratory_family_size: int = Field(ge=0, description="the other rows of every pair, corrected together")
     rows: tuple[PairRow, ...]
 
     def gate_rows(self) -> tuple[PairRow, ...]:

@@ -101,6 +101,18 @@ def disagreement(row: ComparisonRow, settings: StatisticsSettings, distinct: int
     )
 
 
+class GateFamilies(StrictModel):
+    """How the rows of a comparison (of two reports, or of every pair of several) were gated and corrected."""
+
+    gate_measures: tuple[str, ...] = Field(description="the gated measures (of those compared)")
+    alpha: UnitFloat = Field(description="the gate's significance level, used for every row's power")
+    max_drop: float = Field(ge=0.0, description="the gate's tolerated drop, used for every row's power")
+    family_size: int = Field(
+        ge=0, description="gated rows (of every pair), corrected together by Holm over one-sided p"
+    )
+    exploratory_family_size: int = Field(ge=0, description="the other rows, corrected together over two-sided p")
+
+
 @dataclass(frozen=True)
 class RegressionVerdict:
     """The gate's reading of a comparison's gated rows: failing drops, drops that do not fail, and power."""
