@@ -33,9 +33,9 @@ def test_trec_run_is_read_into_tuples_in_file_order(tmp_path: Path) -> None:
     assert (run.lines, run.duplicates) == (3, 0)
 
 
-def test_run_id_falls_back_to_the_file_name(tmp_path: Path) -> None:
+def test_run_id_is_the_first_lines_tag_or_the_file_name(tmp_path: Path) -> None:
     mixed = _write(tmp_path, "my-run.trec", "q1 Q0 c1 1 1 a\nq1 Q0 c2 2 0 b\n")
-    assert read_trec_run(mixed).name == "my-run"
+    assert read_trec_run(mixed).name == "a"  # trec_eval's runid: the first line's tag
     bad_tag = _write(tmp_path, "other.txt", "q1 Q0 c1 1 1 a/b\n")
     assert read_trec_run(bad_tag).name == "other"
 
@@ -44,7 +44,6 @@ def test_run_id_falls_back_to_the_file_name(tmp_path: Path) -> None:
     ("line", "message"),
     [
         ("q1 Q0 c1 1 2.0", "line 2: expected 6 columns"),
-        ("q1 Q0 c1 one 2.0 t", "line 2: rank 'one' is not an integer"),
         ("q1 Q0 c1 1 high t", "line 2: score 'high' is not a number"),
         ("q1 Q0 c1 1 nan t", "line 2: score 'nan' is not finite"),
     ],
@@ -53,6 +52,13 @@ def test_malformed_trec_lines_name_the_line(tmp_path: Path, line: str, message: 
     path = _write(tmp_path, "bad.trec", f"q1 Q0 c0 1 3 t\n{line}\n")
     with pytest.raises(RunFileError, match=f"bad.trec {message}"):
         read_trec_run(path)
+
+
+def test_columns_trec_eval_does_not_read_are_not_checked(tmp_path: Path) -> None:
+    # trec_eval reads neither the rank nor the tag of a line: a run that writes ranks as words still scores.
+    path = _write(tmp_path, "loose.trec", "q1 Q0 c1 one 2.0 t\nq1 Q0 c2 - 1.0 other\n")
+    run = read_trec_run(path)
+    assert (run.name, run.rankings) == ("t", {"q1": (("c1", 2.0), ("c2", 1.0))})
 
 
 def test_jsonl_run_is_read(tmp_path: Path) -> None:

@@ -302,7 +302,6 @@ def test_large_and_tiny_finite_scores_are_read_exactly(tmp_path: Path, score: st
     [
         ("q\x01 Q0 d1 1 1 sys", "qid", r"'q\\x01'"),
         ("q1 Q0 d\u202e1 1 1 sys", "docid", r"'d\\u202e1'"),
-        ("q1 Q0 d1 1 1 s\u2066ys", "tag", r"'s\\u2066ys'"),
         ("q1 Q0 d\x7f 1 1 sys", "docid", r"'d\\x7f'"),
     ],
 )
@@ -312,6 +311,13 @@ def test_control_characters_in_run_ids_name_the_line_and_field(
     path = _write(tmp_path, "ctl.trec", f"q1 Q0 d0 1 2 sys\n\n{line}\n".encode())
     with pytest.raises(RunFileError, match=rf"ctl.trec line 3: field '{field}': {shown} holds a control"):
         read_run(path)
+
+
+def test_a_tag_past_the_first_line_is_never_read_so_never_shown(tmp_path: Path) -> None:
+    path = _write(tmp_path, "tags.trec", "q1 Q0 d0 1 2 sys\nq1 Q0 d1 1 1 s\u2066ys\n".encode())
+    assert read_run(path).name == "sys"
+    first = _write(tmp_path, "named-by-file.trec", "q1 Q0 d0 1 2 s\u2066ys\n".encode())
+    assert read_run(first).name == "named-by-file"
 
 
 def test_many_bad_run_lines_list_twenty_and_count_the_rest(tmp_path: Path) -> None:

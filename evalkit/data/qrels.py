@@ -18,6 +18,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 import numpy as np
@@ -52,16 +53,29 @@ class QrelsError(ValueError):
 class Qrels:
     """Judgments, one row per (query, document) pair, sorted by query then document ID.
 
-    ``queries`` are the judged query IDs (sorted, unique); ``query[i]`` is row i's code into it, ``docs[i]`` its
-    document ID and ``grades[i]`` its grade. ``duplicates`` counts the repeated lines that were collapsed.
+    ``queries`` are the judged query IDs (sorted, unique); ``query[i]`` is row i's code into it, ``doc[i]`` its
+    document's code into ``doc_values`` (the judged document IDs, sorted, unique) and ``grades[i]`` its grade.
+    ``duplicates`` counts the repeated lines that were collapsed.
     """
 
     queries: pa.StringArray
     query: IntArray
-    docs: pa.StringArray
+    doc_values: pa.StringArray
+    doc: IntArray
     grades: IntArray
     duplicates: int
     source: str
+
+    @property
+    def docs(self) -> pa.StringArray:
+        """Row i's document ID."""
+        return self.doc_values.take(pa.array(self.doc))
+
+    @cached_property
+    def keys(self) -> IntArray:
+        """One int64 per row, ascending: ``query[i] * len(doc_values) + doc[i]`` (a join is a sorted search)."""
+        keys: IntArray = self.query * max(len(self.doc_values), 1) + self.doc
+        return keys
 
     def __len__(self) -> int:
         return len(self.query)
@@ -112,7 +126,8 @@ def _build_codes(query: Codes, doc: Codes, grades: IntArray, source: str) -> Qre
     qrels = Qrels(
         queries=query.values.take(pa.array(used)),
         query=renumber[q],
-        docs=doc.values.take(pa.array(d)),
+        doc_values=doc.values,
+        doc=d,
         grades=g,
         duplicates=int(len(keep) - int(keep.sum())),
         source=source,

@@ -9,8 +9,8 @@ TREC runs are parsed by pyarrow's CSV reader (:mod:`evalkit.data.tables`), never
 
 Policies (the docs' "Score a run file" page declares them):
 
-- a malformed line (too few columns, a rank that is not an integer, a score that is not a finite number, an ID with
-  a control character, a JSON line that is not such an object) raises :class:`RunFileError` naming the file and the
+- a malformed line (too few columns, a score that is not a finite number, a query or document ID with a control
+  character, a JSON line that is not such an object) raises :class:`RunFileError` naming the file and the
   line number (the first 20 of them);
 - duplicate (query, document) lines are kept as read; the tie policy later keeps the best-placed one, and the
   scoring core counts them;
@@ -18,8 +18,9 @@ Policies (the docs' "Score a run file" page declares them):
   the fixture missing from the run scores as an empty ranking and is counted; a chunk ID the fixture does not have
   is kept (it is simply not relevant) and counted.
 
-The rank column is read but not used for ordering: like trec_eval, evalkit orders a run by score (see
-``evalkit.measures.ties``).
+The ``Q0``, rank and tag columns are not read, as trec_eval reads none of them: a run is ordered by score (see
+``evalkit.measures.ties``), and named by the tag of its first line (trec_eval's ``runid``) when that is a valid
+ID, else by its file name.
 """
 
 from __future__ import annotations
@@ -69,7 +70,7 @@ __all__ = [
 Ranking = tuple[tuple[str, float], ...]
 """One query's results: (chunk ID, score) pairs in file order."""
 FloatArray = npt.NDArray[np.float64]
-_TREC_COLUMNS = ("query", "_q0", "doc", "rank", "score", "tag")
+_TREC_COLUMNS = ("query", "_q0", "doc", "_rank", "score", "_tag")
 
 
 class RunFileError(ValueError):
@@ -148,11 +149,10 @@ def run_from_rankings(name: str, rankings: Mapping[str, Sequence[tuple[str, floa
     return _run(name, codes, pa.array(docs, type=pa.string()), scores, len(docs))
 
 
-def _name_from(path: Path, tags: Iterable[str]) -> str:
-    """The run's system ID: its single tag when that is a valid ID, else the file name without suffix."""
-    unique = sorted(set(tags))
-    if len(unique) == 1 and is_identifier(unique[0]):
-        return unique[0]
+def _name_from(path: Path, tag: str | None) -> str:
+    """The run's system ID: the tag of its first line when that is a valid ID, else the file name without suffix."""
+    if tag is not None and is_identifier(tag):
+        return tag
     stem = path.name.split(".")[0]
     if not is_identifier(stem):
         raise RunFileError(f"{clip(path.name)}: no usable run ID: the tag and the file name are not valid IDs")
@@ -162,15 +162,11 @@ def _name_from(path: Path, tags: Iterable[str]) -> str:
 def _trec_line_problem(fields: list[str], where: str) -> str | None:
     if len(fields) < 6:
         return f"{where}: expected 6 columns (qid Q0 docid rank score tag), got {len(fields)}"
-    query_id, _, doc_id, rank, score, tag = fields[:6]
-    try:
-        int(rank)
-    except ValueError:
-        return f"{where}: rank {clip(repr(rank))} is not an integer"
+    query_id, _, doc_id, _, score, _ = fields[:6]
     problem = _score_problem(score, where)
     if problem is not None:
         return problem
-    for value, name in ((query_id, "qid"), (doc_id, "docid"), (tag, "tag")):
+    for value, name in ((query_id, "qid"), (doc_id, "docid")):
         problem = id_problem(value, name, where)
         if problem is not None:
             return problem
@@ -194,17 +190,15 @@ def _irregular_trec(path: Path, max_bytes: int) -> Run:
     queries: list[str] = []
     docs: list[str] = []
     scores: list[float] = []
-    tags: set[str] = set()
     for _, line in text_lines(path, max_bytes):
         fields = split_fields(line)
         if fields:
             queries.append(fields[0])
             docs.append(fields[2])
             scores.append(float(fields[4]))
-            tags.add(fields[5])
     query = encode(pa.array(queries, type=pa.string()))
     return _run(
-        _name_from(path, tags),
+        _name_from(path, _first_tag(path, max_bytes)),
         query,
         pa.array(docs, type=pa.string()),
         np.array(scores, dtype=np.float64),
@@ -224,7 +218,6 @@ class _TrecBlocks:
     the whole run is never held twice; without it, block by block, joined at the end."""
 
     def __init__(self, capacity: int | None = None) -> None:
-        self.tags: set[str] = set()
         self.query_codes: dict[str, int] = {}
         self.codes: list[CodeArray] = []
         self.scores: list[FloatArray] = []
@@ -237,10 +230,8 @@ class _TrecBlocks:
         scores = batch.column("score").to_numpy()
         if not np.isfinite(scores).all() or has_bad_ids(batch.column("doc")):
             raise _Refused
-        for name in ("query", "tag"):
-            if has_bad_ids(batch.column(name).dictionary):
-                raise _Refused
-        self.tags.update(batch.column("tag").dictionary.to_pylist())
+        if has_bad_ids(batch.column("query").dictionary):
+            raise _Refused
         query = batch.column("query")
         local = np.array(
             [self.query_codes.setdefault(q, len(self.query_codes)) for q in query.dictionary.to_pylist()],
@@ -257,7 +248,7 @@ class _TrecBlocks:
                 self.scores.append(self.filled[1][: self.lines])
                 self.filled = None
             self.codes.append(codes)
-            self.scores.append(np.array(scores, dtype=np.float64))
+            self.scores.append(scores)  # a view of the parsed block's buffer: copied once, when joined
         self.lines = end
         return pa.RecordBatch.from_arrays([batch.column("doc")], names=["doc"])
 
@@ -290,9 +281,7 @@ def read_trec_run(path: Path, max_bytes: int = DEFAULT_MAX_TABLE_BYTES) -> Run:
     types = {
         "query": pa.dictionary(pa.int32(), pa.string()),
         "doc": pa.string(),
-        "rank": pa.int32(),
         "score": pa.float64(),
-        "tag": pa.dictionary(pa.int32(), pa.string()),
     }
     large = path.is_file() and path.stat().st_size > STREAM_BYTES  # a stat never blocks, even on a FIFO
     blocks = _TrecBlocks(count_lines(path, max_bytes) if large else None)
@@ -309,7 +298,16 @@ def read_trec_run(path: Path, max_bytes: int = DEFAULT_MAX_TABLE_BYTES) -> Run:
     del table
     query, scores = blocks.query(), blocks.all_scores()
     release_unused()
-    return _run(_name_from(path, blocks.tags), query, doc_ids, scores, lines)
+    return _run(_name_from(path, _first_tag(path, max_bytes)), query, doc_ids, scores, lines)
+
+
+def _first_tag(path: Path, max_bytes: int) -> str | None:
+    """The tag (sixth column) of the run's first line, if it has one."""
+    for _, line in text_lines(path, max_bytes):
+        fields = split_fields(line)
+        if fields:
+            return fields[5] if len(fields) > 5 else None
+    return None
 
 
 def read_jsonl_run(path: Path, max_bytes: int = DEFAULT_MAX_TABLE_BYTES) -> Run:
@@ -323,7 +321,7 @@ def read_jsonl_run(path: Path, max_bytes: int = DEFAULT_MAX_TABLE_BYTES) -> Run:
                 _jsonl_line(line, f"{label} line {number}", rankings)
     except TableError as exc:
         raise RunFileError(str(exc)) from None
-    run = run_from_rankings(_name_from(path, ()), rankings)
+    run = run_from_rankings(_name_from(path, None), rankings)
     return run
 
 

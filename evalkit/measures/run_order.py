@@ -111,13 +111,24 @@ def _tie_order(
     inside = np.flatnonzero(tied)
     start = np.ones(len(inside), dtype=bool)
     start[1:] = ~((r[inside][1:] == r[inside][:-1]) & (s[inside][1:] == s[inside][:-1]) & (np.diff(inside) == 1))
-    involved, local = np.unique(doc[inside], return_inverse=True)
+    involved, local = _present(doc[inside], len(dictionary))
     ranks = np.empty(len(involved), dtype=np.int64)
     ranks[pc.sort_indices(dictionary.take(pa.array(involved))).to_numpy()] = np.arange(len(involved))
     order = (len(involved) - 1 - ranks[local]) if descending else ranks[local]
     key = np.cumsum(start) * max(len(involved), 1) + order  # one int64 key: tie, then document order within it
     permutation[inside] = inside[np.argsort(key, kind="stable")]
     return permutation
+
+
+def _present(codes: IntArray, size: int) -> tuple[IntArray, IntArray]:
+    """The distinct values of ``codes`` (each in ``range(size)``), ascending, and each code's position among them:
+    ``np.unique(codes, return_inverse=True)`` by a mask over the range, in linear time."""
+    mask = np.zeros(size, dtype=bool)
+    mask[codes] = True
+    distinct: IntArray = np.flatnonzero(mask)
+    position = np.cumsum(mask, dtype=np.int64) - 1
+    inverse: IntArray = position[codes]
+    return distinct, inverse
 
 
 def _repeated(keys: IntArray) -> BoolArray:
@@ -320,30 +331,24 @@ def rank_run(
 
 
 def _join(q: IntArray, doc: IntArray, dictionary: pa.Array, qrels: Qrels) -> tuple[IntArray, BoolArray]:
-    """Each position's grade (0 when unjudged) and whether it is judged, by a sorted search of the judgments of the
-    positions' queries (the qrels are sorted by query, so each query's judgments are one range)."""
-    if len(q) == 0:
-        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=bool)
-    queries = np.unique(q)
+    """Each position's grade (0 when unjudged) and whether it is judged: the positions' documents are looked up
+    among the documents judged for the positions' queries (one hash lookup of strings), then each (query, document)
+    pair by a sorted search of the qrels' keys."""
+    if len(q) == 0 or len(qrels) == 0:
+        return np.zeros(len(q), dtype=np.int64), np.zeros(len(q), dtype=bool)
+    queries, _ = _present(q, len(qrels.queries))
     low = np.searchsorted(qrels.query, queries, side="left")
     high = np.searchsorted(qrels.query, queries, side="right")
     counts = high - low
     rows = np.repeat(low - np.concatenate(([0], np.cumsum(counts)[:-1])), counts) + np.arange(int(counts.sum()))
-    judged_docs = qrels.docs.take(pa.array(rows))
-    distinct = pc.unique(judged_docs)  # the few judged documents, looked up among the many returned ones
-    width = max(len(distinct), 1)
-    returned = lookup(dictionary, distinct)
-    keys = qrels.query[rows] * width + lookup(judged_docs, distinct)
-    order = np.argsort(keys, kind="stable")
-    keys, grades = keys[order], qrels.grades[rows][order]
-    doc = returned[doc]
-    known = doc >= 0
-    if len(keys) == 0:
-        return np.zeros(len(q), dtype=np.int64), np.zeros(len(q), dtype=bool)
-    wanted = q * width + doc
+    candidates, _ = _present(qrels.doc[rows], len(qrels.doc_values))  # these queries' judged documents
+    found = lookup(dictionary, qrels.doc_values.take(pa.array(candidates)))
+    code = np.where(found >= 0, candidates[np.maximum(found, 0)], -1)[doc]
+    wanted = q * max(len(qrels.doc_values), 1) + code
+    keys = qrels.keys
     at = np.minimum(np.searchsorted(keys, wanted), len(keys) - 1)
-    judged: BoolArray = known & (keys[at] == wanted)
-    grade: IntArray = np.where(judged, grades[at], 0).astype(np.int64)
+    judged: BoolArray = (code >= 0) & (keys[at] == wanted)
+    grade: IntArray = np.where(judged, qrels.grades[at], 0).astype(np.int64)
     return grade, judged
 
 
