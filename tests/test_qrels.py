@@ -61,8 +61,12 @@ def test_the_qrels_object_is_sorted_and_columnar(tmp_path: Path) -> None:
     qrels = read_qrels_file(_write(tmp_path, "j.qrels", "q2 0 b 1\nq1 0 z 2\nq1 0 a 0\n"))
     assert qrels.queries.to_pylist() == ["q1", "q2"]
     assert qrels.query.tolist() == [0, 0, 1]
-    assert qrels.docs.to_pylist() == ["a", "z", "b"]
-    assert qrels.grades.tolist() == [0, 2, 1]
+    assert qrels.docs.to_pylist() == ["z", "a", "b"]  # within a query: documents in order of first appearance
+    assert qrels.grades.tolist() == [2, 0, 1]
+    canonical = qrels.in_id_order()
+    assert canonical.docs.to_pylist() == ["a", "z", "b"]
+    assert canonical.grades.tolist() == [0, 2, 1]
+    assert canonical.as_dict() == qrels.as_dict()
     assert (len(qrels), qrels.duplicates, qrels.source) == (3, 0, "j.qrels")
 
 

@@ -97,6 +97,20 @@ def test_paths_dicts_and_dataframes_give_the_same_values(tmp_path: Path) -> None
     assert from_dicts.loc["q1", "ndcg@10"] != from_dicts.loc["q1", "ndcg_cut_10"], "exponential vs linear gain"
 
 
+def test_the_judgments_hash_does_not_depend_on_the_order_of_the_lines(tmp_path: Path) -> None:
+    lines = _trec_qrels(QRELS).splitlines(keepends=True)
+    forward = _write(tmp_path, "forward.txt", "".join(lines))
+    backward = _write(tmp_path, "backward.txt", "".join(reversed(lines)))
+    changed = _write(tmp_path, "changed.txt", "".join(lines[:-1]))
+    run_path = _write(tmp_path, "run.trec", _trec_run(RUN))
+
+    def judgments(path: Path) -> str | None:
+        return evalkit.score(path, run_path, measures=["ndcg@10"]).to_report().judgments_sha256
+
+    assert judgments(forward) == judgments(backward)
+    assert judgments(forward) != judgments(changed)
+
+
 def test_several_runs_by_name() -> None:
     other = {"q1": {"d1": 1.0}, "q2": {"d9": 1.0}}
     result = evalkit.score(QRELS, {"base": RUN, "head": other}, measures=["recall@1"])

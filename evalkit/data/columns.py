@@ -1,8 +1,8 @@
 """Columnar building blocks shared by runs and qrels: IDs encoded once, as sorted dictionaries and integer codes.
 
 A run of ten million lines holds its query and document IDs as two pyarrow string arrays of unique values
-(sorted, so that a code's order is the ID's code-point order) and one int32 code per line for each; everything
-after reading is numpy arithmetic over those codes.
+(sorted, so that a code's order is the ID's code-point order, where that order is used) and one int32 code per line
+for each; everything after reading is numpy arithmetic over those codes.
 """
 
 from __future__ import annotations
@@ -29,22 +29,35 @@ class Codes:
     codes: CodeArray
 
 
-def encode(ids: pa.Array | pa.ChunkedArray) -> Codes:
-    """Sorted unique IDs and each item's code; nulls are not allowed (readers never make them)."""
+_COMBINE_BYTES = 1 << 28
+"""Chunked ID columns smaller than this are joined before encoding (one hash pass, no unifying of dictionaries)."""
+
+
+def encode(ids: pa.Array | pa.ChunkedArray, sort: bool = True) -> Codes:
+    """Unique IDs and each item's code; nulls are not allowed (readers never make them).
+
+    With ``sort`` the unique IDs are sorted, so that a code's order is the ID's code-point order; without, they are
+    in order of first appearance (cheaper: no string sort)."""
     if isinstance(ids, pa.ChunkedArray):
-        if not pa.types.is_dictionary(ids.type):
-            ids = pc.dictionary_encode(ids)  # block by block: no copy of the whole column of IDs first
-        ids = ids.unify_dictionaries()
-        ids = ids.combine_chunks() if ids.num_chunks != 1 else ids.chunk(0)
+        if not pa.types.is_dictionary(ids.type) and ids.nbytes < _COMBINE_BYTES:
+            ids = ids.combine_chunks()
+        else:
+            if not pa.types.is_dictionary(ids.type):
+                ids = pc.dictionary_encode(ids)  # block by block: no copy of the whole column of IDs first
+            ids = ids.unify_dictionaries()
+            ids = ids.combine_chunks() if ids.num_chunks != 1 else ids.chunk(0)
     if not pa.types.is_dictionary(ids.type):
         ids = pc.dictionary_encode(ids)
     dictionary = ids.dictionary.cast(pa.string())
-    order = pc.sort_indices(dictionary).to_numpy()
-    rank = np.empty(len(order), dtype=np.int32)
-    rank[order] = np.arange(len(order), dtype=np.int32)
     raw = ids.indices.to_numpy(zero_copy_only=False)
-    used = np.bincount(raw, minlength=len(order)) > 0
+    used = np.zeros(len(dictionary), dtype=bool)
+    used[raw] = True
+    if not sort and used.all():
+        return Codes(dictionary, raw.astype(np.int32, copy=False))
+    order = pc.sort_indices(dictionary).to_numpy() if sort else np.arange(len(dictionary))
     if used.all():
+        rank = np.empty(len(order), dtype=np.int32)
+        rank[order] = np.arange(len(order), dtype=np.int32)
         return Codes(dictionary.take(pa.array(order)), rank[raw])
     # Dictionaries unified across blocks may hold values no item uses: keep only the used ones.
     kept = order[used[order]]

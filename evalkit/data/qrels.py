@@ -23,6 +23,7 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from evalkit.data.columns import Codes, IntArray, encode
 from evalkit.data.inputs import MAX_PROBLEMS, InputError, clip
@@ -51,11 +52,12 @@ class QrelsError(ValueError):
 
 @dataclass(frozen=True, eq=False)
 class Qrels:
-    """Judgments, one row per (query, document) pair, sorted by query then document ID.
+    """Judgments, one row per (query, document) pair, sorted by query then document code.
 
     ``queries`` are the judged query IDs (sorted, unique); ``query[i]`` is row i's code into it, ``doc[i]`` its
-    document's code into ``doc_values`` (the judged document IDs, sorted, unique) and ``grades[i]`` its grade.
-    ``duplicates`` counts the repeated lines that were collapsed.
+    document's code into ``doc_values`` (the judged document IDs, unique, in order of first appearance: no string
+    sort is needed to score) and ``grades[i]`` its grade. ``duplicates`` counts the repeated lines that were
+    collapsed. :meth:`in_id_order` gives the canonical form, rows in (query ID, document ID) order.
     """
 
     queries: pa.StringArray
@@ -70,6 +72,24 @@ class Qrels:
     def docs(self) -> pa.StringArray:
         """Row i's document ID."""
         return self.doc_values.take(pa.array(self.doc))
+
+    def in_id_order(self) -> Qrels:
+        """The same judgments with ``doc_values`` sorted, rows in (query ID, document ID) order: the form that does
+        not depend on the order of the lines read (for hashing and display)."""
+        order = pc.sort_indices(self.doc_values).to_numpy()
+        rank = np.empty(len(order), dtype=np.int64)
+        rank[order] = np.arange(len(order), dtype=np.int64)
+        doc = rank[self.doc]
+        rows = np.argsort(self.query * max(len(order), 1) + doc, kind="stable")
+        return Qrels(
+            self.queries,
+            self.query[rows],
+            self.doc_values.take(pa.array(order)),
+            doc[rows],
+            self.grades[rows],
+            self.duplicates,
+            self.source,
+        )
 
     @cached_property
     def keys(self) -> IntArray:
@@ -93,7 +113,7 @@ def _build(
     query_ids: pa.Array | pa.ChunkedArray, doc_ids: pa.Array | pa.ChunkedArray, grades: IntArray, source: str
 ) -> Qrels:
     """Sort, collapse identical duplicates, refuse conflicting ones."""
-    return _build_codes(encode(query_ids), encode(doc_ids), np.asarray(grades, dtype=np.int64), source)
+    return _build_codes(encode(query_ids), encode(doc_ids, sort=False), np.asarray(grades, dtype=np.int64), source)
 
 
 def _build_codes(query: Codes, doc: Codes, grades: IntArray, source: str) -> Qrels:
@@ -232,7 +252,7 @@ def read_qrels_file(path: Path, max_bytes: int = DEFAULT_MAX_TABLE_BYTES) -> Qre
     except TableError as exc:
         raise QrelsError(str(exc)) from None
     grades = table.column("grade").to_numpy().astype(np.int64, copy=False)
-    query, doc = encode(table.column("query")), encode(table.column("doc"))
+    query, doc = encode(table.column("query")), encode(table.column("doc"), sort=False)
     del table  # the ID columns as read are no longer needed: only their dictionaries and codes
     release_unused()
     return _build_codes(query, doc, grades, label)

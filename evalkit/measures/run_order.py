@@ -187,13 +187,15 @@ def _rank_block(
 ) -> _Block:
     """Order, deduplicate, cut and join one block of query groups (see :func:`rank_run`)."""
     want = np.full(len(starts), int(sizes.sum()) if depth is None else depth, dtype=np.int64)
-    low = int(starts[0]) if len(starts) else 0  # the block's lines are one range: slice it (no copy), since
-    high = int(starts[-1] + sizes[-1]) if len(starts) else 0  # take on a chunked array may join every chunk first
-    block = lines.doc_ids.slice(low, high - low).combine_chunks()
+    candidates = _candidates(lines.row[starts], qrels)
+    judged_ids = qrels.doc_values.take(pa.array(candidates))
     while True:
         take, chosen = _prefix(starts, sizes, lines.scores, want)
-        codes = pc.dictionary_encode(block.take(pa.array(chosen - low)))
-        doc = codes.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+        # The judged documents of the block's queries first, then the chosen lines' documents: one hash pass codes
+        # both, and a line's code below len(candidates) names the judged document it is.
+        returned = lines.doc_ids.take(pa.array(chosen)).combine_chunks().cast(judged_ids.type)
+        codes = pc.dictionary_encode(pa.concat_arrays([judged_ids, returned]))
+        doc = codes.indices.to_numpy(zero_copy_only=False)[len(candidates) :].astype(np.int64)
         permutation = _tie_order(chosen, lines.row, lines.scores, doc, codes.dictionary, lines.descending_ids)
         chosen, doc = chosen[permutation], doc[permutation]
         q = lines.row[chosen].astype(np.int64)
@@ -211,7 +213,8 @@ def _rank_block(
     if depth is not None:
         within = rank <= depth
         q, doc, rank = q[within], doc[within], rank[within]
-    grade, judged = _join(q, doc, codes.dictionary, qrels)
+    qrels_doc = np.where(doc < len(candidates), candidates[np.minimum(doc, max(len(candidates) - 1, 0))], -1)
+    grade, judged = _join(q, qrels_doc, qrels)
     ids = codes.dictionary.take(pa.array(doc)).to_pylist() if with_ids else []
     return _Block(q, rank, grade, judged, ids, int(repeated.sum()))
 
@@ -330,24 +333,25 @@ def rank_run(
     return RankedRun(n, in_run, counts, lines, starts, sizes, depth, qrels, summation, with_ids)
 
 
-def _join(q: IntArray, doc: IntArray, dictionary: pa.Array, qrels: Qrels) -> tuple[IntArray, BoolArray]:
-    """Each position's grade (0 when unjudged) and whether it is judged: the positions' documents are looked up
-    among the documents judged for the positions' queries (one hash lookup of strings), then each (query, document)
-    pair by a sorted search of the qrels' keys."""
+def _candidates(rows: CodeArray, qrels: Qrels) -> IntArray:
+    """The qrels codes of the documents judged for the queries ``rows`` (-1: not judged; ignored), ascending."""
+    rows = rows[rows >= 0].astype(np.int64)
+    low = np.searchsorted(qrels.query, rows, side="left")
+    counts = np.searchsorted(qrels.query, rows, side="right") - low
+    at = np.repeat(low - np.concatenate(([0], np.cumsum(counts)[:-1])), counts) + np.arange(int(counts.sum()))
+    distinct, _ = _present(qrels.doc[at], len(qrels.doc_values))
+    return distinct
+
+
+def _join(q: IntArray, doc: IntArray, qrels: Qrels) -> tuple[IntArray, BoolArray]:
+    """Each position's grade (0 when unjudged) and whether it is judged, from its query row and its document's
+    qrels code (-1: a document no judged query of the block names), by a sorted search of the qrels' keys."""
     if len(q) == 0 or len(qrels) == 0:
         return np.zeros(len(q), dtype=np.int64), np.zeros(len(q), dtype=bool)
-    queries, _ = _present(q, len(qrels.queries))
-    low = np.searchsorted(qrels.query, queries, side="left")
-    high = np.searchsorted(qrels.query, queries, side="right")
-    counts = high - low
-    rows = np.repeat(low - np.concatenate(([0], np.cumsum(counts)[:-1])), counts) + np.arange(int(counts.sum()))
-    candidates, _ = _present(qrels.doc[rows], len(qrels.doc_values))  # these queries' judged documents
-    found = lookup(dictionary, qrels.doc_values.take(pa.array(candidates)))
-    code = np.where(found >= 0, candidates[np.maximum(found, 0)], -1)[doc]
-    wanted = q * max(len(qrels.doc_values), 1) + code
+    wanted = q * max(len(qrels.doc_values), 1) + doc
     keys = qrels.keys
     at = np.minimum(np.searchsorted(keys, wanted), len(keys) - 1)
-    judged: BoolArray = (code >= 0) & (keys[at] == wanted)
+    judged: BoolArray = (doc >= 0) & (keys[at] == wanted)
     grade: IntArray = np.where(judged, qrels.grades[at], 0).astype(np.int64)
     return grade, judged
 
