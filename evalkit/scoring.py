@@ -20,7 +20,7 @@ import hashlib
 import html
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -65,6 +65,7 @@ def _content_sha256(*parts: object) -> str:
 
 
 def _qrels_sha256(qrels: Qrels) -> str:
+    qrels = qrels.in_id_order()  # the same judgments hash alike, whatever the order of their lines
     return _content_sha256("qrels", qrels.queries.to_pylist(), qrels.query, qrels.docs.to_pylist(), qrels.grades)
 
 
