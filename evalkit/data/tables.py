@@ -272,7 +272,7 @@ def _scan(
         null_values=[],
         check_utf8=True,
     )
-    with open_guarded(path, max_bytes, normalise=normalise) as stream:
+    with _source(path, max_bytes, normalise) as stream:
         if os.stat(path).st_size > STREAM_BYTES:  # block by block: only the kept columns of the file in memory
             serial = csv.ReadOptions(
                 column_names=column_names, skip_rows=skip_rows, block_size=1 << 22, use_threads=False
@@ -287,6 +287,33 @@ def _scan(
     if not kept:
         return _kept_empty(pa.table({n: pa.array([], type=types[n]) for n in names if not n.startswith("_")}), keep)
     return pa.Table.from_batches(kept)
+
+
+_PROC_FD = Path("/proc/self/fd")
+
+
+def _source(path: Path, max_bytes: int, normalise: bool) -> io.BufferedReader | pa.NativeFile:
+    """What the parser reads: a plain file that needs no change (not gzip, no byte-order mark, nothing to normalise)
+    is handed to pyarrow as a native file, read without passing through Python; anything else goes through
+    :func:`open_guarded`. The native file is the very file :func:`open_regular` opened and checked (reopened through
+    its descriptor), and its size is checked against ``max_bytes`` first."""
+    if normalise or not _PROC_FD.is_dir():
+        return open_guarded(path, max_bytes, normalise=normalise)
+    fd = open_regular(path)
+    try:
+        head = os.pread(fd, 3, 0)
+        if head.startswith(_GZIP_MAGIC) or head == _BOM:
+            return open_guarded(path, max_bytes, normalise=normalise)
+        size = os.fstat(fd).st_size
+        if size > max_bytes:
+            raise InputError(
+                str(path),
+                f"cannot be read: it is larger than the input limit ({max_bytes / 2**20:g} MiB); raise the limit with "
+                "--max-input-mb if the file is trusted",
+            )
+        return pa.OSFile(str(_PROC_FD / str(fd)))
+    finally:
+        os.close(fd)
 
 
 def _needs_normalising(path: Path, max_bytes: int) -> bool:

@@ -213,7 +213,9 @@ def _rank_block(
     if depth is not None:
         within = rank <= depth
         q, doc, rank = q[within], doc[within], rank[within]
-    qrels_doc = np.where(doc < len(candidates), candidates[np.minimum(doc, max(len(candidates) - 1, 0))], -1)
+    qrels_doc = np.full(len(doc), -1, dtype=np.int64)
+    from_qrels = doc < len(candidates)
+    qrels_doc[from_qrels] = candidates[doc[from_qrels]]
     grade, judged = _join(q, qrels_doc, qrels)
     ids = codes.dictionary.take(pa.array(doc)).to_pylist() if with_ids else []
     return _Block(q, rank, grade, judged, ids, int(repeated.sum()))
