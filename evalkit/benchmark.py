@@ -20,9 +20,10 @@ from typing import Literal
 from pydantic import Field
 
 from evalkit.ablations import ALL_ABLATION_IDS, select_ablations
+from evalkit.calibration import CalibrationOptions, CalibrationRecord, absent, evaluate_calibrated
 from evalkit.data.fixture import AliasTable, Fixture, LoadedFixture
 from evalkit.data.schema import Identifier, Language, PositiveInt, Sha256, StrictModel, UnitFloat, model_json
-from evalkit.evaluation import Evaluation, evaluate
+from evalkit.evaluation import Evaluation
 from evalkit.measures.abstention import AbstentionPoint, CalibratedFloor, abstention_curve, calibrate_floor
 from evalkit.measures.metrics import METRICS_VERSION, LatencySummary
 from evalkit.output import write_atomic
@@ -100,6 +101,7 @@ class BenchmarkOptions(StrictModel):
     seed: int = Field(description="seed of the held-out choice")
     max_articles: PositiveInt | None = Field(description="first N articles of each data set only; None: all")
     runs: PositiveInt = Field(description="runs compared for determinism")
+    calibration: CalibrationOptions | None = Field(default=None, exclude_if=absent, description="calibration, if any")
 
 
 class BenchmarkConfig(BenchmarkOptions):
@@ -124,6 +126,7 @@ class SettingSummary(StrictModel):
     abstention: CalibratedFloor | None = Field(
         default=None, description="calibrated confidence floor of the abstaining system (None: its ablations not run)"
     )
+    calibration: CalibrationRecord | None = Field(default=None, exclude_if=absent, description="split and choices")
 
 
 class BenchmarkSummary(StrictModel):
@@ -270,12 +273,13 @@ class AbstentionCurve(StrictModel):
 
 
 def abstention_curves(evaluations: dict[str, Evaluation]) -> list[AbstentionCurve]:
-    """The abstention curve of every evaluated setting whose ablations allow one, in the order given."""
+    """The abstention curve of every evaluated setting whose ablations allow one, in the order given (none for a
+    calibrated setting: its floor was chosen and applied by the calibration, see its summary)."""
     curves = []
     for setting_id, evaluation in evaluations.items():
         setting = parse_setting(setting_id)
         inputs = abstention_inputs(setting, evaluation)
-        if inputs is None:
+        if inputs is None or evaluation.calibration is not None:
             continue
         points = abstention_curve(inputs.confidence, inputs.answerable, inputs.recall)
         calibrated = calibrate_floor(inputs.confidence, inputs.answerable, inputs.recall, seed=ABSTENTION_SEED)
@@ -307,7 +311,8 @@ def summarize(setting: Setting, evaluation: Evaluation, wall_seconds: float) -> 
         metrics={a: dict(r.aggregates["all"]) for a, r in evaluation.ablations.items()},
         latency_ms={a: r.latency for a, r in evaluation.ablations.items()},
         wall_seconds=round(wall_seconds, 3),
-        abstention=calibrated_floor(setting, evaluation),
+        abstention=calibrated_floor(setting, evaluation) if evaluation.calibration is None else None,
+        calibration=evaluation.calibration,
     )
 
 
@@ -331,7 +336,9 @@ def run_benchmark(
         setting_started = time.perf_counter()
         fixture = build_fixture(setting, config, root)
         loaded = LoadedFixture(fixture=fixture, aliases=AliasTable())
-        evaluation = evaluate(loaded, ablations, retrieval, runs=config.runs, providers=providers)
+        evaluation = evaluate_calibrated(
+            loaded, ablations, retrieval, config.calibration, config.runs, providers=providers
+        )
         evaluations[setting.setting_id] = evaluation
         summaries.append(summarize(setting, evaluation, time.perf_counter() - setting_started))
     summary = BenchmarkSummary(
@@ -419,12 +426,22 @@ MAX_WALL_SECONDS = 90.0
 MAX_NO_ANSWER_FPR = 0.2
 
 
+def _held_out_floor(setting: SettingSummary) -> tuple[AbstentionPoint, float] | None:
+    """The gated system's floor outcome on queries it was not chosen on, and the recall budget."""
+    if setting.calibration is not None:
+        floor = setting.calibration.floors.get(ABSTENTION_SYSTEMS[0])
+        return None if floor is None else (floor.evaluation, setting.calibration.max_recall_loss)
+    if setting.abstention is None:
+        return None
+    return setting.abstention.held_out, setting.abstention.max_recall_loss
+
+
 def _abstention_targets(setting: SettingSummary, monolingual: bool) -> list[TargetOutcome]:
     """At the calibrated floor, on the held-out queries: FPR at most 0.2 and recall@10 loss at most 0.05."""
-    calibrated = setting.abstention
-    if calibrated is None or not monolingual or not setting.setting_id.endswith("/paragraph"):
+    found = _held_out_floor(setting)
+    if found is None or not monolingual or not setting.setting_id.endswith("/paragraph"):
         return []
-    held_out = calibrated.held_out
+    held_out, budget = found
     return [
         TargetOutcome(
             target=f"calibrated floor: no-answer FPR at most {MAX_NO_ANSWER_FPR} (held-out queries)",
@@ -434,11 +451,11 @@ def _abstention_targets(setting: SettingSummary, monolingual: bool) -> list[Targ
             met=held_out.no_answer_fpr <= MAX_NO_ANSWER_FPR,
         ),
         TargetOutcome(
-            target=f"calibrated floor: recall@10 loss at most {calibrated.max_recall_loss} (held-out queries)",
+            target=f"calibrated floor: recall@10 loss at most {budget} (held-out queries)",
             setting_id=setting.setting_id,
             value=held_out.recall_loss,
-            bound=calibrated.max_recall_loss,
-            met=held_out.recall_loss <= calibrated.max_recall_loss,
+            bound=budget,
+            met=held_out.recall_loss <= budget,
         ),
     ]
 

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 from pydantic import ValidationError
 
 from evalkit.ablations import ABLATION_IDS, Ablation, ablation_order, external_ablation, parse_ablations
+from evalkit.calibration import calibrated_evaluation, calibration_options, format_calibration
 from evalkit.cluster import ClusterOptions, evaluate_on_ray
 from evalkit.data.collection import CollectionOptions
 from evalkit.data.fixture import ALIASES_FILE, FIXTURE_FILE, Fixture, FixtureError, load_fixture
@@ -138,6 +139,9 @@ def _run(args: argparse.Namespace) -> int:
         max_bytes=_max_bytes(args),
     )
     cluster = _cluster_options(args)
+    calibration = calibration_options(args.calibrate, args.calibrate_seed)
+    if calibration is not None and cluster is not None:
+        raise ValueError("--calibrate runs in this process; it cannot be combined with --ray")
     if not 1 <= args.runs <= MAX_RUNS:
         raise ValueError(f"--runs must be between 1 and {MAX_RUNS}, got {args.runs}")
     settings_label, settings = resolve_settings(args.preset, None if args.settings is None else Path(args.settings))
@@ -162,14 +166,20 @@ def _run(args: argparse.Namespace) -> int:
     if target is not None:
         refuse_input_overwrite(target, inputs, args.output or os.environ.get(ENV_VAR))
     trec_folder = _trec_folder(args.trec_runs, workspace, requested, inputs)
-    if cluster is None:
+    if calibration is not None:
+        evaluation = calibrated_evaluation(
+            loaded, ablations, settings, calibration, args.runs, cache, systems, args.ties
+        )
+    elif cluster is None:
         evaluation = evaluate(loaded, ablations, settings, runs=args.runs, cache=cache, systems=systems, ties=args.ties)
     else:
         evaluation = evaluate_on_ray(loaded, ablations, cluster, settings, args.runs, cache, systems, args.ties)
         print(f"evalkit: searched {cluster.shards} shard(s) on Ray ({cluster.address})", file=sys.stderr)
     report = assess(evaluation, gates, requested=requested)
     print(f"evalkit: fixture {report.fixture_id} {report.fixture_version}, {report.runs} run(s), deterministic")
-    print(f"retrieval settings: {settings_label} ({format_settings(settings)})")
+    print(f"retrieval settings: {settings_label} ({format_settings(evaluation.settings)})")
+    if evaluation.calibration is not None:
+        print(format_calibration(evaluation.calibration))
     print(format_summary(report))
     print()
     print(format_gates(report.gates) or "no gates: none names a system evaluated here")
@@ -651,6 +661,8 @@ def _score(args: argparse.Namespace) -> int:
         return score_qrels(args)
     if args.topics is not None or args.measures is not None or args.format != "table" or args.per_query:
         raise ValueError("--topics, --measures, --format and --per-query go with --qrels")
+    if args.floor is not None:
+        raise ValueError("--floor goes with --qrels")
     return _score_fixture(args)
 
 
@@ -876,6 +888,21 @@ def _add_cluster_arguments(run: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_calibration_arguments(run: argparse.ArgumentParser) -> None:
+    """``--calibrate`` and ``--calibrate-seed`` of ``evalkit run`` (see evalkit/calibration.py)."""
+    run.add_argument(
+        "--calibrate",
+        type=float,
+        default=None,
+        metavar="FRACTION",
+        help="choose fusion and abstention floors on this share of the queries (stratified by language and "
+        "answerability) and report on the rest only (default: none, every query evaluated with the settings as given)",
+    )
+    run.add_argument(
+        "--calibrate-seed", type=int, default=None, metavar="N", help="seed of the calibration split (default: 0)"
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the evalkit command."""
     parser = argparse.ArgumentParser(prog="evalkit", description=__doc__.splitlines()[0] if __doc__ else None)
@@ -918,6 +945,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_system_arguments(run)
     _add_input_limit(run)
     _add_cluster_arguments(run)
+    _add_calibration_arguments(run)
     run.set_defaults(handler=_run)
 
     validate = commands.add_parser("validate", help="check a fixture against the strict schema")

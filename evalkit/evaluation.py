@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager, ExitStack
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal, cast
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from evalkit.ablations import BASELINE_MODE, PROVIDERS, Ablation
 from evalkit.data.fixture import Fixture, LoadedFixture, Query
@@ -55,6 +55,9 @@ from evalkit.retrieval.retriever import (
 )
 from evalkit.retrieval.service import KnowledgeService, Mode, RetrievalSettings
 from evalkit.retrieval.text import ANALYZER_VERSION
+
+if TYPE_CHECKING:
+    from evalkit.calibration import CalibrationRecord
 
 CONTEXT_K = 5
 """The returned context of a query: its first CONTEXT_K results (what a RAG prompt would receive)."""
@@ -131,6 +134,8 @@ class Evaluation:
     projection_sha256: str
     tie_policy: str = DEFAULT_TIE_POLICY
     systems: Mapping[str, Provenance] = field(default_factory=dict)
+    calibration: CalibrationRecord | None = None
+    """What was chosen on the calibration part (None: not calibrated; every query is then evaluated)."""
 
 
 def corpus_sha256(fixture: Fixture) -> str:
@@ -394,6 +399,17 @@ def _score_ablation(
         latency_samples_ms=samples,
         failures=tuple(failures),
     )
+
+
+def with_results(evaluation: Evaluation, replaced: Mapping[str, tuple[QueryResult, ...]]) -> Evaluation:
+    """The evaluation with some ablations' results replaced (an abstention floor applied, say), those ablations
+    scored again and the projection hashed again; latency stays as measured."""
+    ablations = dict(evaluation.ablations)
+    for ablation_id, run in replaced.items():
+        before = ablations[ablation_id]
+        scored = _score_ablation(evaluation.fixture, before.ablation, run, evaluation.tie_policy)
+        ablations[ablation_id] = replace(scored, latency=before.latency, latency_samples_ms=before.latency_samples_ms)
+    return replace(evaluation, ablations=ablations, projection_sha256=sha256_of(projection(ablations)))
 
 
 def projection(results: Mapping[str, AblationResult]) -> dict[str, Any]:

@@ -25,6 +25,7 @@ from evalkit.retrieval.presets import DEFAULT_PRESET, PRESETS, load_settings_fil
 
 if TYPE_CHECKING:
     from evalkit.benchmark import BenchmarkConfig
+    from evalkit.calibration import CalibrationOptions
     from evalkit.data.fixture import Fixture, LoadedFixture
     from evalkit.evaluation import Evaluation
     from evalkit.reporting.report import Report
@@ -209,14 +210,33 @@ class EvaluationParameters(AblationParameters):
     )
     shards: int = Field(default=1, ge=1, description="with ray: shard actors the corpus is split into (CLI --shards)")
 
+    calibrate: float | None = Field(
+        default=None, description="share of the queries fusion and floors are chosen on (CLI --calibrate); None: none"
+    )
+    calibrate_seed: int = Field(default=0, description="seed of the calibration split (CLI --calibrate-seed)")
+
+    @field_validator("calibrate")
+    @classmethod
+    def _calibration_fraction(cls, value: float | None) -> float | None:
+        from evalkit.calibration import check_fraction
+
+        return None if value is None else check_fraction(value, "calibrate")
+
     def evaluate(
         self, loaded: LoadedFixture, ablations: Sequence[Ablation], systems: Mapping[str, Retriever]
     ) -> Evaluation:
-        """The evaluation these parameters ask for: in this process, or sharded on Ray (the same report)."""
+        """The evaluation these parameters ask for: in this process, or sharded on Ray (the same report); with
+        ``calibrate``, chosen on the calibration part and evaluated on the rest (in this process)."""
+        from evalkit.calibration import CalibrationOptions, calibrated_evaluation
         from evalkit.cluster import ClusterOptions, evaluate_on_ray
         from evalkit.evaluation import evaluate
 
         settings, cache = self.retrieval_settings, self.embedding_cache
+        if self.calibrate is not None:
+            if self.ray is not None:
+                raise ValueError("calibrate runs in this process; it cannot be combined with ray")
+            calibration = CalibrationOptions(fraction=self.calibrate, seed=self.calibrate_seed)
+            return calibrated_evaluation(loaded, ablations, settings, calibration, self.runs, cache, systems)
         if self.ray is None:
             return evaluate(loaded, ablations, settings, runs=self.runs, cache=cache, systems=systems)
         options = ClusterOptions(address=self.ray, shards=self.shards)
@@ -261,6 +281,17 @@ class BenchmarkParameters(NotebookParameters):
     cache_dir: str = Field(description="workspace-relative folder of the embedding cache")
     summary_output: str | None = Field(description="workspace-relative path of the JSON summary; None: none")
     figures_dir: str | None = Field(description="workspace-relative folder for PNG and SVG figures; None: none")
+    calibrate: float | None = Field(
+        default=None, description="share of each setting's queries fusion and floors are chosen on; None: none"
+    )
+    calibrate_seed: int = Field(default=0, description="seed of the calibration split")
+
+    @field_validator("calibrate")
+    @classmethod
+    def _calibration_fraction(cls, value: float | None) -> float | None:
+        from evalkit.calibration import check_fraction
+
+        return None if value is None else check_fraction(value, "calibrate")
 
     @field_validator("ablations")
     @classmethod
@@ -290,7 +321,17 @@ class BenchmarkParameters(NotebookParameters):
             seed=self.seed,
             max_articles=self.max_articles,
             runs=self.runs,
+            calibration=self.calibration,
         )
+
+    @property
+    def calibration(self) -> CalibrationOptions | None:
+        """The calibration options, or None when not calibrating."""
+        from evalkit.calibration import CalibrationOptions
+
+        if self.calibrate is None:
+            return None
+        return CalibrationOptions(fraction=self.calibrate, seed=self.calibrate_seed)
 
     @property
     def retrieval(self) -> RetrievalSettings:

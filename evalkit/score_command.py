@@ -78,6 +78,7 @@ def score_qrels(args: argparse.Namespace) -> int:
         languages=Path(args.topics) if args.topics else None,
         missing=args.missing,
         max_bytes=max_bytes,
+        floor=args.floor,
     )
     gates = [parse_gate(text) for text in args.gate]
     unknown = sorted({s for g in gates for s in g.systems} - {r.name for r in result.runs})
@@ -149,6 +150,15 @@ def add_score_arguments(
         default="zero",
         help="judged queries absent from a run: zero scores them 0 (trec_eval -c), skip leaves them out "
         "(trec_eval's default)",
+    )
+    score_parser.add_argument(
+        "--floor",
+        type=float,
+        default=None,
+        metavar="SCORE",
+        help="abstention floor on the runs' scores: a query whose best score is below it returns nothing, as the "
+        "system would with the floor (e.g. one chosen by 'evalkit run --calibrate'); with --qrels "
+        "(default: none)",
     )
     score_parser.add_argument("--per-query", action="store_true", help="also print every query's values")
     score_parser.add_argument(

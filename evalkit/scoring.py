@@ -20,7 +20,7 @@ import hashlib
 import html
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 import pandas as pd
+import pyarrow as pa
 import pyarrow.compute as pc
 
 from evalkit.data.inputs import clip
@@ -361,16 +362,20 @@ def score(
     languages: Mapping[str, str] | str | Path | None = None,
     missing: str = "zero",
     max_bytes: int = DEFAULT_MAX_TABLE_BYTES,
+    floor: float | None = None,
 ) -> ScoreResult:
     """Score one run (or ``{name: run}``) against qrels; see the module docstring for the inputs.
 
     ``measures`` are names in evalkit's or trec_eval's vocabulary (:mod:`evalkit.measures.registry`; default:
     recall@1/5/10, mrr@10, ndcg@10, plus no_answer_fpr when some judged query has no relevant document). Context
     measures need answer spans and are left out with a note. ``ties`` is the tie policy, ``missing`` what a judged
-    query the run does not name counts as (``zero`` or ``skip``).
+    query the run does not name counts as (``zero`` or ``skip``). ``floor`` is an abstention floor on the run's
+    scores: a query whose best score is below it returns no results (it stays named, with an empty ranking), so
+    no_answer_fpr and every other measure are those of the system with the floor.
     """
     judged = load_qrels(qrels, max_bytes)
     runs = load_runs(run, max_bytes)
+    floored = [abstain_below(r, floor) for r in runs]
     names = [r.name for r in runs]
     if len(set(names)) != len(names):
         raise ValueError(f"two runs are named alike ({', '.join(names)}): name them with a {{name: run}} mapping")
@@ -381,10 +386,10 @@ def score(
         raise ValueError("measures names no measure")
     dropped = [m.name for m in asked if m.spec.needs_spans]
     chosen = [m for m in asked if not m.spec.needs_spans]
-    scores = tuple(score_run(judged, r, chosen, ties, missing) for r in runs)
+    scores = tuple(score_run(judged, r, chosen, ties, missing) for r, _ in floored)
     if measures is None and not scores[0].answerable.all():
         no_answer = parse_measures(["no_answer_fpr"])
-        extra = [score_run(judged, r, no_answer, ties, missing) for r in runs]
+        extra = [score_run(judged, r, no_answer, ties, missing) for r, _ in floored]
         scores = tuple(
             RunScores(s.name, {**s.values, **e.values}, s.evaluated, s.answerable, s.counts)
             for s, e in zip(scores, extra, strict=True)
@@ -397,6 +402,11 @@ def score(
     split_measures([m.name for m in chosen])
     query_languages = load_languages(languages, max_bytes)
     notes = [*_notes(scores, dropped, missing), *_coverage_notes(judged, scores, query_languages, languages)]
+    notes += [
+        f"{r.name}: floor {floor:g}: {withheld} query(ies) whose best score is below it return nothing"
+        for r, withheld in floored
+        if floor is not None
+    ]
     return ScoreResult(
         judged,
         scores,
@@ -407,6 +417,21 @@ def score(
         tuple(notes),
         sources=tuple(runs),
     )
+
+
+def abstain_below(run: Run, floor: float | None) -> tuple[Run, int]:
+    """The run with every result of a query whose best score is below ``floor`` removed (the query still named),
+    and how many queries abstained; unchanged when ``floor`` is None. A floor that is not finite is refused."""
+    if floor is None:
+        return run, 0
+    if not math.isfinite(floor):
+        raise ValueError(f"floor must be a finite number, got {floor!r}")
+    best = np.full(len(run.queries), -np.inf)
+    np.maximum.at(best, run.query, run.scores)
+    keep = best[run.query] >= floor
+    withheld = int(np.count_nonzero((best < floor) & np.isfinite(best)))
+    kept = replace(run, query=run.query[keep], doc_ids=run.doc_ids.filter(pa.array(keep)), scores=run.scores[keep])
+    return kept, withheld
 
 
 def _coverage_notes(

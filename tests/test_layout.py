@@ -13,7 +13,7 @@ from evalkit.evaluation import Evaluation
 from .conftest import ROOT
 
 PACKAGE = ROOT / "evalkit"
-RUNNER = {"ablations", "evaluation", "benchmark", "cluster"}
+RUNNER = {"ablations", "evaluation", "benchmark", "cluster", "calibration"}
 FRONT_DOORS = {"cli", "notebook", "runner", "plugins", "scoring", "score_command"}
 # What each layer may import from evalkit, by first component under evalkit. `output` (safe file writing) and
 # `progress` (progress bars) are leaf utilities that every layer may use.

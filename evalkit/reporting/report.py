@@ -28,6 +28,7 @@ import numpy as np
 from pydantic import AfterValidator, Field, ValidationError, model_validator
 
 from evalkit.ablations import AblationId
+from evalkit.calibration import CalibrationRecord, absent
 from evalkit.data.inputs import clip, loads_strict, shorten
 from evalkit.data.schema import SLICES, Identifier, Language, PositiveInt, Sha256, Slice, StrictModel, model_json
 from evalkit.evaluation import CONTEXT_K, FAILURE_CUTOFF, Evaluation, judgments_sha256
@@ -184,6 +185,11 @@ class Report(StrictModel):
     )
     missing_queries: Literal["zero", "skip"] = Field(
         default="zero", description="judged queries a run does not name: scored 0 (zero) or left out (skip)"
+    )
+    calibration: CalibrationRecord | None = Field(
+        default=None,
+        exclude_if=absent,
+        description="the calibration split and what was chosen on it; absent when every query was evaluated",
     )
 
     def measure_definitions(self) -> dict[str, str]:
@@ -370,6 +376,7 @@ def build_report(evaluation: Evaluation, gates: tuple[GateOutcome, ...] = ()) ->
         statistics=DEFAULT_STATISTICS,
         queries=index,
         measures=dict(STANDARD_DEFINITIONS),
+        calibration=evaluation.calibration,
     )
 
 

@@ -10,6 +10,10 @@ one data set each and say so:
   for imported real corpora (SQuAD, CMRC, BEIR, TREC) with a real embedding model; the synthetic floors assume the
   alias provider's cosines and drop most candidates of a real model.
 
+Neither fits every corpus. ``evalkit run --calibrate FRACTION`` starts from a preset and chooses the fusion and an
+abstention floor on a calibration part of the fixture's own queries, reporting on the rest
+(:mod:`evalkit.calibration`).
+
 A settings file is the JSON of a ``RetrievalSettings`` (unknown keys are refused, omitted keys take the defaults of
 ``synthetic-v1``), read like every input file (:func:`evalkit.data.inputs.read_json_file`: a regular file within the
 size limit, UTF-8 with a byte-order mark dropped, strict JSON).

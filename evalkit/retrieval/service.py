@@ -116,14 +116,20 @@ class KnowledgeService:
             weight *= self.settings.cross_language_lexical_weight
         return weight
 
-    def _hybrid(self, text: str, language: Language) -> list[Hit]:
+    def contributions(self, text: str, language: Language) -> list[Contribution]:
+        """What hybrid retrieval fuses for a query: the lexical and the vector candidates with their weights.
+
+        Calibration fuses these under several declared methods and weights without searching again.
+        """
         lexical = self._lexical(text, language)
         vector = self._vector(text, language)
-        contributions = [
+        return [
             Contribution(lexical, [self._lexical_weight(h.chunk_id, language) for h in lexical]),
             Contribution(vector, [self.settings.vector_weight] * len(vector)),
         ]
-        return fusion_method(self.settings.fusion)(contributions, self.settings.rrf_k)
+
+    def _hybrid(self, text: str, language: Language) -> list[Hit]:
+        return fusion_method(self.settings.fusion)(self.contributions(text, language), self.settings.rrf_k)
 
     def _query_vector(self, text: str) -> Matrix:
         """The query's embedding, kept for the last query so hybrid-rerank embeds it once, not twice."""
