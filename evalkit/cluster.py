@@ -18,6 +18,7 @@ Ray is imported only when a function here runs, so evalkit imports without the `
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
@@ -52,6 +53,42 @@ RAY_LOCAL = "local"
 
 class ShardFailedError(ConnectionError):
     """A shard's actor failed more often than the retry bound allows, or did not answer in time."""
+
+
+class RayAuthenticationError(ConnectionError):
+    """The Ray cluster requires token authentication (Ray 2.60+) and refused this process; the message says why."""
+
+
+AUTH_MARKS = ("AuthenticationError", "InvalidAuthToken", "Unauthenticated")
+"""What Ray's connect failures carry when the cluster refused the client's token (the GCS error is kept as text)."""
+
+
+def refused_for_token(error: BaseException) -> bool:
+    """Whether a failed ``ray.init`` was refused by token authentication, read from the error's cause chain.
+
+    Ray raises a bare ``ConnectionError("Failed to connect to Ray cluster at ...")`` whose cause holds the GCS
+    client's last error, ``ray.exceptions.AuthenticationError: ... InvalidAuthToken ...``, as traceback text.
+    """
+    seen: BaseException | None = error
+    while seen is not None:
+        if any(mark in type(seen).__name__ or mark in str(seen) for mark in AUTH_MARKS):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
+def token_message(address: str) -> str:
+    """What to do when the cluster at ``address`` refused this process for want of a valid token."""
+    where = "the cluster's token in ~/.ray/auth_token, the file named by RAY_AUTH_TOKEN_PATH, or RAY_AUTH_TOKEN"
+    if os.environ.get("RAY_AUTH_MODE", "").strip().lower() != "token":
+        return (
+            f"the Ray cluster at {address} requires token authentication: set RAY_AUTH_MODE=token in this "
+            f"environment, with {where}"
+        )
+    return (
+        f"the Ray cluster at {address} refused this process's authentication token: RAY_AUTH_MODE=token is set, "
+        f"but the token is missing or is not the cluster's (put {where})"
+    )
 
 
 @dataclass(frozen=True)
@@ -89,17 +126,26 @@ def require_ray() -> Any:
 
 @contextmanager
 def connected(address: str) -> Iterator[Any]:
-    """Ray, initialized for the block: a local instance or the cluster at ``address`` (an existing session stays)."""
+    """Ray, initialized for the block: a local instance or the cluster at ``address`` (an existing session stays).
+
+    A cluster that requires token authentication and refuses this process raises :class:`RayAuthenticationError`
+    naming ``RAY_AUTH_MODE=token`` (the CLI exits 2 with it), instead of Ray's bare "Failed to connect".
+    """
     ray = require_ray()
     if ray.is_initialized():
         yield ray
         return
-    ray.init(
-        address=None if address == RAY_LOCAL else address,
-        include_dashboard=False,
-        logging_level="ERROR",
-        log_to_driver=False,
-    )
+    try:
+        ray.init(
+            address=None if address == RAY_LOCAL else address,
+            include_dashboard=False,
+            logging_level="ERROR",
+            log_to_driver=False,
+        )
+    except Exception as error:
+        if refused_for_token(error):
+            raise RayAuthenticationError(token_message(address)) from None
+        raise
     try:
         yield ray
     finally:

@@ -21,6 +21,8 @@ from evalkit.retrieval.embedding_cache import CachedProvider, EmbeddingCache
 
 from .conftest import SYNTHETIC_DIR, TINY_DIR
 
+pytestmark = pytest.mark.slow
+
 ray = pytest.importorskip("ray", reason="ray is not installed (pip install 'evalkit[ray]')")
 
 from evalkit.cluster import (  # noqa: E402 (only once ray is known to import)

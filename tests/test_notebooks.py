@@ -22,6 +22,8 @@ from evalkit.runner import NotebookParameterError, declared_parameters, parse_va
 
 from .conftest import ROOT
 
+pytestmark = pytest.mark.slow
+
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 MAIN = ROOT / "notebooks" / "retrieval_evaluation.ipynb"
 ALLOWED_NOTEBOOK_METADATA = {"kernelspec", "language_info"}
