@@ -189,11 +189,14 @@ def _rank_block(
     want = np.full(len(starts), int(sizes.sum()) if depth is None else depth, dtype=np.int64)
     candidates = _candidates(lines.row[starts], qrels)
     judged_ids = qrels.doc_values.take(pa.array(candidates))
+    low = int(starts[0]) if len(starts) else 0  # the block's lines are one range: slice it (no copy) and take from
+    high = int(starts[-1] + sizes[-1]) if len(starts) else 0  # the slice, since a take may join what it takes from
+    block = lines.doc_ids.slice(low, high - low)
     while True:
         take, chosen = _prefix(starts, sizes, lines.scores, want)
         # The judged documents of the block's queries first, then the chosen lines' documents: one hash pass codes
         # both, and a line's code below len(candidates) names the judged document it is.
-        returned = lines.doc_ids.take(pa.array(chosen)).combine_chunks().cast(judged_ids.type)
+        returned = block.take(pa.array(chosen - low)).combine_chunks().cast(judged_ids.type)
         codes = pc.dictionary_encode(pa.concat_arrays([judged_ids, returned]))
         doc = codes.indices.to_numpy(zero_copy_only=False)[len(candidates) :].astype(np.int64)
         permutation = _tie_order(chosen, lines.row, lines.scores, doc, codes.dictionary, lines.descending_ids)
