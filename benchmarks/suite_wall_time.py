@@ -16,9 +16,9 @@ import statistics
 import time
 from pathlib import Path
 
-from evalkit.ablations import ABLATION_IDS, select_ablations
 from evalkit.data.fixture import load_fixture
-from evalkit.evaluation import evaluate
+from evalkit.runs.ablations import ABLATION_IDS, select_ablations
+from evalkit.runs.evaluation import evaluate
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -4,15 +4,12 @@ The names below are the public surface; everything else may change between versi
 any run against any qrels, no corpus needed.
 """
 
-from evalkit.ablations import ABLATION_IDS, ABLATIONS, Ablation, external_ablation, parse_ablations, select_ablations
-from evalkit.benchmark import BenchmarkConfig, run_benchmark
+from evalkit.common.output import OutputPathError, resolve_output_path
 from evalkit.data.fixture import Fixture, FixtureError, LoadedFixture, load_fixture
 from evalkit.data.runs import read_run
 from evalkit.data.squad import SquadImportOptions, import_cross_lingual, import_squad, read_squad
-from evalkit.evaluation import DeterminismError, Evaluation, evaluate
 from evalkit.measures.metrics import Measure
 from evalkit.measures.registry import MeasureDef, parse_measure, register_measure, unregister_measure
-from evalkit.output import OutputPathError, resolve_output_path
 from evalkit.reporting.comparison import compare_reports, find_regressions
 from evalkit.reporting.gates import GateFailure, GateThresholds, check_gates, evaluate_gates, load_baselines
 from evalkit.reporting.report import Report, build_report, parse_report, report_json
@@ -28,7 +25,17 @@ from evalkit.retrieval.embeddings import (
 )
 from evalkit.retrieval.retriever import QueryError, QueryFailed, Retriever
 from evalkit.retrieval.service import KnowledgeService, RetrievalSettings
-from evalkit.scoring import ScoreResult, load_qrels, load_run, score
+from evalkit.runs.ablations import (
+    ABLATION_IDS,
+    ABLATIONS,
+    Ablation,
+    external_ablation,
+    parse_ablations,
+    select_ablations,
+)
+from evalkit.runs.evaluation import DeterminismError, Evaluation, evaluate
+from evalkit.runs.real_data import BenchmarkConfig, run_benchmark
+from evalkit.runs.scoring import ScoreResult, load_qrels, load_run, score
 
 __all__ = [
     "ABLATIONS",

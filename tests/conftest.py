@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from hypothesis import settings
 
-from evalkit.ablations import ABLATION_IDS, select_ablations
 from evalkit.data.fixture import LoadedFixture, load_fixture
-from evalkit.evaluation import Evaluation, evaluate
+from evalkit.runs.ablations import ABLATION_IDS, select_ablations
+from evalkit.runs.evaluation import Evaluation, evaluate
 
 # No per-example deadline anywhere (a loaded 2-core CI machine must not turn slowness into failures); on CI the
 # examples are derandomized, so a run is reproducible and a failure can be replayed from the same commit.

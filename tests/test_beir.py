@@ -11,12 +11,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from evalkit.cli import main
+from evalkit.app.cli import main
 from evalkit.data.beir import read_beir, read_qrels_tsv, write_beir
 from evalkit.data.collection import CollectionOptions, detect_language
 from evalkit.data.fixture import Fixture, load_fixture
 from evalkit.data.repairs import SUMMARY_FILE, ImportSummary, RepairLog, RepairPolicy, SourceFormatError
-from evalkit.evaluation import corpus_sha256
+from evalkit.runs.evaluation import corpus_sha256
 
 from .conftest import SYNTHETIC_DIR
 

@@ -7,7 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from evalkit.benchmark import (
+from evalkit.data.schema import privacy_problem
+from evalkit.measures.metrics import LatencySummary
+from evalkit.retrieval.embeddings import Usem3Provider
+from evalkit.runs.real_data import (
     ALL_SETTINGS,
     BENCHMARK_RETRIEVAL,
     BenchmarkConfig,
@@ -21,9 +24,6 @@ from evalkit.benchmark import (
     run_benchmark,
     summary_json,
 )
-from evalkit.data.schema import privacy_problem
-from evalkit.measures.metrics import LatencySummary
-from evalkit.retrieval.embeddings import Usem3Provider
 
 from .conftest import ROOT
 

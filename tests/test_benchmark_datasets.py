@@ -10,7 +10,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from evalkit.benchmark import (
+from evalkit.data.fixture import Fixture
+from evalkit.measures.abstention import AbstentionPoint, CalibratedFloor
+from evalkit.measures.metrics import LatencySummary
+from evalkit.runs.evaluation import Evaluation, QueryResult
+from evalkit.runs.real_data import (
     BENCHMARK_RETRIEVAL,
     BenchmarkConfig,
     BenchmarkOptions,
@@ -24,10 +28,6 @@ from evalkit.benchmark import (
     parse_setting,
     run_benchmark,
 )
-from evalkit.data.fixture import Fixture
-from evalkit.evaluation import Evaluation, QueryResult
-from evalkit.measures.abstention import AbstentionPoint, CalibratedFloor
-from evalkit.measures.metrics import LatencySummary
 
 from .conftest import ROOT
 

@@ -9,8 +9,12 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from evalkit.ablations import ABLATION_IDS, select_ablations
-from evalkit.calibration import (
+from evalkit.data.fixture import Judgment, LoadedFixture, Query
+from evalkit.reporting.report import build_report, parse_report, report_json
+from evalkit.retrieval.coverage import TermCoverage
+from evalkit.retrieval.presets import PRESETS
+from evalkit.runs.ablations import ABLATION_IDS, select_ablations
+from evalkit.runs.calibration import (
     FUSION_CHOICES,
     SIGNALS,
     CalibrationOptions,
@@ -24,11 +28,7 @@ from evalkit.calibration import (
     signal,
     split_queries,
 )
-from evalkit.data.fixture import Judgment, LoadedFixture, Query
-from evalkit.evaluation import Evaluation
-from evalkit.reporting.report import build_report, parse_report, report_json
-from evalkit.retrieval.coverage import TermCoverage
-from evalkit.retrieval.presets import PRESETS
+from evalkit.runs.evaluation import Evaluation
 
 
 def _strata(queries: list[Query] | tuple[Query, ...], ids: tuple[str, ...]) -> Counter[tuple[str, bool]]:
@@ -239,7 +239,7 @@ def test_seeds_give_different_splits_with_the_same_strata(synthetic: LoadedFixtu
 
 
 def test_benchmark_targets_read_a_calibrated_setting_s_floor(calibrated: Evaluation) -> None:
-    from evalkit.benchmark import BenchmarkOptions, BenchmarkSummary, SettingSummary, benchmark_targets
+    from evalkit.runs.real_data import BenchmarkOptions, BenchmarkSummary, SettingSummary, benchmark_targets
 
     record = calibrated.calibration
     assert record is not None

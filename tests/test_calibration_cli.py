@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from evalkit.cli import main
-from evalkit.notebook import BenchmarkParameters, EvaluationParameters
+from evalkit.app.cli import main
+from evalkit.app.notebook import BenchmarkParameters, EvaluationParameters
 from evalkit.reporting.report import parse_report
-from evalkit.scoring import score
+from evalkit.runs.scoring import score
 
 from .conftest import ROOT, SYNTHETIC_DIR
 
@@ -71,7 +71,7 @@ def test_calibrated_reports_are_byte_identical_across_processes(out: str) -> Non
     for seed in ("1", "987"):
         target = f"{out}/r{seed}.json"
         env = {**os.environ, "PYTHONHASHSEED": seed}
-        code = "import sys; from evalkit.cli import main; sys.exit(main(sys.argv[1:]))"
+        code = "import sys; from evalkit.app.cli import main; sys.exit(main(sys.argv[1:]))"
         done = subprocess.run([sys.executable, "-c", code, *argv, "--output", target], cwd=ROOT, env=env, check=False)
         assert done.returncode == 0
         written.append(_without_latency((ROOT / target).read_bytes()))

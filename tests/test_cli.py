@@ -1,4 +1,4 @@
-"""Tests for evalkit.cli: exit codes, messages, report output and the console-script entry point."""
+"""Tests for evalkit.app.cli: exit codes, messages, report output and the console-script entry point."""
 
 from __future__ import annotations
 
@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 
-from evalkit.ablations import ABLATION_IDS
-from evalkit.cli import main
+from evalkit.app.cli import main
+from evalkit.common.output import ENV_VAR
 from evalkit.data.fixture import FIXTURE_FILE
-from evalkit.output import ENV_VAR
 from evalkit.reporting.report import parse_report
+from evalkit.runs.ablations import ABLATION_IDS
 
 from .conftest import SYNTHETIC_DIR, TINY_DIR
 

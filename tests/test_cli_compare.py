@@ -11,11 +11,11 @@ from typing import Any
 import nbformat
 import pytest
 
-from evalkit.cli import main
-from evalkit.evaluation import Evaluation
+from evalkit.app.cli import main
+from evalkit.app.runner import run_notebook
 from evalkit.reporting.comparison import parse_comparison
 from evalkit.reporting.report import build_report, report_json
-from evalkit.runner import run_notebook
+from evalkit.runs.evaluation import Evaluation
 
 from .conftest import ROOT
 

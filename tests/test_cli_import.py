@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from evalkit.cli import main
+from evalkit.app.cli import main
 from evalkit.data.fixture import load_fixture
 
 from .conftest import ROOT

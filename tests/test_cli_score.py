@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from evalkit.cli import main
+from evalkit.app.cli import main
 from evalkit.reporting.report import parse_report
 
 from .conftest import ROOT, SYNTHETIC_DIR, TINY_DIR
@@ -140,7 +140,7 @@ def test_score_reports_are_byte_identical_across_processes(out: str) -> None:
     reports = []
     for seed in ("0", "123"):
         target = f"{out}/report-{seed}.json"
-        argv = ["-m", "evalkit.cli", "score", "--fixture", str(TINY_DIR), "--run", str(path), "--no-gates"]
+        argv = ["-m", "evalkit.app.cli", "score", "--fixture", str(TINY_DIR), "--run", str(path), "--no-gates"]
         env = {**os.environ, "PYTHONHASHSEED": seed}
         done = subprocess.run([sys.executable, *argv, "--output", target], cwd=ROOT, env=env, capture_output=True)
         assert done.returncode == 0, done.stderr

@@ -1,4 +1,4 @@
-"""Tests for evalkit.cluster on a local Ray instance (``ray.init(num_cpus=2)``, started once for the module): the
+"""Tests for evalkit.runs.cluster on a local Ray instance (``ray.init(num_cpus=2)``, started once for the module): the
 sharded report equals the single-process one for 1, 2 and 3 shards, embedding runs as Ray tasks through the cache,
 a killed actor is restarted and its queries retried, and past the retry bound the run fails naming the shard."""
 
@@ -11,13 +11,13 @@ from typing import Any
 
 import pytest
 
-from evalkit.ablations import ABLATION_IDS, select_ablations
-from evalkit.cli import main
+from evalkit.app.cli import main
+from evalkit.common.output import ENV_VAR
 from evalkit.data.fixture import LoadedFixture
-from evalkit.evaluation import Evaluation, evaluate
-from evalkit.output import ENV_VAR
 from evalkit.retrieval.database import KnowledgeDatabase, KnowledgeStore
 from evalkit.retrieval.embedding_cache import CachedProvider, EmbeddingCache
+from evalkit.runs.ablations import ABLATION_IDS, select_ablations
+from evalkit.runs.evaluation import Evaluation, evaluate
 
 from .conftest import SYNTHETIC_DIR, TINY_DIR
 
@@ -25,7 +25,7 @@ pytestmark = pytest.mark.slow
 
 ray = pytest.importorskip("ray", reason="ray is not installed (pip install 'evalkit[ray]')")
 
-from evalkit.cluster import (  # noqa: E402 (only once ray is known to import)
+from evalkit.runs.cluster import (  # noqa: E402 (only once ray is known to import)
     ClusterOptions,
     RayEmbedder,
     RayShards,
@@ -58,7 +58,7 @@ def test_sharded_run_has_the_single_process_projection(
 def test_corpus_embedding_runs_as_ray_tasks_and_a_rerun_embeds_nothing(tiny: LoadedFixture, tmp_path: Path) -> None:
     cache = EmbeddingCache(tmp_path)
     made: list[RayEmbedder] = []
-    from evalkit import cluster
+    from evalkit.runs import cluster
 
     original = cluster.ray_providers
 
@@ -179,7 +179,7 @@ def _without_latency(report: str) -> Any:
 def test_cli_shard_failure_exits_2_naming_the_shard_and_writes_no_report(
     workspace: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from evalkit import cluster
+    from evalkit.runs import cluster
 
     monkeypatch.setattr(cluster, "ray_store", _killing(2, no_restart=True, seen=[]))
     flags = ["--ray", "local", "--shards", "2", "--output", "report.json", "--ablations", "lexical"]
@@ -207,7 +207,7 @@ def test_cli_bad_cluster_flags_exit_2(
 
 
 def _notebook_parameters(**extra: Any) -> Any:
-    from evalkit.notebook import EvaluationParameters
+    from evalkit.app.notebook import EvaluationParameters
 
     values: dict[str, Any] = {
         "fixture": "tests/data/tiny",

@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from evalkit import cluster
-from evalkit.cli import main
-from evalkit.output import ENV_VAR
+from evalkit.app.cli import main
+from evalkit.common.output import ENV_VAR
+from evalkit.runs import cluster
 
 from .conftest import TINY_DIR
 

@@ -7,13 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from evalkit.ablations import select_ablations
-from evalkit.benchmark import BENCHMARK_RETRIEVAL, BenchmarkConfig, build_fixture, cached_providers, parse_setting
 from evalkit.data.fixture import AliasTable, LoadedFixture
-from evalkit.evaluation import evaluate
 from evalkit.reporting.comparison import compare_reports
 from evalkit.reporting.regression import find_regressions
 from evalkit.reporting.report import build_report
+from evalkit.runs.ablations import select_ablations
+from evalkit.runs.evaluation import evaluate
+from evalkit.runs.real_data import BENCHMARK_RETRIEVAL, BenchmarkConfig, build_fixture, cached_providers, parse_setting
 
 from .conftest import ROOT
 

@@ -9,12 +9,12 @@ from typing import Any
 
 import pytest
 
-from evalkit.cli import main
-from evalkit.evaluation import Evaluation
+from evalkit.app.cli import main
 from evalkit.reporting.comparison import PairwiseComparison, compare_many, compare_reports
 from evalkit.reporting.comparison_views import indistinguishable_groups, pairwise_frame, pairwise_table
 from evalkit.reporting.regression import find_regressions
 from evalkit.reporting.report import Report, build_report, parse_report, report_json
+from evalkit.runs.evaluation import Evaluation
 
 from .conftest import SYNTHETIC_DIR
 from .test_cli_compare import run_cli, with_means

@@ -8,9 +8,7 @@ from collections.abc import Sequence
 import numpy as np
 import pytest
 
-from evalkit.ablations import select_ablations
 from evalkit.data.fixture import LoadedFixture
-from evalkit.evaluation import Evaluation, evaluate
 from evalkit.measures.metrics import LatencySummary
 from evalkit.measures.statistics import StatisticsSettings
 from evalkit.reporting.comparison import (
@@ -35,6 +33,8 @@ from evalkit.reporting.regression import check_regressions, find_regressions
 from evalkit.reporting.report import AblationReport, QueryCounts, Report, build_report, parse_report, report_json
 from evalkit.retrieval.database import Hit
 from evalkit.retrieval.service import KnowledgeService, RetrievalSettings
+from evalkit.runs.ablations import select_ablations
+from evalkit.runs.evaluation import Evaluation, evaluate
 
 PAIR = ["hybrid", "hybrid-rerank"]
 

@@ -11,10 +11,12 @@ from dataclasses import replace
 
 import pytest
 
-from evalkit import evaluation as evaluation_module
-from evalkit.ablations import ABLATION_IDS, select_ablations
 from evalkit.data.fixture import Fixture, Judgment, LoadedFixture, Query, Span
-from evalkit.evaluation import (
+from evalkit.retrieval.embeddings import sha256_of
+from evalkit.retrieval.service import RetrievalSettings
+from evalkit.runs import evaluation as evaluation_module
+from evalkit.runs.ablations import ABLATION_IDS, select_ablations
+from evalkit.runs.evaluation import (
     CONTEXT_K,
     DeterminismError,
     Evaluation,
@@ -29,8 +31,6 @@ from evalkit.evaluation import (
     score_queries,
     score_query,
 )
-from evalkit.retrieval.embeddings import sha256_of
-from evalkit.retrieval.service import RetrievalSettings
 
 from .conftest import ROOT, TINY_DIR
 
@@ -161,8 +161,8 @@ def test_runs_must_be_positive(tiny: LoadedFixture) -> None:
 
 _PROBE = """
 import json, sys
-from evalkit.ablations import ABLATION_IDS, select_ablations
-from evalkit.evaluation import evaluate
+from evalkit.runs.ablations import ABLATION_IDS, select_ablations
+from evalkit.runs.evaluation import evaluate
 from evalkit.data.fixture import load_fixture
 e = evaluate(load_fixture(sys.argv[1]), select_ablations(list(ABLATION_IDS)), runs=1)
 print(json.dumps([e.projection_sha256, e.evaluation_definition_hash, e.provider_definitions_hash]))

@@ -15,15 +15,15 @@ from pathlib import Path
 
 import pytest
 
-from evalkit import cli
-from evalkit.ablations import select_ablations
-from evalkit.cli import main
+from evalkit.app import cli
+from evalkit.app.cli import main
 from evalkit.data.beir import beir_files
 from evalkit.data.fixture import load_fixture
 from evalkit.data.trec import trec_files
-from evalkit.evaluation import evaluate
 from evalkit.reporting.report import build_report, report_json
 from evalkit.retrieval.service import RetrievalSettings
+from evalkit.runs.ablations import select_ablations
+from evalkit.runs.evaluation import evaluate
 
 from .conftest import ROOT, SYNTHETIC_DIR, TINY_DIR
 

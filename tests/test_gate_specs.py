@@ -11,12 +11,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from evalkit.ablations import ABLATION_IDS
-from evalkit.cli import _fixture_inputs, main
+from evalkit.app.cli import _fixture_inputs, main
+from evalkit.app.notebook import EvaluationParameters
+from evalkit.common.output import ENV_VAR
 from evalkit.data.fixture import LoadedFixture
-from evalkit.evaluation import Evaluation
-from evalkit.notebook import EvaluationParameters
-from evalkit.output import ENV_VAR
 from evalkit.reporting.gates import (
     GATE_FORM,
     GATES_FILE,
@@ -31,6 +29,8 @@ from evalkit.reporting.gates import (
     parse_gate,
 )
 from evalkit.reporting.report import GateOutcome, Report, build_report, parse_report
+from evalkit.runs.ablations import ABLATION_IDS
+from evalkit.runs.evaluation import Evaluation
 
 from .conftest import SYNTHETIC_DIR, TINY_DIR
 

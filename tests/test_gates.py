@@ -7,7 +7,6 @@ import json
 import pytest
 
 from evalkit.data.fixture import LoadedFixture
-from evalkit.evaluation import Evaluation
 from evalkit.measures.metrics import LatencySummary
 from evalkit.reporting.gates import (
     Baselines,
@@ -26,6 +25,7 @@ from evalkit.reporting.gates import (
 )
 from evalkit.reporting.report import AblationReport, GateOutcome, QueryCounts, Report, build_report
 from evalkit.retrieval.service import RetrievalSettings
+from evalkit.runs.evaluation import Evaluation
 
 from .conftest import SYNTHETIC_DIR
 

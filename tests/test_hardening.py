@@ -23,11 +23,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from evalkit.cli import main
+from evalkit.app.cli import main
+from evalkit.app.runner import NotebookParameterError, check_run, run_notebook
 from evalkit.data.fixture import FixtureError, load_fixture
 from evalkit.data.schema import text_problem
 from evalkit.reporting.gates import MAX_BASELINE_TOLERANCE, load_baselines
-from evalkit.runner import NotebookParameterError, check_run, run_notebook
 
 from .conftest import ROOT, TINY_DIR
 

@@ -19,7 +19,7 @@ from typing import Any, ClassVar, TypeVar
 
 import pytest
 
-from evalkit.cli import main
+from evalkit.app.cli import main
 from evalkit.retrieval.http import (
     MAX_CONFIG_BYTES,
     HttpRetriever,
@@ -427,7 +427,7 @@ def test_a_signal_stops_a_run_with_requests_in_flight(tmp_path: Path, signum: si
     argv = ["run", "--fixture", str(TINY_DIR), "--ablations", "", "--retriever-config", str(config), "--no-gates"]
     env = {**os.environ, "PYTHONPATH": str(ROOT), **ENV}
     process = subprocess.Popen(
-        [sys.executable, "-m", "evalkit.cli", *argv, "--no-cache", "--output", "out/report.json"],
+        [sys.executable, "-m", "evalkit.app.cli", *argv, "--no-cache", "--output", "out/report.json"],
         cwd=tmp_path,
         env=env,
         stdout=subprocess.PIPE,

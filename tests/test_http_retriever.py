@@ -14,14 +14,14 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-from evalkit.ablations import external_ablation
-from evalkit.cli import main
+from evalkit.app.cli import main
+from evalkit.app.plugins import load_http_retriever
 from evalkit.data.fixture import LoadedFixture
-from evalkit.evaluation import evaluate
-from evalkit.plugins import load_http_retriever
 from evalkit.reporting.report import build_report, report_json
 from evalkit.retrieval.http import HttpRetriever, HttpRetrieverConfig, load_http_config
 from evalkit.retrieval.retriever import QueryError, QueryFailed, SearchRequest
+from evalkit.runs.ablations import external_ablation
+from evalkit.runs.evaluation import evaluate
 
 from .conftest import ROOT, TINY_DIR
 
@@ -266,7 +266,7 @@ def test_http_retriever_gets_tables_charts_and_gates(tiny: LoadedFixture, server
 
 
 def test_notebook_runs_an_http_retriever(server: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    from evalkit.runner import run_notebook
+    from evalkit.app.runner import run_notebook
 
     monkeypatch.setenv("MY_SEARCH_AUTH", SECRET)
     run_id = f"pytest-{uuid.uuid4().hex[:8]}"

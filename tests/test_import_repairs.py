@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from evalkit.cli import main
+from evalkit.app.cli import main
 from evalkit.data.fixture import FixtureError, load_fixture, parse_fixture
 from evalkit.data.repairs import (
     SUMMARY_FILE,

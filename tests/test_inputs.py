@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from evalkit.cli import main
+from evalkit.app.cli import main
 from evalkit.data import inputs
 from evalkit.data.fixture import FixtureError, load_fixture
 from evalkit.data.inputs import (

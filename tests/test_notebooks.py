@@ -15,10 +15,10 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from evalkit.cli import main
-from evalkit.notebook import CompareParameters, EvaluationParameters, UnknownParameterError, injected_names
+from evalkit.app.cli import main
+from evalkit.app.notebook import CompareParameters, EvaluationParameters, UnknownParameterError, injected_names
+from evalkit.app.runner import NotebookParameterError, declared_parameters, parse_value, run_notebook
 from evalkit.reporting.report import parse_report
-from evalkit.runner import NotebookParameterError, declared_parameters, parse_value, run_notebook
 
 from .conftest import ROOT
 

@@ -1,4 +1,4 @@
-"""Tests for evalkit.output: safe report paths and atomic writes."""
+"""Tests for evalkit.common.output: safe report paths and atomic writes."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from evalkit.output import (
+from evalkit.common.output import (
     ENV_VAR,
     OutputPathError,
     OutputWriteError,

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from evalkit.cli import main
+from evalkit.app.cli import main
 from evalkit.data.fixture import load_fixture
 from evalkit.data.runs import trec_run_bytes
-from evalkit.evaluation import Evaluation
 from evalkit.reporting.report import build_report, report_json
+from evalkit.runs.evaluation import Evaluation
 
 from .conftest import ROOT, TINY_DIR
 

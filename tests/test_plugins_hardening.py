@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from evalkit.cli import Terminated, main
+from evalkit.app.cli import Terminated, main
+from evalkit.app.plugins import BatchPluginRetriever, PluginError, PluginRetriever, load_retriever
 from evalkit.data.fixture import Chunk
-from evalkit.plugins import BatchPluginRetriever, PluginError, PluginRetriever, load_retriever
 from evalkit.retrieval.retriever import QueryError, QueryFailed, SearchOutcome, SearchRequest, search_all
 
 from .conftest import TINY_DIR

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import evalkit
-from evalkit.cli import main
+from evalkit.app.cli import main
 from evalkit.measures.statistics import (
     StatisticsSettings,
     minimum_detectable_effect,

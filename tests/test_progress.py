@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from evalkit import progress as module
-from evalkit.progress import progress, progress_enabled
+from evalkit.common import progress as module
+from evalkit.common.progress import progress, progress_enabled
 
 
 class _Terminal:

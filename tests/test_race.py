@@ -2,10 +2,10 @@
 
 A separate process exchanges a folder of the destination with a symlink to a folder outside the workspace in a
 tight loop (``renameat2(RENAME_EXCHANGE)`` when the C library has it, otherwise rename and symlink), while this
-process resolves and writes at least 200 reports through :func:`evalkit.output.write_atomic`. The swapper counts
+process resolves and writes at least 200 reports through :func:`evalkit.common.output.write_atomic`. The swapper counts
 only the swaps it made between the first and the last write, and the test requires some: a race that did not
 happen proves nothing. Every write must either land inside the workspace or be refused with
-:class:`~evalkit.output.OutputPathError` (counted; any other error fails the test); the outside folder must stay
+:class:`~evalkit.common.output.OutputPathError` (counted; any other error fails the test); the outside folder must stay
 empty. A hang fails the test through its timeout.
 """
 
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from evalkit.output import OutputPathError, resolve_output_path, write_atomic
+from evalkit.common.output import OutputPathError, resolve_output_path, write_atomic
 
 WRITES = 200
 TIME_LIMIT_S = 120
@@ -151,7 +151,7 @@ def test_symlink_swap_race_never_writes_outside_the_workspace(tmp_path: Path) ->
 @pytest.mark.skipif(sys.platform != "linux", reason="the swap uses Linux rename semantics")
 def test_env_variable_path_under_the_same_race(tmp_path: Path) -> None:
     """The environment-variable path goes through the same checks and writer as --output."""
-    from evalkit.output import ENV_VAR, output_path_from_env
+    from evalkit.common.output import ENV_VAR, output_path_from_env
 
     workspace, outside = _workspace(tmp_path)
     swapper = Swapper(workspace, tmp_path)

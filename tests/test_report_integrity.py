@@ -16,12 +16,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from evalkit.cli import main
+from evalkit.app.cli import main
 from evalkit.data.fixture import load_fixture
 from evalkit.data.runs import check_trec_field, trec_run_bytes
 from evalkit.data.schema import SLICES
 from evalkit.data.trec import qrels_text
-from evalkit.evaluation import Evaluation
 from evalkit.measures.metrics import LatencySummary
 from evalkit.reporting.per_query import ANSWERABLE_MEASURES, NO_ANSWER_MEASURES, QueryIndex
 from evalkit.reporting.report import (
@@ -34,6 +33,7 @@ from evalkit.reporting.report import (
     parse_report,
     report_json,
 )
+from evalkit.runs.evaluation import Evaluation
 
 from .conftest import TINY_DIR
 

@@ -15,11 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from evalkit.ablations import ABLATION_IDS, Ablation, external_ablation, select_ablations
-from evalkit.cli import main
+from evalkit.app.cli import main
+from evalkit.app.plugins import PluginRetriever, load_retriever
 from evalkit.data.fixture import Chunk, LoadedFixture
-from evalkit.evaluation import DeterminismError, Evaluation, evaluate
-from evalkit.plugins import PluginRetriever, load_retriever
 from evalkit.reporting.report import build_report, parse_report, report_json
 from evalkit.reporting.trec import ranked_results
 from evalkit.retrieval.database import KnowledgeDatabase
@@ -32,6 +30,8 @@ from evalkit.retrieval.retriever import (
     search_all,
 )
 from evalkit.retrieval.service import KnowledgeService, RetrievalSettings
+from evalkit.runs.ablations import ABLATION_IDS, Ablation, external_ablation, select_ablations
+from evalkit.runs.evaluation import DeterminismError, Evaluation, evaluate
 
 from .conftest import ROOT, TINY_DIR
 
@@ -238,7 +238,7 @@ def test_cli_bad_retriever_is_exit_2(capsys: pytest.CaptureFixture[str]) -> None
 
 
 def test_notebook_runs_with_a_retriever_parameter() -> None:
-    from evalkit.runner import run_notebook
+    from evalkit.app.runner import run_notebook
 
     run_id = f"pytest-{uuid.uuid4().hex[:8]}"
     try:

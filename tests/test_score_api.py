@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 import evalkit
-from evalkit.cli import main
+from evalkit.app.cli import main
 from evalkit.reporting.comparison import ComparisonError, compare_reports
 from evalkit.reporting.report import parse_report, report_json
 
@@ -282,7 +282,7 @@ def test_json_output_is_identical_across_processes(files: Path) -> None:
         command = [
             sys.executable,
             "-m",
-            "evalkit.cli",
+            "evalkit.app.cli",
             "score",
             "--qrels",
             "qrels.txt",

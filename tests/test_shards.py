@@ -11,9 +11,7 @@ from contextlib import contextmanager
 import numpy as np
 import pytest
 
-from evalkit.ablations import ABLATION_IDS, select_ablations
 from evalkit.data.fixture import Chunk, Document, LoadedFixture
-from evalkit.evaluation import Evaluation, StoreFactory, evaluate
 from evalkit.retrieval.database import Hit, KnowledgeDatabase, KnowledgeStore
 from evalkit.retrieval.shards import (
     ShardIndex,
@@ -25,6 +23,8 @@ from evalkit.retrieval.shards import (
 )
 from evalkit.retrieval.sparse_index import CorpusStatistics, SparseBm25Index
 from evalkit.retrieval.text import query_terms
+from evalkit.runs.ablations import ABLATION_IDS, select_ablations
+from evalkit.runs.evaluation import Evaluation, StoreFactory, evaluate
 
 WORDS = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta", "北京", "上海", "大学", "河流"]
 

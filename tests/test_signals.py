@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from evalkit.output import is_stale_temp_name, write_atomic
+from evalkit.common.output import is_stale_temp_name, write_atomic
 
 from .conftest import ROOT, TINY_DIR
 
@@ -29,7 +29,7 @@ def slow_fsync(fd):
         time.sleep(60)
     real_fsync(fd)
 os.fsync = slow_fsync
-from evalkit.cli import main
+from evalkit.app.cli import main
 sys.exit(main(sys.argv[1:]))
 """
 TIME_LIMIT_S = 120
@@ -89,7 +89,7 @@ def test_sigint_before_any_write_prints_one_line(tmp_path: Path) -> None:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     # Ctrl-C while the fixture is being loaded (before anything is written).
     script = (
-        "import os, signal, sys, time\nimport evalkit.cli as cli\n"
+        "import os, signal, sys, time\nimport evalkit.app.cli as cli\n"
         "def interrupted(*args, **kwargs):\n    os.kill(os.getpid(), signal.SIGINT)\n    time.sleep(5)\n"
         "cli.load_fixture = interrupted\nsys.exit(cli.main(['validate', sys.argv[1]]))\n"
     )

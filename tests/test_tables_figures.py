@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 
-from evalkit.evaluation import Evaluation
 from evalkit.reporting.figures import (
     plot_language_metrics,
     plot_latency,
@@ -25,6 +24,7 @@ from evalkit.reporting.tables import (
     rank_pivot,
     rerank_delta_frame,
 )
+from evalkit.runs.evaluation import Evaluation
 
 
 def test_metrics_frame_rows_and_values(tiny_evaluation: Evaluation) -> None:
@@ -128,8 +128,8 @@ def test_save_all_writes_nothing_without_a_folder(tiny_evaluation: Evaluation, t
 _SVG_PROBE = """
 import sys
 from pathlib import Path
-from evalkit.ablations import ABLATION_IDS, select_ablations
-from evalkit.evaluation import evaluate
+from evalkit.runs.ablations import ABLATION_IDS, select_ablations
+from evalkit.runs.evaluation import evaluate
 from evalkit.reporting.figures import plot_language_metrics, save_figure
 from evalkit.data.fixture import load_fixture
 from evalkit.reporting.report import build_report

@@ -9,13 +9,13 @@ from typing import Any
 import numpy as np
 import pytest
 
-from evalkit.cli import main
+from evalkit.app.cli import main
 from evalkit.data.collection import CollectionOptions
 from evalkit.data.fixture import load_fixture
 from evalkit.data.repairs import RepairLog, RepairPolicy
 from evalkit.data.trec import QRELS_GAINS, qrels_text, read_trec, trec_files, write_trec
-from evalkit.evaluation import corpus_sha256
 from evalkit.measures.metrics import ndcg_at_k
+from evalkit.runs.evaluation import corpus_sha256
 
 from .conftest import SYNTHETIC_DIR
 

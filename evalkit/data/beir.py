@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from evalkit.common.output import write_atomic
 from evalkit.data.collection import (
     CollectionOptions,
     Qrel,
@@ -28,7 +29,6 @@ from evalkit.data.collection import (
 from evalkit.data.fixture import Fixture
 from evalkit.data.inputs import DEFAULT_MAX_INPUT_BYTES
 from evalkit.data.repairs import RepairLog
-from evalkit.output import write_atomic
 
 __all__ = ["CORPUS_FILE", "QUERIES_FILE", "beir_files", "qrels_tsv", "read_beir", "read_qrels_tsv", "write_beir"]
 

@@ -15,9 +15,9 @@ from typing import Literal
 
 from pydantic import Field
 
+from evalkit.common.output import write_atomic
 from evalkit.data.inputs import cap_problems
 from evalkit.data.schema import StrictModel, model_json, privacy_problem
-from evalkit.output import write_atomic
 
 __all__ = [
     "KIND_ACTIONS",

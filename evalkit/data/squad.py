@@ -52,6 +52,8 @@ from typing import Annotated, Any, Literal
 import numpy as np
 from pydantic import Field, ValidationError, model_validator
 
+from evalkit.common.output import write_atomic
+from evalkit.common.progress import progress
 from evalkit.data.fixture import FIXTURE_FILE, Fixture, parse_fixture
 from evalkit.data.inputs import DEFAULT_MAX_INPUT_BYTES, InputError, clip, read_json_file
 from evalkit.data.repairs import RepairLog, SourceFormatError
@@ -68,8 +70,6 @@ from evalkit.data.schema import (
     privacy_problem,
     validation_problems,
 )
-from evalkit.output import write_atomic
-from evalkit.progress import progress
 
 __all__ = [
     "SquadAnswer",
@@ -814,8 +814,9 @@ def fixture_json(fixture: Fixture) -> bytes:
 def write_fixture(fixture: Fixture, directory: Path) -> Path:
     """Write ``directory/fixture.json`` atomically (creating `directory` if needed) and return its path.
 
-    The caller vets `directory` (for example with :func:`evalkit.output.resolve_output_path`); this function does not.
-    Missing folders are created by :func:`evalkit.output.write_atomic`, which never follows a symlinked folder.
+    The caller vets `directory` (for example with :func:`evalkit.common.output.resolve_output_path`); this function
+    does not. Missing folders are created by :func:`evalkit.common.output.write_atomic`, which never follows a
+    symlinked folder.
     """
     path = directory / FIXTURE_FILE
     write_atomic(path, fixture_json(fixture))

@@ -27,6 +27,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Final, Literal
 
+from evalkit.common.output import write_atomic
 from evalkit.data.collection import (
     CollectionOptions,
     IdMapper,
@@ -44,7 +45,6 @@ from evalkit.data.collection import (
 from evalkit.data.fixture import Fixture
 from evalkit.data.inputs import DEFAULT_MAX_INPUT_BYTES
 from evalkit.data.repairs import RepairLog
-from evalkit.output import write_atomic
 
 __all__ = [
     "DEFAULT_QRELS_GAINS",

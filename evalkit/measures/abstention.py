@@ -14,7 +14,7 @@ answerability), so the reported trade-off is measured on queries the floor was n
 The rule for choosing: the lowest-FPR floor whose recall@10 loss against no floor, on the calibration queries, is at
 most ``max_recall_loss``; among floors with the same FPR the lowest. It has no other knob.
 
-:mod:`evalkit.calibration` applies the same rule in every calibrated run (``evalkit run --calibrate``), over its
+:mod:`evalkit.runs.calibration` applies the same rule in every calibrated run (``evalkit run --calibrate``), over its
 declared confidence signals, and withholds the results of queries below the chosen floor.
 """
 

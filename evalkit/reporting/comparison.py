@@ -26,11 +26,10 @@ from typing import Final, Literal
 import numpy as np
 from pydantic import Field
 
-from evalkit.ablations import ALL_ABLATION_IDS
+from evalkit.common.progress import progress
 from evalkit.data.schema import SLICES, Identifier, Sha256, Slice, StrictModel, UnitFloat, model_json
 from evalkit.measures.metrics import NO_ANSWER_FPR
 from evalkit.measures.statistics import StatisticsSettings, holm_adjust, paired_bootstrap_intervals, sign_flip_p_values
-from evalkit.progress import progress
 from evalkit.reporting.per_query import (
     ANSWERABLE_MEASURES,
     NO_ANSWER_MEASURES,
@@ -49,6 +48,7 @@ from evalkit.reporting.regression import (
 )
 from evalkit.reporting.regression import find_regressions as find_regressions
 from evalkit.reporting.report import Report
+from evalkit.runs.ablations import ALL_ABLATION_IDS
 
 COMPARISON_SCHEMA_VERSION: Literal[2] = 2
 LOWER_IS_BETTER: Final = frozenset({str(NO_ANSWER_FPR)})

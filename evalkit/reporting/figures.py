@@ -17,12 +17,12 @@ import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
-from evalkit.evaluation import Evaluation
-from evalkit.output import write_atomic
+from evalkit.common.output import write_atomic
 from evalkit.reporting.report import Report
+from evalkit.runs.evaluation import Evaluation
 
 if TYPE_CHECKING:
-    from evalkit.benchmark import AbstentionCurve, BenchmarkSummary
+    from evalkit.runs.real_data import AbstentionCurve, BenchmarkSummary
 from evalkit.reporting.tables import language_metrics_frame, latency_frame, rerank_delta_frame
 
 CHART_MEASURES = ("recall@10", "mrr@10", "ndcg@10", "context_precision", "context_recall")

@@ -33,9 +33,9 @@ from evalkit.data.schema import (
     privacy_problem,
     validation_problems,
 )
-from evalkit.evaluation import Evaluation
 from evalkit.measures.registry import parse_measure
 from evalkit.reporting.report import GateOutcome, Report, build_report
+from evalkit.runs.evaluation import Evaluation
 
 GATES_FILE = "gates.json"
 BASELINES_FILE = "baselines.json"

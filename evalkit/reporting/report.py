@@ -27,15 +27,12 @@ from typing import Annotated, Any, Final, Literal
 import numpy as np
 from pydantic import AfterValidator, Field, ValidationError, model_validator
 
-from evalkit.ablations import AblationId
-from evalkit.calibration import CalibrationRecord, absent
+from evalkit.common.output import write_atomic
 from evalkit.data.inputs import clip, loads_strict, shorten
 from evalkit.data.schema import SLICES, Identifier, Language, PositiveInt, Sha256, Slice, StrictModel, model_json
-from evalkit.evaluation import CONTEXT_K, FAILURE_CUTOFF, Evaluation, judgments_sha256
 from evalkit.measures.metrics import METRICS_VERSION, LatencySummary
 from evalkit.measures.statistics import DEFAULT_STATISTICS, StatisticsSettings
 from evalkit.measures.ties import DEFAULT_TIE_POLICY, TiePolicyName
-from evalkit.output import write_atomic
 from evalkit.reporting.per_query import (
     PER_QUERY_DECIMALS,
     Interval,
@@ -47,6 +44,9 @@ from evalkit.reporting.per_query import (
     query_index,
 )
 from evalkit.retrieval.service import RetrievalSettings
+from evalkit.runs.ablations import AblationId
+from evalkit.runs.calibration import CalibrationRecord, absent
+from evalkit.runs.evaluation import CONTEXT_K, FAILURE_CUTOFF, Evaluation, judgments_sha256
 
 SCHEMA_VERSION: Literal[2] = 2
 

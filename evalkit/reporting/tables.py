@@ -11,14 +11,14 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from evalkit.ablations import ablation_order
 from evalkit.data.schema import SLICES
-from evalkit.evaluation import CONTEXT_K, Evaluation
 from evalkit.measures.metrics import STANDARD_MEASURES
 from evalkit.reporting.report import Report
+from evalkit.runs.ablations import ablation_order
+from evalkit.runs.evaluation import CONTEXT_K, Evaluation
 
 if TYPE_CHECKING:
-    from evalkit.benchmark import AbstentionCurve, BenchmarkSummary
+    from evalkit.runs.real_data import AbstentionCurve, BenchmarkSummary
 
 METRIC_COLUMNS = [*(str(m) for m in STANDARD_MEASURES), "no_answer_fpr"]
 
@@ -170,7 +170,7 @@ def benchmark_latency_frame(summary: BenchmarkSummary) -> pd.DataFrame:
 
 def targets_frame(summary: BenchmarkSummary) -> pd.DataFrame:
     """The benchmark targets with their measured values (informational: nothing fails on them)."""
-    from evalkit.benchmark import benchmark_targets
+    from evalkit.runs.real_data import benchmark_targets
 
     return pd.DataFrame([t.model_dump() for t in benchmark_targets(summary)])
 

@@ -16,10 +16,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
+from evalkit.common.output import write_atomic
 from evalkit.data.runs import trec_run_bytes
-from evalkit.evaluation import AblationResult, Evaluation
 from evalkit.measures.ties import order_ranking
-from evalkit.output import write_atomic
+from evalkit.runs.evaluation import AblationResult, Evaluation
 
 
 def ranked_results(result: AblationResult, ties: str) -> dict[str, list[tuple[str, float]]]:

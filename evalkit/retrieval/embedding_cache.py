@@ -19,8 +19,8 @@ from typing import Any
 
 import numpy as np
 
+from evalkit.common.output import write_atomic
 from evalkit.data.schema import Matrix
-from evalkit.output import write_atomic
 from evalkit.retrieval.embeddings import ConceptProvider, EmbeddingProvider, fingerprint, sha256_of
 
 __all__ = ["CachedProvider", "EmbeddingCache"]

@@ -37,9 +37,9 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 import numpy.typing as npt
 
+from evalkit.common.progress import progress
 from evalkit.data.fixture import AliasTable
 from evalkit.data.schema import Matrix
-from evalkit.progress import progress
 from evalkit.retrieval.text import ANALYZER_VERSION, is_han, normalize, tokenize
 
 

@@ -12,7 +12,7 @@ one data set each and say so:
 
 Neither fits every corpus. ``evalkit run --calibrate FRACTION`` starts from a preset and chooses the fusion and an
 abstention floor on a calibration part of the fixture's own queries, reporting on the rest
-(:mod:`evalkit.calibration`).
+(:mod:`evalkit.runs.calibration`).
 
 A settings file is the JSON of a ``RetrievalSettings`` (unknown keys are refused, omitted keys take the defaults of
 ``synthetic-v1``), read like every input file (:func:`evalkit.data.inputs.read_json_file`: a regular file within the

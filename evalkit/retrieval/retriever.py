@@ -8,7 +8,7 @@ orders every returned ranking by its declared tie policy, so a retriever need no
 A retriever reports a failure of one query (a timeout, an HTTP error, a malformed response) by raising
 :class:`QueryFailed`: the query scores as an empty ranking, the failure is recorded by kind, status and attempt
 count, and the run goes on. Any other exception is a bug in the retriever and stops the run (behind
-``--retriever module:factory`` as :class:`evalkit.plugins.PluginError`: bad input, exit 2).
+``--retriever module:factory`` as :class:`evalkit.app.plugins.PluginError`: bad input, exit 2).
 
 :class:`KnowledgeServiceRetriever` makes the built-in knowledge service one implementation of the protocol;
 :class:`RunRetriever` replays a precomputed run file.
@@ -21,10 +21,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, Protocol, runtime_checkable
 
+from evalkit.common.progress import progress
 from evalkit.data.fixture import Chunk
 from evalkit.data.runs import Run
 from evalkit.data.schema import Language
-from evalkit.progress import progress
 from evalkit.retrieval.database import Hit
 from evalkit.retrieval.service import KnowledgeService, Mode
 

@@ -12,7 +12,7 @@ is the single-process top ``limit``.
 :class:`ShardedStore` is a :class:`~evalkit.retrieval.database.KnowledgeStore`: the knowledge service runs on it
 unchanged. It keeps the seeded database for what is per chunk (languages, tokens, FTS5's answers to the rare query
 the sparse index cannot vouch for) and sends what scans the corpus (lexical and vector search) to the shards.
-:class:`LocalShards` runs the shards in this process; :mod:`evalkit.cluster` runs them as Ray actors.
+:class:`LocalShards` runs the shards in this process; :mod:`evalkit.runs.cluster` runs them as Ray actors.
 """
 
 from __future__ import annotations
@@ -125,7 +125,7 @@ class Shards(Protocol):
 
 
 class LocalShards:
-    """The shards as :class:`ShardIndex` objects in this process (the reference for :mod:`evalkit.cluster`)."""
+    """The shards as :class:`ShardIndex` objects in this process (the reference for :mod:`evalkit.runs.cluster`)."""
 
     def __init__(self, parts: Sequence[tuple[Sequence[str], Sequence[str]]], statistics: CorpusStatistics) -> None:
         self.shards = [ShardIndex(ids, texts, statistics) for ids, texts in parts]

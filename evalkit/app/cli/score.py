@@ -1,6 +1,6 @@
 """``evalkit score``: score run files against qrels (no corpus) or against a fixture (with answer spans).
 
-``--qrels`` takes TREC or BEIR qrels and goes through the scoring core alone (:func:`evalkit.scoring.score`): no
+``--qrels`` takes TREC or BEIR qrels and goes through the scoring core alone (:func:`evalkit.runs.scoring.score`): no
 database, analyzer or embedding is built. ``--fixture`` scores the runs as external systems of the fixture, which
 adds the context measures (they need answer spans) and the fixture's gates.
 """
@@ -13,12 +13,18 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from evalkit.common.output import (
+    ENV_VAR,
+    output_path_from_env,
+    refuse_input_overwrite,
+    resolve_output_path,
+    write_atomic,
+)
 from evalkit.data.tables import DEFAULT_MAX_TABLE_BYTES
 from evalkit.measures.core import MISSING_POLICIES
-from evalkit.output import ENV_VAR, output_path_from_env, refuse_input_overwrite, resolve_output_path, write_atomic
 from evalkit.reporting.gates import check_gates, evaluate_gates, format_gates, parse_gate
 from evalkit.reporting.report import GateOutcome, report_json
-from evalkit.scoring import ScoreResult, score
+from evalkit.runs.scoring import ScoreResult, score
 
 __all__ = ["FORMATS", "add_score_arguments", "score_qrels"]
 

@@ -16,21 +16,21 @@ from typing import TYPE_CHECKING, Any, Self
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 
-from evalkit.ablations import ALL_ABLATION_IDS, Ablation, select_ablations
+from evalkit.common.output import resolve_output_path
 from evalkit.data.schema import Identifier, StrictModel, describe_validation_error
-from evalkit.output import resolve_output_path
 from evalkit.reporting.gates import FiniteFloat, GateSpec, GateThresholds, collect_gates
 from evalkit.retrieval.embedding_cache import EmbeddingCache
 from evalkit.retrieval.presets import DEFAULT_PRESET, PRESETS, load_settings_file
+from evalkit.runs.ablations import ALL_ABLATION_IDS, Ablation, select_ablations
 
 if TYPE_CHECKING:
-    from evalkit.benchmark import BenchmarkConfig
-    from evalkit.calibration import CalibrationOptions
     from evalkit.data.fixture import Fixture, LoadedFixture
-    from evalkit.evaluation import Evaluation
     from evalkit.reporting.report import Report
     from evalkit.retrieval.retriever import Retriever
     from evalkit.retrieval.service import RetrievalSettings
+    from evalkit.runs.calibration import CalibrationOptions
+    from evalkit.runs.evaluation import Evaluation
+    from evalkit.runs.real_data import BenchmarkConfig
 
 PAPERMILL_MARKER = "# Parameters"
 """The first line of the cell papermill injects."""
@@ -194,8 +194,8 @@ class EvaluationParameters(AblationParameters):
         """The ablations to run (the selected built-in ones, then the retriever's) and the external systems."""
         if self.retriever is None:
             return self.selected_ablations, {}
-        from evalkit.ablations import external_ablation
-        from evalkit.plugins import load_http_retriever, load_retriever
+        from evalkit.app.plugins import load_http_retriever, load_retriever
+        from evalkit.runs.ablations import external_ablation
 
         if self.retriever.endswith(".json"):
             ablation_id, retriever = load_http_retriever(self.root / self.retriever)
@@ -218,7 +218,7 @@ class EvaluationParameters(AblationParameters):
     @field_validator("calibrate")
     @classmethod
     def _calibration_fraction(cls, value: float | None) -> float | None:
-        from evalkit.calibration import check_fraction
+        from evalkit.runs.calibration import check_fraction
 
         return None if value is None else check_fraction(value, "calibrate")
 
@@ -227,9 +227,9 @@ class EvaluationParameters(AblationParameters):
     ) -> Evaluation:
         """The evaluation these parameters ask for: in this process, or sharded on Ray (the same report); with
         ``calibrate``, chosen on the calibration part and evaluated on the rest (in this process)."""
-        from evalkit.calibration import CalibrationOptions, calibrated_evaluation
-        from evalkit.cluster import ClusterOptions, evaluate_on_ray
-        from evalkit.evaluation import evaluate
+        from evalkit.runs.calibration import CalibrationOptions, calibrated_evaluation
+        from evalkit.runs.cluster import ClusterOptions, evaluate_on_ray
+        from evalkit.runs.evaluation import evaluate
 
         settings, cache = self.retrieval_settings, self.embedding_cache
         if self.calibrate is not None:
@@ -289,7 +289,7 @@ class BenchmarkParameters(NotebookParameters):
     @field_validator("calibrate")
     @classmethod
     def _calibration_fraction(cls, value: float | None) -> float | None:
-        from evalkit.calibration import check_fraction
+        from evalkit.runs.calibration import check_fraction
 
         return None if value is None else check_fraction(value, "calibrate")
 
@@ -302,7 +302,7 @@ class BenchmarkParameters(NotebookParameters):
     @field_validator("settings")
     @classmethod
     def _known_settings(cls, value: list[str]) -> list[str]:
-        from evalkit.benchmark import parse_setting
+        from evalkit.runs.real_data import parse_setting
 
         for setting_id in value:
             parse_setting(setting_id)
@@ -311,7 +311,7 @@ class BenchmarkParameters(NotebookParameters):
     @property
     def config(self) -> BenchmarkConfig:
         """The benchmark configuration."""
-        from evalkit.benchmark import BenchmarkConfig
+        from evalkit.runs.real_data import BenchmarkConfig
 
         return BenchmarkConfig(
             data_dir=self.data_dir,
@@ -327,7 +327,7 @@ class BenchmarkParameters(NotebookParameters):
     @property
     def calibration(self) -> CalibrationOptions | None:
         """The calibration options, or None when not calibrating."""
-        from evalkit.calibration import CalibrationOptions
+        from evalkit.runs.calibration import CalibrationOptions
 
         if self.calibrate is None:
             return None
@@ -336,7 +336,7 @@ class BenchmarkParameters(NotebookParameters):
     @property
     def retrieval(self) -> RetrievalSettings:
         """The benchmark's retrieval settings with this reranker floor."""
-        from evalkit.benchmark import BENCHMARK_RETRIEVAL
+        from evalkit.runs.real_data import BENCHMARK_RETRIEVAL
 
         reranker = BENCHMARK_RETRIEVAL.reranker.model_copy(update={"min_score": self.rerank_min_score})
         return BENCHMARK_RETRIEVAL.model_copy(update={"reranker": reranker})
@@ -375,10 +375,10 @@ class CompareParameters(NotebookParameters):
 
     def report(self, side: str) -> Report:
         """The base or head report: read from its path, or, when None, a fresh evaluation of the default fixture."""
-        from evalkit.ablations import ABLATION_IDS
         from evalkit.data.fixture import load_fixture
-        from evalkit.evaluation import evaluate
         from evalkit.reporting.report import build_report, parse_report
+        from evalkit.runs.ablations import ABLATION_IDS
+        from evalkit.runs.evaluation import evaluate
 
         relative = self.base if side == "base" else self.head
         if relative is None:

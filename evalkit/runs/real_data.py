@@ -3,7 +3,7 @@ the CMRC 2018 trial set (Chinese written natively) at paragraph and sentence lev
 
 Each setting imports the SQuAD-format files into a fixture (:mod:`evalkit.data.squad`) with a held-out fraction of gold
 paragraphs removed, so every setting also measures no-answer behaviour, and runs the benchmark ablations, the
-bm25s comparison row included, through :func:`evalkit.evaluation.evaluate` (determinism double run and all).
+bm25s comparison row included, through :func:`evalkit.runs.evaluation.evaluate` (determinism double run and all).
 The data is read from one folder holding ``xquad/`` and ``cmrc2018-trial/``; a setting whose data set is missing is
 skipped, and the summary says why. Embeddings of the real model are cached on disk by corpus hash and provider
 fingerprint, so a rerun does not embed again. The summary holds setting and ablation IDs, hashes and numbers only.
@@ -19,19 +19,19 @@ from typing import Literal
 
 from pydantic import Field
 
-from evalkit.ablations import ALL_ABLATION_IDS, select_ablations
-from evalkit.calibration import CalibrationOptions, CalibrationRecord, absent, evaluate_calibrated
+from evalkit.common.output import write_atomic
+from evalkit.common.progress import progress
 from evalkit.data.fixture import AliasTable, Fixture, LoadedFixture
 from evalkit.data.schema import Identifier, Language, PositiveInt, Sha256, StrictModel, UnitFloat, model_json
-from evalkit.evaluation import Evaluation
 from evalkit.measures.abstention import AbstentionPoint, CalibratedFloor, abstention_curve, calibrate_floor
 from evalkit.measures.metrics import METRICS_VERSION, LatencySummary
-from evalkit.output import write_atomic
-from evalkit.progress import progress
 from evalkit.retrieval.coverage import COVERAGE_DEPTH, TermCoverage
 from evalkit.retrieval.embeddings import EmbeddingProvider
 from evalkit.retrieval.presets import PRESETS
 from evalkit.retrieval.service import RetrievalSettings
+from evalkit.runs.ablations import ALL_ABLATION_IDS, select_ablations
+from evalkit.runs.calibration import CalibrationOptions, CalibrationRecord, absent, evaluate_calibrated
+from evalkit.runs.evaluation import Evaluation
 
 Chunking = Literal["paragraph", "sentence"]
 Dataset = Literal["xquad", "cmrc2018-trial"]

@@ -3,7 +3,7 @@
 A bar (tqdm, on stderr) appears when stderr is a terminal and the ``CI`` environment variable is unset; in CI,
 in a pipe, in papermill and nbval runs (whose stderr is no terminal) and in tests the iterable is returned as it
 is, so nothing is printed and committed notebook outputs never hold a bar. ``EVALKIT_PROGRESS=0`` turns bars off,
-``EVALKIT_PROGRESS=1`` forces them on. Like :mod:`evalkit.output`, this is a leaf utility that any layer may use.
+``EVALKIT_PROGRESS=1`` forces them on. Like :mod:`evalkit.common.output`, this is a leaf utility that any layer may use.
 """
 
 from __future__ import annotations

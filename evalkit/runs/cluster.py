@@ -1,6 +1,6 @@
 """Sharded evaluation on Ray: shard actors answer the queries, Ray tasks embed the corpus; the report is unchanged.
 
-:func:`evaluate_on_ray` is :func:`evalkit.evaluation.evaluate` with two things moved onto a Ray instance (a local
+:func:`evaluate_on_ray` is :func:`evalkit.runs.evaluation.evaluate` with two things moved onto a Ray instance (a local
 one, or an existing cluster by address):
 
 - Embedding: each provider that embeds through the on-disk cache embeds a cache miss as Ray tasks over batches of
@@ -27,10 +27,8 @@ from typing import Any
 
 import numpy as np
 
-from evalkit.ablations import PROVIDERS, Ablation
 from evalkit.data.fixture import LoadedFixture
 from evalkit.data.schema import Matrix
-from evalkit.evaluation import Evaluation, evaluate, with_cache
 from evalkit.measures.ties import DEFAULT_TIE_POLICY
 from evalkit.retrieval.database import KnowledgeDatabase, KnowledgeStore
 from evalkit.retrieval.embedding_cache import CachedProvider, EmbeddingCache
@@ -46,6 +44,8 @@ from evalkit.retrieval.shards import (
     stored_corpus,
 )
 from evalkit.retrieval.sparse_index import CorpusStatistics
+from evalkit.runs.ablations import PROVIDERS, Ablation
+from evalkit.runs.evaluation import Evaluation, evaluate, with_cache
 
 RAY_LOCAL = "local"
 """The ``--ray`` value that starts a Ray instance on this machine (any other value is a cluster address)."""
@@ -400,7 +400,7 @@ def evaluate_on_ray(
     ties: str = DEFAULT_TIE_POLICY,
     stores: Callable[[Any, KnowledgeDatabase], AbstractContextManager[KnowledgeStore]] | None = None,
 ) -> Evaluation:
-    """:func:`~evalkit.evaluation.evaluate` with embedding and search on Ray; the same :class:`Evaluation`.
+    """:func:`~evalkit.runs.evaluation.evaluate` with embedding and search on Ray; the same :class:`Evaluation`.
 
     ``stores`` replaces :func:`ray_store` (tests use it to kill an actor mid-run).
     """

@@ -8,7 +8,7 @@ Everything is checked before anything is created (:func:`check_run`): parameter 
 notebook's own parameter model, defaults filled in from its ``parameters`` cell), output paths and the run ID; a
 run ID whose folder exists is refused unless ``replace=True``. papermill writes into a private temporary folder;
 the executed notebook is then scrubbed of absolute workspace paths (also in tracebacks) and written into
-``reports/<run-id>/`` with :func:`evalkit.output.write_atomic`, like every other file of the run.
+``reports/<run-id>/`` with :func:`evalkit.common.output.write_atomic`, like every other file of the run.
 """
 
 from __future__ import annotations
@@ -24,14 +24,14 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from evalkit.data.schema import is_identifier
-from evalkit.notebook import (
+from evalkit.app.notebook import (
     BenchmarkParameters,
     EvaluationParameters,
     FailureAnalysisParameters,
     NotebookParameters,
 )
-from evalkit.output import OutputPathError, resolve_output_path, write_atomic
+from evalkit.common.output import OutputPathError, resolve_output_path, write_atomic
+from evalkit.data.schema import is_identifier
 
 DEFAULT_NOTEBOOK = Path("notebooks") / "retrieval_evaluation.ipynb"
 REPORTS_DIR = "reports"

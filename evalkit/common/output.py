@@ -13,7 +13,7 @@ followed: the write either lands in the real folder inside the workspace or is r
 process that *moves a real folder* out of the workspace (rather than swapping in a symlink) takes the file with it.
 
 Interrupted writes leave no partial destination: the temporary file is removed on any exception, including
-``KeyboardInterrupt`` and the exception :mod:`evalkit.cli` raises on SIGTERM. A temporary file left by a process
+``KeyboardInterrupt`` and the exception :mod:`evalkit.app.cli` raises on SIGTERM. A temporary file left by a process
 killed with SIGKILL is named ``.<name>.evalkit-tmp-<pid>-<token>.tmp`` and is removed by the next write into the
 same folder once process ``<pid>`` no longer exists.
 """

@@ -28,18 +28,8 @@ from typing import Literal, cast
 import numpy as np
 from pydantic import Field
 
-from evalkit.ablations import Ablation
 from evalkit.data.fixture import LoadedFixture, Query
 from evalkit.data.schema import Identifier, Language, NonNegativeFloat, Sha256, StrictModel, UnitFloat
-from evalkit.evaluation import (
-    Evaluation,
-    QueryResult,
-    evaluate,
-    make_providers,
-    prime_providers,
-    score_queries,
-    with_results,
-)
 from evalkit.measures.abstention import (
     DEFAULT_MAX_RECALL_LOSS,
     AbstentionPoint,
@@ -55,6 +45,16 @@ from evalkit.retrieval.embeddings import EmbeddingProvider, sha256_of
 from evalkit.retrieval.fusion import Contribution, FusionName, fusion_method
 from evalkit.retrieval.retriever import Retriever
 from evalkit.retrieval.service import KnowledgeService, RetrievalSettings
+from evalkit.runs.ablations import Ablation
+from evalkit.runs.evaluation import (
+    Evaluation,
+    QueryResult,
+    evaluate,
+    make_providers,
+    prime_providers,
+    score_queries,
+    with_results,
+)
 
 FUSING_MODES = ("hybrid", "hybrid-rerank")
 """Modes whose ranking depends on the fusion (hybrid-rerank reranks the fused candidates)."""
@@ -423,7 +423,7 @@ def evaluate_calibrated(
     ties: str = DEFAULT_TIE_POLICY,
     providers: Mapping[str, EmbeddingProvider] | None = None,
 ) -> Evaluation:
-    """:func:`calibrated_evaluation` when ``options`` are given, else :func:`~evalkit.evaluation.evaluate` over
+    """:func:`calibrated_evaluation` when ``options`` are given, else :func:`~evalkit.runs.evaluation.evaluate` over
     every query with the settings as given."""
     if options is None:
         return evaluate(loaded, ablations, settings, runs, providers, cache, systems, ties)

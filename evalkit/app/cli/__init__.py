@@ -19,18 +19,10 @@ from typing import TYPE_CHECKING
 
 from pydantic import ValidationError
 
-from evalkit.ablations import ABLATION_IDS, Ablation, ablation_order, external_ablation, parse_ablations
-from evalkit.calibration import calibrated_evaluation, calibration_options, format_calibration
-from evalkit.cluster import ClusterOptions, evaluate_on_ray
-from evalkit.data.collection import CollectionOptions
-from evalkit.data.fixture import ALIASES_FILE, FIXTURE_FILE, Fixture, FixtureError, load_fixture
-from evalkit.data.inputs import DEFAULT_MAX_INPUT_BYTES
-from evalkit.data.repairs import KIND_ACTIONS, RepairKind, RepairLog, RepairPolicy
-from evalkit.data.runs import check_run, read_run
-from evalkit.data.schema import SLICES
-from evalkit.evaluation import DeterminismError, evaluate
-from evalkit.measures.ties import DEFAULT_TIE_POLICY, TIE_POLICIES
-from evalkit.output import (
+from evalkit.app.cli.score import add_score_arguments, score_qrels
+from evalkit.app.plugins import load_http_retriever, load_retriever
+from evalkit.app.runner import DEFAULT_NOTEBOOK, parse_value, run_notebook
+from evalkit.common.output import (
     ENV_VAR,
     OutputPathError,
     output_path_from_env,
@@ -38,7 +30,13 @@ from evalkit.output import (
     resolve_output_path,
     write_atomic,
 )
-from evalkit.plugins import load_http_retriever, load_retriever
+from evalkit.data.collection import CollectionOptions
+from evalkit.data.fixture import ALIASES_FILE, FIXTURE_FILE, Fixture, FixtureError, load_fixture
+from evalkit.data.inputs import DEFAULT_MAX_INPUT_BYTES
+from evalkit.data.repairs import KIND_ACTIONS, RepairKind, RepairLog, RepairPolicy
+from evalkit.data.runs import check_run, read_run
+from evalkit.data.schema import SLICES
+from evalkit.measures.ties import DEFAULT_TIE_POLICY, TIE_POLICIES
 from evalkit.reporting.gates import (
     BASELINES_FILE,
     GATE_OPTION_HELP,
@@ -62,8 +60,10 @@ from evalkit.retrieval.embeddings import ProviderUnavailableError
 from evalkit.retrieval.presets import DEFAULT_PRESET, PRESETS, resolve_settings
 from evalkit.retrieval.retriever import Retriever, RunRetriever
 from evalkit.retrieval.service import RetrievalSettings
-from evalkit.runner import DEFAULT_NOTEBOOK, parse_value, run_notebook
-from evalkit.score_command import add_score_arguments, score_qrels
+from evalkit.runs.ablations import ABLATION_IDS, Ablation, ablation_order, external_ablation, parse_ablations
+from evalkit.runs.calibration import calibrated_evaluation, calibration_options, format_calibration
+from evalkit.runs.cluster import ClusterOptions, evaluate_on_ray
+from evalkit.runs.evaluation import DeterminismError, evaluate
 
 if TYPE_CHECKING:
     from evalkit.data.squad import SquadImportOptions
@@ -147,9 +147,9 @@ def _run(args: argparse.Namespace) -> int:
     settings_label, settings = resolve_settings(args.preset, None if args.settings is None else Path(args.settings))
     # The optional backends the ablations need (a model's extra, bm25s) are checked before the cache is primed, so
     # a run refused for a missing extra writes no embedding either.
-    from evalkit.ablations import BASELINE_MODE
-    from evalkit.evaluation import make_providers
     from evalkit.retrieval.embeddings import fingerprint, import_backend
+    from evalkit.runs.ablations import BASELINE_MODE
+    from evalkit.runs.evaluation import make_providers
 
     for provider in make_providers(ablations, loaded).values():
         fingerprint(provider)  # names the model's files and version: raises when its extra is missing
@@ -253,7 +253,7 @@ def _notebook(args: argparse.Namespace) -> int:
         print()
         print(format_gates(report.gates))
     if run.summary is not None:
-        from evalkit.benchmark import format_benchmark, load_summary
+        from evalkit.runs.real_data import format_benchmark, load_summary
 
         print(format_benchmark(load_summary(run.summary)))
     print(f"\nfiles in {run.run_dir.relative_to(root.resolve())}:")
@@ -889,7 +889,7 @@ def _add_cluster_arguments(run: argparse.ArgumentParser) -> None:
 
 
 def _add_calibration_arguments(run: argparse.ArgumentParser) -> None:
-    """``--calibrate`` and ``--calibrate-seed`` of ``evalkit run`` (see evalkit/calibration.py)."""
+    """``--calibrate`` and ``--calibrate-seed`` of ``evalkit run`` (see evalkit/runs/calibration.py)."""
     run.add_argument(
         "--calibrate",
         type=float,
@@ -1045,7 +1045,3 @@ def _dispatch(argv: Sequence[str] | None) -> int:
         print(f"evalkit: {exc}", file=sys.stderr)
         return EXIT_INPUT
     return code
-
-
-if __name__ == "__main__":
-    sys.exit(main())

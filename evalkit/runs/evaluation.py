@@ -13,7 +13,6 @@ from contextlib import AbstractContextManager, ExitStack
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal, cast
 
-from evalkit.ablations import BASELINE_MODE, PROVIDERS, Ablation
 from evalkit.data.fixture import Fixture, LoadedFixture, Query
 from evalkit.data.schema import LANGUAGES, Language
 from evalkit.measures.core import score_rankings
@@ -55,9 +54,10 @@ from evalkit.retrieval.retriever import (
 )
 from evalkit.retrieval.service import KnowledgeService, Mode, RetrievalSettings
 from evalkit.retrieval.text import ANALYZER_VERSION
+from evalkit.runs.ablations import BASELINE_MODE, PROVIDERS, Ablation
 
 if TYPE_CHECKING:
-    from evalkit.calibration import CalibrationRecord
+    from evalkit.runs.calibration import CalibrationRecord
 
 CONTEXT_K = 5
 """The returned context of a query: its first CONTEXT_K results (what a RAG prompt would receive)."""
@@ -224,7 +224,7 @@ def run_once(
 ) -> dict[str, tuple[QueryResult, ...]]:
     """Seed a fresh database and run every query through every ablation once (external ones through ``systems``).
 
-    ``stores`` turns the seeded database into the store the services search (shards, say; see ``evalkit.cluster``).
+    ``stores`` turns the seeded database into the store the services search (shards, say; see ``evalkit.runs.cluster``).
     """
     requests = [
         SearchRequest(q.query_id, q.text, q.language, settings.top_k)
