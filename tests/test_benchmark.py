@@ -18,7 +18,7 @@ from evalkit.runs.real_data import (
     BenchmarkSummary,
     SettingSummary,
     benchmark_targets,
-    build_fixture,
+    build_setting_fixture,
     format_benchmark,
     parse_setting,
     run_benchmark,
@@ -99,7 +99,7 @@ def test_cross_lingual_fixture_pairs_languages() -> None:
     config = BenchmarkConfig(
         data_dir=str(DATA), settings=[], ablations=[], held_out_fraction=0.1, seed=0, max_articles=2, runs=1
     )
-    fixture = build_fixture(parse_setting("en->zh/sentence"), config, Path("/"))
+    fixture = build_setting_fixture(parse_setting("en->zh/sentence"), config, Path("/"))
     documents = {d.doc_id: d.language for d in fixture.documents}
     assert set(documents.values()) == {"zh"}
     assert {q.language for q in fixture.queries} == {"en"}

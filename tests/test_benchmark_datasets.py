@@ -23,7 +23,7 @@ from evalkit.runs.real_data import (
     abstention_curves,
     abstention_inputs,
     benchmark_targets,
-    build_fixture,
+    build_setting_fixture,
     format_benchmark,
     parse_setting,
     run_benchmark,
@@ -65,7 +65,7 @@ def test_missing_data_sets_are_skipped_with_the_reason(tmp_path: Path) -> None:
 @needs_cmrc
 def test_cmrc_fixture_is_chinese_with_no_answer_queries() -> None:
     setting = parse_setting("cmrc/sentence")
-    fixture = build_fixture(setting, _config(DATA, [], []), Path("/"))
+    fixture = build_setting_fixture(setting, _config(DATA, [], []), Path("/"))
     assert fixture.fixture_id == "cmrc2018-trial-cmrc-sentence"
     assert {d.language for d in fixture.documents} == {"zh"}
     assert {q.language for q in fixture.queries} == {"zh"}

@@ -13,7 +13,13 @@ from evalkit.reporting.regression import find_regressions
 from evalkit.reporting.report import build_report
 from evalkit.runs.ablations import select_ablations
 from evalkit.runs.evaluation import evaluate
-from evalkit.runs.real_data import BENCHMARK_RETRIEVAL, BenchmarkConfig, build_fixture, cached_providers, parse_setting
+from evalkit.runs.real_data import (
+    BENCHMARK_RETRIEVAL,
+    BenchmarkConfig,
+    build_setting_fixture,
+    cached_providers,
+    parse_setting,
+)
 
 from .conftest import ROOT
 
@@ -36,7 +42,7 @@ def test_a_hybrid_tilted_to_the_dense_side_fails_the_gate_on_the_cmrc_trial(tmp_
         runs=1,
     )
     loaded = LoadedFixture(
-        fixture=build_fixture(parse_setting("cmrc/paragraph"), config, Path("/")), aliases=AliasTable()
+        fixture=build_setting_fixture(parse_setting("cmrc/paragraph"), config, Path("/")), aliases=AliasTable()
     )
     ablations = select_ablations(["usem3-hybrid"])
     providers = cached_providers(tmp_path / "cache", ["usem3-hybrid"])

@@ -24,7 +24,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from evalkit.app.cli import main
-from evalkit.app.runner import NotebookParameterError, check_run, run_notebook
+from evalkit.app.runner import NotebookParameterError, check_notebook_run, run_notebook
 from evalkit.data.fixture import FixtureError, load_fixture
 from evalkit.data.schema import text_problem
 from evalkit.reporting.gates import MAX_BASELINE_TOLERANCE, load_baselines
@@ -329,11 +329,11 @@ def test_run_id_reuse_is_refused_unless_asked(tmp_path: Path) -> None:
     (project / "reports" / "earlier").mkdir(parents=True)
     source = project / "notebooks" / "retrieval_evaluation.ipynb"
     with pytest.raises(NotebookParameterError, match="was used before"):
-        check_run(project, source, {}, "earlier")
-    values = check_run(project, source, {}, "earlier", replace=True)
+        check_notebook_run(project, source, {}, "earlier")
+    values = check_notebook_run(project, source, {}, "earlier", replace=True)
     assert values["report_output"] == "reports/earlier/report.json"
     with pytest.raises(NotebookParameterError, match="run ID"):
-        check_run(project, source, {}, "../escape")
+        check_notebook_run(project, source, {}, "../escape")
 
 
 # --- property: validate never crashes ------------------------------------------------------------------------

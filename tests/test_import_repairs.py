@@ -20,7 +20,7 @@ from evalkit.data.repairs import (
     RepairLog,
     RepairPolicy,
     SourceFormatError,
-    format_summary,
+    format_import_summary,
 )
 from evalkit.data.schema import privacy_problem
 from evalkit.data.squad import SquadFormatError, forgive_squad, nearest_occurrence, read_squad
@@ -86,11 +86,11 @@ def test_format_summary_lists_each_kind() -> None:
     summary = ImportSummary(
         source_format="squad", documents=1, chunks=2, queries=3, answerable=2, repairs=log.repairs()
     )
-    text = format_summary(summary)
+    text = format_import_summary(summary)
     assert text.splitlines()[0] == "import summary (squad): 1 documents, 2 chunks, 3 queries (2 answerable)"
     assert text.splitlines()[1].split() == ["answer_offset", "2", "repair", "e.g.", "q1,", "q2"]
     empty = ImportSummary(source_format="beir", documents=1, chunks=1, queries=1, answerable=1, repairs={})
-    assert format_summary(empty).endswith("no repairs or skips")
+    assert format_import_summary(empty).endswith("no repairs or skips")
 
 
 # --- the forgiving SQuAD reader -----------------------------------------------------------------------------------

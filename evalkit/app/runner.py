@@ -4,9 +4,9 @@
 before anything runs), executes the notebook with papermill in the project's own kernel, exports the executed
 notebook to HTML with nbconvert (also when a cell failed, so the failure can be read), and returns what happened.
 
-Everything is checked before anything is created (:func:`check_run`): parameter names, parameter values (with the
-notebook's own parameter model, defaults filled in from its ``parameters`` cell), output paths and the run ID; a
-run ID whose folder exists is refused unless ``replace=True``. papermill writes into a private temporary folder;
+Everything is checked before anything is created (:func:`check_notebook_run`): parameter names, parameter values
+(with the notebook's own parameter model, defaults filled in from its ``parameters`` cell), output paths and the run
+ID; a run ID whose folder exists is refused unless ``replace=True``. papermill writes into a private temporary folder;
 the executed notebook is then scrubbed of absolute workspace paths (also in tracebacks) and written into
 ``reports/<run-id>/`` with :func:`evalkit.common.output.write_atomic`, like every other file of the run.
 """
@@ -159,7 +159,7 @@ def _check_outputs(root: Path, values: Mapping[str, Any]) -> None:
             raise NotebookParameterError(f"parameter {name}: {exc}") from None
 
 
-def check_run(
+def check_notebook_run(
     root: Path, source: Path, parameters: Mapping[str, Any], run_id: str, replace: bool = False
 ) -> dict[str, Any]:
     """Check everything a run needs before anything is created; return the parameter values to inject.
@@ -236,15 +236,15 @@ def run_notebook(
 ) -> NotebookRun:
     """Execute a notebook headless into ``reports/<run-id>/`` and export it; never raises for a failing cell.
 
-    Every check (:func:`check_run`) happens before anything is created, so a refused run leaves the workspace as
-    it found it.
+    Every check (:func:`check_notebook_run`) happens before anything is created, so a refused run leaves the
+    workspace as it found it.
     """
     import papermill
     from papermill.exceptions import PapermillExecutionError
 
     source = root / notebook
     run_id = run_id or default_run_id()
-    values = check_run(root, source, parameters, run_id, replace)
+    values = check_notebook_run(root, source, parameters, run_id, replace)
     relative_dir = f"{REPORTS_DIR}/{run_id}"
     executed = resolve_output_path(f"{relative_dir}/{source.name}", root)
     run_dir = executed.parent

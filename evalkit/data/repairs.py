@@ -29,8 +29,8 @@ __all__ = [
     "RepairLog",
     "RepairPolicy",
     "SourceFormatError",
-    "format_summary",
-    "write_summary",
+    "format_import_summary",
+    "write_import_summary",
 ]
 
 SUMMARY_FILE = "import_summary.json"
@@ -191,7 +191,7 @@ class RepairLog:
         }
 
 
-def format_summary(summary: ImportSummary) -> str:
+def format_import_summary(summary: ImportSummary) -> str:
     """The summary as text lines: one per kind with its count, action and first IDs (or that nothing was needed)."""
     lines = [
         f"import summary ({summary.source_format}): {summary.documents} documents, {summary.chunks} chunks, "
@@ -204,7 +204,7 @@ def format_summary(summary: ImportSummary) -> str:
     return "\n".join(lines)
 
 
-def write_summary(summary: ImportSummary, directory: Path) -> Path:
+def write_import_summary(summary: ImportSummary, directory: Path) -> Path:
     """Write ``directory/import_summary.json`` atomically and return its path."""
     path = directory / SUMMARY_FILE
     write_atomic(path, model_json(summary))

@@ -164,7 +164,7 @@ def data_hashes(data_dir: Path, settings: Sequence[Setting]) -> dict[str, str]:
     return {name: hashlib.sha256((data_dir / name).read_bytes()).hexdigest() for name in names}
 
 
-def build_fixture(setting: Setting, config: BenchmarkConfig, root: Path) -> Fixture:
+def build_setting_fixture(setting: Setting, config: BenchmarkConfig, root: Path) -> Fixture:
     """Import one setting's SQuAD-format files (XQuAD strictly; CMRC through the forgiving reader's defaults)."""
     from evalkit.data.repairs import RepairLog, RepairPolicy
     from evalkit.data.squad import SquadImportOptions, import_cross_lingual, import_squad, read_squad
@@ -334,7 +334,7 @@ def run_benchmark(
     summaries = []
     for setting in progress(settings, "benchmark settings"):
         setting_started = time.perf_counter()
-        fixture = build_fixture(setting, config, root)
+        fixture = build_setting_fixture(setting, config, root)
         loaded = LoadedFixture(fixture=fixture, aliases=AliasTable())
         evaluation = evaluate_calibrated(
             loaded, ablations, retrieval, config.calibration, config.runs, providers=providers
@@ -492,7 +492,7 @@ def load_summary(path: Path) -> BenchmarkSummary:
     return BenchmarkSummary.model_validate_json(path.read_text(encoding="utf-8"))
 
 
-def write_summary(summary: BenchmarkSummary, path: Path | None) -> Path | None:
+def write_benchmark_summary(summary: BenchmarkSummary, path: Path | None) -> Path | None:
     """Write the summary atomically to an already-resolved path; nothing when path is None."""
     if path is not None:
         write_atomic(path, summary_json(summary))

@@ -289,7 +289,7 @@ def _import_outputs(output_dir: str, inputs: Sequence[Path]) -> tuple[Path, Path
 
 def _write_import(fixture: Fixture, log: RepairLog, source_format: str, outputs: tuple[Path, Path]) -> int:
     """Write the fixture and its import summary to `outputs` (from :func:`_import_outputs`); print both."""
-    from evalkit.data.repairs import ImportSummary, format_summary, write_summary
+    from evalkit.data.repairs import ImportSummary, format_import_summary, write_import_summary
     from evalkit.data.squad import fixture_json
 
     workspace = Path.cwd().resolve()
@@ -306,13 +306,13 @@ def _write_import(fixture: Fixture, log: RepairLog, source_format: str, outputs:
         }
     )
     write_atomic(target, fixture_json(fixture))
-    write_summary(summary, summary_path.parent)
+    write_import_summary(summary, summary_path.parent)
     no_answer = len(fixture.queries) - answerable
     print(
         f"wrote {target.relative_to(workspace)}: {len(fixture.documents)} documents, "
         f"{len(fixture.chunks)} chunks, {answerable} answerable and {no_answer} no-answer queries"
     )
-    print(format_summary(summary))
+    print(format_import_summary(summary))
     print(f"summary written to {summary_path.relative_to(workspace)}")
     return EXIT_OK
 
