@@ -31,14 +31,15 @@ from typing import Any
 import bm25s
 import numpy as np
 
+from evalkit.data.chunking import split_sentences
 from evalkit.data.fixture import Chunk, Document, load_fixture
-from evalkit.data.squad import split_sentences
+from evalkit.data.settings import RetrievalSettings
 from evalkit.measures.metrics import latency_summary
 from evalkit.retrieval.database import Hit, KnowledgeDatabase, order_hits
 from evalkit.retrieval.embeddings import TokenHashProvider, fingerprint
 from evalkit.retrieval.fusion import Contribution, fusion_method
 from evalkit.retrieval.latency import time_queries
-from evalkit.retrieval.service import KnowledgeService, RetrievalSettings
+from evalkit.retrieval.service import KnowledgeService
 from evalkit.retrieval.sparse_index import SparseBm25Index
 from evalkit.retrieval.text import query_terms, tokenize
 

@@ -7,11 +7,13 @@ any run against any qrels, no corpus needed.
 from evalkit.common.output import OutputPathError, resolve_output_path
 from evalkit.data.fixture import Fixture, FixtureError, LoadedFixture, load_fixture
 from evalkit.data.runs import read_run
+from evalkit.data.settings import RetrievalSettings
 from evalkit.data.squad import SquadImportOptions, import_cross_lingual, import_squad, read_squad
 from evalkit.measures.metrics import Measure
 from evalkit.measures.registry import MeasureDef, parse_measure, register_measure, unregister_measure
-from evalkit.reporting.comparison import compare_reports, find_regressions
+from evalkit.reporting.comparison import compare_reports
 from evalkit.reporting.gates import GateFailure, GateThresholds, check_gates, evaluate_gates, load_baselines
+from evalkit.reporting.regression import find_regressions
 from evalkit.reporting.report import Report, build_report, parse_report, report_json
 from evalkit.retrieval.database import Hit, KnowledgeDatabase
 from evalkit.retrieval.embedding_cache import CachedProvider, EmbeddingCache
@@ -24,7 +26,7 @@ from evalkit.retrieval.embeddings import (
     fingerprint,
 )
 from evalkit.retrieval.retriever import QueryError, QueryFailed, Retriever
-from evalkit.retrieval.service import KnowledgeService, RetrievalSettings
+from evalkit.retrieval.service import KnowledgeService
 from evalkit.runs.ablations import (
     ABLATION_IDS,
     ABLATIONS,

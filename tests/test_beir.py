@@ -13,8 +13,9 @@ from hypothesis import strategies as st
 
 from evalkit.app.cli import main
 from evalkit.data.beir import read_beir, read_qrels_tsv, write_beir
-from evalkit.data.collection import CollectionOptions, detect_language
+from evalkit.data.collection import CollectionOptions
 from evalkit.data.fixture import Fixture, load_fixture
+from evalkit.data.language import detect_language
 from evalkit.data.repairs import SUMMARY_FILE, ImportSummary, RepairLog, RepairPolicy, SourceFormatError
 from evalkit.runs.evaluation import corpus_sha256
 
@@ -291,8 +292,8 @@ def test_source_files_are_read_as_every_input_is(tmp_path: Path) -> None:
     """A FIFO is refused at once (no hang), and a JSONL line with a duplicate key is refused naming the key."""
     import os
 
-    from evalkit.data.collection import read_jsonl, read_source_text
     from evalkit.data.repairs import SourceFormatError
+    from evalkit.data.sources import read_jsonl, read_source_text
 
     fifo = tmp_path / "corpus.jsonl"
     os.mkfifo(fifo)

@@ -10,6 +10,7 @@ import pytest
 from evalkit.data.schema import privacy_problem
 from evalkit.measures.metrics import LatencySummary
 from evalkit.retrieval.embeddings import Usem3Provider
+from evalkit.runs.benchmark_views import benchmark_targets
 from evalkit.runs.real_data import (
     ALL_SETTINGS,
     BENCHMARK_RETRIEVAL,
@@ -17,7 +18,6 @@ from evalkit.runs.real_data import (
     BenchmarkOptions,
     BenchmarkSummary,
     SettingSummary,
-    benchmark_targets,
     build_setting_fixture,
     format_benchmark,
     parse_setting,

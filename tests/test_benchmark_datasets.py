@@ -13,7 +13,9 @@ import pytest
 from evalkit.data.fixture import Fixture
 from evalkit.measures.abstention import AbstentionPoint, CalibratedFloor
 from evalkit.measures.metrics import LatencySummary
-from evalkit.runs.evaluation import Evaluation, QueryResult
+from evalkit.measures.results import QueryResult
+from evalkit.runs.benchmark_views import benchmark_targets
+from evalkit.runs.evaluation import Evaluation
 from evalkit.runs.real_data import (
     BENCHMARK_RETRIEVAL,
     BenchmarkConfig,
@@ -22,7 +24,6 @@ from evalkit.runs.real_data import (
     SettingSummary,
     abstention_curves,
     abstention_inputs,
-    benchmark_targets,
     build_setting_fixture,
     format_benchmark,
     parse_setting,

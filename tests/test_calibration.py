@@ -239,7 +239,8 @@ def test_seeds_give_different_splits_with_the_same_strata(synthetic: LoadedFixtu
 
 
 def test_benchmark_targets_read_a_calibrated_setting_s_floor(calibrated: Evaluation) -> None:
-    from evalkit.runs.real_data import BenchmarkOptions, BenchmarkSummary, SettingSummary, benchmark_targets
+    from evalkit.runs.benchmark_views import benchmark_targets
+    from evalkit.runs.real_data import BenchmarkOptions, BenchmarkSummary, SettingSummary
 
     record = calibrated.calibration
     assert record is not None

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from evalkit.data.fixture import LoadedFixture
+from evalkit.data.settings import RetrievalSettings
 from evalkit.measures.metrics import LatencySummary
 from evalkit.measures.statistics import StatisticsSettings
 from evalkit.reporting.comparison import (
@@ -32,7 +33,7 @@ from evalkit.reporting.per_query import ANSWERABLE_MEASURES, NO_ANSWER_MEASURES,
 from evalkit.reporting.regression import check_regressions, find_regressions
 from evalkit.reporting.report import AblationReport, QueryCounts, Report, build_report, parse_report, report_json
 from evalkit.retrieval.database import Hit
-from evalkit.retrieval.service import KnowledgeService, RetrievalSettings
+from evalkit.retrieval.service import KnowledgeService
 from evalkit.runs.ablations import select_ablations
 from evalkit.runs.evaluation import Evaluation, evaluate
 

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from evalkit.common.hashing import sha256_of
 from evalkit.data.fixture import AliasGroup, AliasTable
 from evalkit.retrieval.embedding_cache import CachedProvider, EmbeddingCache
 from evalkit.retrieval.embeddings import (
@@ -22,7 +23,6 @@ from evalkit.retrieval.embeddings import (
     Usem3Provider,
     fingerprint,
     l2_normalize,
-    sha256_of,
 )
 
 TEXTS = ["Deleted notes stay in the trash", "删除的笔记会进入回收站", "Sync runs every five minutes", ""]

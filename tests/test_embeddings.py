@@ -16,6 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from evalkit.common.hashing import canonical_json, sha256_of
 from evalkit.data.fixture import AliasGroup, AliasTable, LoadedFixture
 from evalkit.retrieval.embeddings import (
     AliasProvider,
@@ -23,10 +24,8 @@ from evalkit.retrieval.embeddings import (
     EmbeddingProvider,
     Matrix,
     TokenHashProvider,
-    canonical_json,
     fingerprint,
     l2_normalize,
-    sha256_of,
 )
 
 from .conftest import TINY_DIR

@@ -11,25 +11,21 @@ from dataclasses import replace
 
 import pytest
 
+from evalkit.common.hashing import sha256_of
 from evalkit.data.fixture import Fixture, Judgment, LoadedFixture, Query, Span
-from evalkit.retrieval.embeddings import sha256_of
-from evalkit.retrieval.service import RetrievalSettings
+from evalkit.data.settings import RetrievalSettings
+from evalkit.measures.fixture_scores import aggregate, query_failures, score_queries, score_query
+from evalkit.measures.results import CONTEXT_K, QueryResult
 from evalkit.runs import evaluation as evaluation_module
 from evalkit.runs.ablations import ABLATION_IDS, select_ablations
 from evalkit.runs.evaluation import (
-    CONTEXT_K,
     DeterminismError,
     Evaluation,
-    QueryResult,
-    aggregate,
     corpus_sha256,
     evaluate,
     evaluation_definition_hash,
     make_providers,
     projection,
-    query_failures,
-    score_queries,
-    score_query,
 )
 
 from .conftest import ROOT, TINY_DIR

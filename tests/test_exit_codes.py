@@ -19,9 +19,9 @@ from evalkit.app import cli
 from evalkit.app.cli import main
 from evalkit.data.beir import beir_files
 from evalkit.data.fixture import load_fixture
+from evalkit.data.settings import RetrievalSettings
 from evalkit.data.trec import trec_files
 from evalkit.reporting.report import build_report, report_json
-from evalkit.retrieval.service import RetrievalSettings
 from evalkit.runs.ablations import select_ablations
 from evalkit.runs.evaluation import evaluate
 
@@ -313,7 +313,7 @@ def test_interrupted_exits_130_or_143(
     def interrupted(*args: object, **kwargs: object) -> None:
         raise raised
 
-    monkeypatch.setattr(cli, "load_fixture", interrupted)
+    monkeypatch.setattr(cli.validate, "load_fixture", interrupted)
     assert main(["validate", str(TINY_DIR)]) == code
     assert capsys.readouterr().err.strip() == message
 

@@ -150,6 +150,6 @@ def test_max_normalized_scale_ignores_zero_weight_hits() -> None:
 def test_fusion_vocabulary_matches_the_registry() -> None:
     from typing import get_args
 
-    from evalkit.retrieval.fusion import FusionName
+    from evalkit.data.settings import FusionName
 
     assert sorted(get_args(FusionName)) == sorted(FUSION_METHODS)

@@ -11,7 +11,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from evalkit.app.cli import _fixture_inputs, main
+from evalkit.app.cli import main
+from evalkit.app.cli.options import fixture_inputs
 from evalkit.app.notebook import EvaluationParameters
 from evalkit.common.output import ENV_VAR
 from evalkit.data.fixture import LoadedFixture
@@ -354,8 +355,8 @@ def test_cli_refuses_to_write_the_report_over_gates_json(capsys: pytest.CaptureF
     code, _, err = _run(capsys, "--output", f"fx/{GATES_FILE}")
     assert code == 2 and "would overwrite it" in err
     assert (workspace / "fx" / GATES_FILE).read_bytes() == before
-    assert Path("fx") / GATES_FILE in _fixture_inputs(Path("fx"))
-    assert Path("fx") / GATES_FILE in _fixture_inputs(Path("fx") / "fixture.json")
+    assert Path("fx") / GATES_FILE in fixture_inputs(Path("fx"))
+    assert Path("fx") / GATES_FILE in fixture_inputs(Path("fx") / "fixture.json")
 
 
 def test_cli_report_carries_only_the_gates_evaluated(capsys: pytest.CaptureFixture[str], workspace: Path) -> None:

@@ -7,6 +7,7 @@ import json
 import pytest
 
 from evalkit.data.fixture import LoadedFixture
+from evalkit.data.settings import RetrievalSettings
 from evalkit.measures.metrics import LatencySummary
 from evalkit.reporting.gates import (
     Baselines,
@@ -24,7 +25,6 @@ from evalkit.reporting.gates import (
     merge_gates,
 )
 from evalkit.reporting.report import AblationReport, GateOutcome, QueryCounts, Report, build_report
-from evalkit.retrieval.service import RetrievalSettings
 from evalkit.runs.evaluation import Evaluation
 
 from .conftest import SYNTHETIC_DIR

@@ -34,7 +34,7 @@ from evalkit.data.squad import read_squad
 from evalkit.data.topics import read_topics
 from evalkit.data.trec import read_trec, trec_files
 from evalkit.reporting.gates import load_baselines, load_gate_file
-from evalkit.retrieval import http
+from evalkit.retrieval import http, http_config
 from evalkit.retrieval.presets import load_settings_file
 
 from .conftest import ROOT, SYNTHETIC_DIR, TINY_DIR
@@ -88,9 +88,9 @@ def _cap(value: int | None) -> dict[str, int]:
 
 def _http_config(directory: Path, cap: int | None) -> Any:
     """The retriever configuration ``search.json``; its fixed cap (``MAX_CONFIG_BYTES``) patched when given."""
-    patch = mock.patch.object(http, "MAX_CONFIG_BYTES", cap) if cap is not None else contextlib.nullcontext()
+    patch = mock.patch.object(http_config, "MAX_CONFIG_BYTES", cap) if cap is not None else contextlib.nullcontext()
     with patch:
-        return http.load_http_config(directory / "search.json")
+        return http_config.load_http_config(directory / "search.json")
 
 
 def _readers() -> list[Reader]:

@@ -20,13 +20,8 @@ from typing import Any, ClassVar, TypeVar
 import pytest
 
 from evalkit.app.cli import main
-from evalkit.retrieval.http import (
-    MAX_CONFIG_BYTES,
-    HttpRetriever,
-    HttpRetrieverConfig,
-    load_http_config,
-    loads_response,
-)
+from evalkit.retrieval.http import HttpRetriever, loads_response
+from evalkit.retrieval.http_config import MAX_CONFIG_BYTES, HttpRetrieverConfig, load_http_config
 from evalkit.retrieval.retriever import QueryError, QueryFailed, SearchRequest
 
 from .conftest import ROOT, TINY_DIR
@@ -306,7 +301,7 @@ def test_bad_header_names_are_refused_with_the_config(headers: dict[str, str], m
 def test_bad_urls_are_refused_without_echoing_them(tmp_path: Path, url: str, message: str) -> None:
     path = tmp_path / "c.json"
     path.write_text(json.dumps({"name": "s", "url": url, "body": {}}), encoding="utf-8")
-    with pytest.raises(ValueError, match=f"retriever config c.json: url: Value error, .*{message}") as info:
+    with pytest.raises(ValueError, match=f"retriever config c.json: field 'url': .*{message}") as info:
         load_http_config(path)
     assert url not in str(info.value) and "pw@" not in str(info.value)
 

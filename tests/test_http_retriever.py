@@ -18,7 +18,8 @@ from evalkit.app.cli import main
 from evalkit.app.plugins import load_http_retriever
 from evalkit.data.fixture import LoadedFixture
 from evalkit.reporting.report import build_report, report_json
-from evalkit.retrieval.http import HttpRetriever, HttpRetrieverConfig, load_http_config
+from evalkit.retrieval.http import HttpRetriever
+from evalkit.retrieval.http_config import HttpRetrieverConfig, load_http_config
 from evalkit.retrieval.retriever import QueryError, QueryFailed, SearchRequest
 from evalkit.runs.ablations import external_ablation
 from evalkit.runs.evaluation import evaluate
@@ -195,7 +196,7 @@ def test_bad_configs_name_the_field(tmp_path: Path, change: dict[str, Any], fiel
     values = {"name": "s", "url": "http://127.0.0.1:9/x", "body": {"q": "{text}"}, **change}
     path = tmp_path / "c.json"
     path.write_text(json.dumps(values), encoding="utf-8")
-    with pytest.raises(ValueError, match=f"retriever config c.json: {field}"):
+    with pytest.raises(ValueError, match=f"retriever config c.json: field '{field}'"):
         load_http_config(path)
 
 

@@ -23,8 +23,7 @@ ALLOWED: dict[str, set[str]] = {
     "data": {"common", "data"},
     "retrieval": {"common", "data", "retrieval"},
     "measures": {"common", "data", "measures"},
-    # reporting still reads the runs' result types (Evaluation, ablation IDs): they are to move below it.
-    "reporting": {"common", "data", "measures", "reporting", "retrieval", "runs"},
+    "reporting": {"common", "data", "measures", "reporting"},
     "runs": {"common", "data", "retrieval", "measures", "reporting", "runs"},
     "app": {"common", "data", "retrieval", "measures", "reporting", "runs", "app"},
     "top": set(LOWER),

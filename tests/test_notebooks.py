@@ -73,7 +73,7 @@ def test_main_notebook_declares_the_issue_parameters() -> None:
 def test_last_cell_checks_the_gates() -> None:
     notebook = nbformat.read(MAIN, as_version=4)
     last = [c for c in notebook.cells if c.cell_type == "code"][-1]
-    assert "check_gates(" in last.source
+    assert "enforce_gates(" in last.source  # raises GateFailure unless no_gates
 
 
 def test_injected_names_come_from_papermill_cells_only() -> None:

@@ -19,13 +19,13 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
+from evalkit.common.hashing import sha256_of
 from evalkit.retrieval.embeddings import (
     EmbeddingProvider,
     ProviderUnavailableError,
     SentenceTransformerProvider,
     Usem3Provider,
     fingerprint,
-    sha256_of,
 )
 
 TEXTS = [

@@ -9,11 +9,13 @@ from typing import Any
 import numpy as np
 import pytest
 
+from evalkit.common.hashing import canonical_json
 from evalkit.data.fixture import LoadedFixture
+from evalkit.measures.results import judgments_sha256
 from evalkit.reporting.per_query import QueryIndex
 from evalkit.reporting.report import Report, ReportVersionError, build_report, parse_report, report_json
-from evalkit.retrieval.embeddings import canonical_json, fingerprint
-from evalkit.runs.evaluation import Evaluation, judgments_sha256, make_providers
+from evalkit.retrieval.embeddings import fingerprint
+from evalkit.runs.evaluation import Evaluation, make_providers
 
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 

@@ -10,16 +10,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
+from evalkit.data.settings import RerankerSettings
 from evalkit.retrieval.database import Hit
-from evalkit.retrieval.reranker import (
-    CONCEPT_PREFIX,
-    Candidate,
-    HeuristicReranker,
-    RerankerSettings,
-    coverage,
-    idf,
-    proximity,
-)
+from evalkit.retrieval.reranker import CONCEPT_PREFIX, Candidate, HeuristicReranker, coverage, idf, proximity
 
 N = 10
 # Query units: two terms and one concept; 'alpha' is the rarest unit seen in the corpus (the key unit). Every unit

@@ -6,6 +6,7 @@ This module also holds the toy retriever that the CLI and notebook tests plug in
 
 from __future__ import annotations
 
+import ast
 import json
 import re
 import shutil
@@ -18,18 +19,19 @@ import pytest
 from evalkit.app.cli import main
 from evalkit.app.plugins import PluginRetriever, load_retriever
 from evalkit.data.fixture import Chunk, LoadedFixture
+from evalkit.data.settings import RetrievalSettings
 from evalkit.reporting.report import build_report, parse_report, report_json
 from evalkit.reporting.trec import ranked_results
+from evalkit.retrieval.adapters import KnowledgeServiceRetriever
 from evalkit.retrieval.database import KnowledgeDatabase
 from evalkit.retrieval.retriever import (
-    KnowledgeServiceRetriever,
     QueryError,
     QueryFailed,
     Retriever,
     SearchRequest,
     search_all,
 )
-from evalkit.retrieval.service import KnowledgeService, RetrievalSettings
+from evalkit.retrieval.service import KnowledgeService
 from evalkit.runs.ablations import ABLATION_IDS, Ablation, external_ablation, select_ablations
 from evalkit.runs.evaluation import DeterminismError, Evaluation, evaluate
 
@@ -92,6 +94,19 @@ def broken_factory() -> ToyRetriever:
 
 
 TOY = external_ablation("toy", "retriever")
+
+
+def test_the_protocol_module_imports_nothing_of_the_built_in_service() -> None:
+    """A user's retriever imports the protocol without the knowledge service and its SQLite database."""
+    source = (ROOT / "evalkit" / "retrieval" / "retriever.py").read_text(encoding="utf-8")
+    imported = [
+        node.module or ""
+        for node in ast.parse(source).body  # module level: what `import evalkit.retrieval.retriever` runs
+        if isinstance(node, ast.ImportFrom)
+    ] + [alias.name for node in ast.parse(source).body if isinstance(node, ast.Import) for alias in node.names]
+    from_evalkit = [name for name in imported if name.startswith("evalkit.")]
+    assert from_evalkit and all(name.startswith(("evalkit.common.", "evalkit.data.")) for name in from_evalkit)
+    assert "sqlite3" not in imported
 
 
 def test_the_built_in_service_is_a_retriever(tiny: LoadedFixture) -> None:

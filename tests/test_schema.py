@@ -9,6 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import TypeAdapter, ValidationError
 
+from evalkit.data.collection import CollectionOptions
+from evalkit.data.fixture import Fixture
 from evalkit.data.schema import (
     MAX_CHUNK_LENGTH,
     MAX_ID_LENGTH,
@@ -20,12 +22,14 @@ from evalkit.data.schema import (
     Offset,
     QueryText,
     SafeText,
+    SemanticVersion,
     StrictModel,
     Title,
     UnitFloat,
     is_identifier,
     privacy_problem,
 )
+from evalkit.data.squad import SquadImportOptions
 
 URL = "a URL or endpoint"
 EMAIL = "an e-mail address"
@@ -409,3 +413,18 @@ def test_prefilter_gives_the_verdict_of_a_full_scan(parts: list[str], allow_link
 )
 def test_prefilter_keeps_case_insensitive_look_alikes(value: str) -> None:
     assert privacy_problem(value) == _full_scan(value)
+
+
+@pytest.mark.parametrize("value", ["١.٠.٠", "1.0.０", "1.߀.0", "1.0", "1.0.0-rc1"])
+def test_a_version_with_a_non_ascii_digit_or_another_shape_is_refused(value: str) -> None:
+    """One version pattern, ASCII digits only: ``\\d`` would accept Arabic-Indic, full-width or NKo digits."""
+    assert TypeAdapter(SemanticVersion).validate_python("1.10.0") == "1.10.0"
+    with pytest.raises(ValidationError):
+        TypeAdapter(SemanticVersion).validate_python(value)
+    base: dict[str, Any] = {"fixture_id": "x", "license": "CC0-1.0", "attribution": "Test data."}
+    for options in (CollectionOptions(**base), SquadImportOptions(language="en", **base)):
+        assert options.fixture_version == "1.0.0"
+        with pytest.raises(ValidationError, match="fixture_version"):
+            type(options).model_validate({**options.model_dump(), "fixture_version": value})
+    with pytest.raises(ValidationError, match="fixture_version"):
+        Fixture.model_validate({"fixture_version": value})

@@ -10,11 +10,14 @@ import pytest
 from pydantic import ValidationError
 
 from evalkit.data.fixture import LoadedFixture
+from evalkit.data.language import detect_language
 from evalkit.data.schema import Matrix
+from evalkit.data.settings import RerankerSettings, RetrievalSettings
+from evalkit.retrieval import service as service_module
 from evalkit.retrieval.database import Hit, KnowledgeDatabase, order_hits
 from evalkit.retrieval.embeddings import AliasProvider, TokenHashProvider, fingerprint
-from evalkit.retrieval.reranker import RerankerSettings, idf
-from evalkit.retrieval.service import MODES, KnowledgeService, Mode, RetrievalSettings, detect_language
+from evalkit.retrieval.reranker import idf
+from evalkit.retrieval.service import MODES, KnowledgeService, Mode
 from evalkit.retrieval.text import query_terms
 
 VECTOR_MODES: tuple[Mode, ...] = ("vector", "hybrid", "hybrid-rerank")
@@ -349,6 +352,13 @@ def test_detect_language() -> None:
     assert detect_language("Export notes") == "en"
     assert detect_language("１２３！") == "en"
     assert detect_language("") == "en"
+
+
+def test_a_query_without_a_language_is_detected_as_an_import_detects_it() -> None:
+    """One rule on import and at query time: an English sentence citing a Chinese term is English in both."""
+    assert service_module.detect_language is detect_language
+    assert detect_language("Open the 回收站 folder") == "en"
+    assert detect_language("在 Settings 中打开两步验证") == "zh"
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -15,11 +15,11 @@ from evalkit.app.cli import build_parser, format_summary
 from evalkit.app.notebook import EvaluationParameters
 from evalkit.data.fixture import FIXTURE_FILE, LoadedFixture, load_fixture
 from evalkit.data.schema import Matrix
+from evalkit.data.settings import RetrievalSettings
 from evalkit.reporting.report import build_report, parse_report, report_json
 from evalkit.retrieval.embedding_cache import EmbeddingCache
 from evalkit.retrieval.embeddings import TokenHashProvider
 from evalkit.retrieval.presets import DEFAULT_PRESET, PRESETS, load_settings_file, preset_settings, resolve_settings
-from evalkit.retrieval.service import RetrievalSettings
 from evalkit.runs.ablations import PROVIDERS, select_ablations
 from evalkit.runs.evaluation import evaluate
 

@@ -104,7 +104,7 @@ def test_statistics_that_miss_a_term_of_the_shard_are_refused() -> None:
 
 
 def test_merge_hits_orders_by_score_then_chunk_id_and_cuts() -> None:
-    lists = [[("b", 2.0), ("d", 1.0)], [("a", 2.0), ("c", 1.0)], []]
+    lists = [(("b", 2.0), ("d", 1.0)), (("a", 2.0), ("c", 1.0)), ()]
     assert merge_hits(lists, 3) == [Hit("a", 2.0), Hit("b", 2.0), Hit("c", 1.0)]
     assert merge_hits(lists, 0) == []
 

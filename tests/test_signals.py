@@ -89,9 +89,9 @@ def test_sigint_before_any_write_prints_one_line(tmp_path: Path) -> None:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     # Ctrl-C while the fixture is being loaded (before anything is written).
     script = (
-        "import os, signal, sys, time\nimport evalkit.app.cli as cli\n"
+        "import os, signal, sys, time\nimport evalkit.app.cli as cli\nimport evalkit.app.cli.validate as validate\n"
         "def interrupted(*args, **kwargs):\n    os.kill(os.getpid(), signal.SIGINT)\n    time.sleep(5)\n"
-        "cli.load_fixture = interrupted\nsys.exit(cli.main(['validate', sys.argv[1]]))\n"
+        "validate.load_fixture = interrupted\nsys.exit(cli.main(['validate', sys.argv[1]]))\n"
     )
     result = subprocess.run(
         [sys.executable, "-c", script, str(TINY_DIR)],

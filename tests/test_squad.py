@@ -1,4 +1,5 @@
-"""Tests for evalkit.data.squad: reading SQuAD files, chunking, held-out paragraphs, cross-lingual pairing, writing."""
+"""Tests for evalkit.data.squad and evalkit.data.chunking: reading SQuAD files, chunking, held-out paragraphs,
+cross-lingual pairing, writing."""
 
 from __future__ import annotations
 
@@ -16,21 +17,18 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from evalkit.data.fixture import Fixture, FixtureError, load_fixture
+from evalkit.data.chunking import chunk_ranges, split_sentences
+from evalkit.data.fixture import Fixture, FixtureError, fixture_json, load_fixture, write_fixture
 from evalkit.data.schema import Language
 from evalkit.data.squad import (
     SquadDataset,
     SquadFormatError,
     SquadImportOptions,
-    chunk_ranges,
     find_private_paragraphs,
-    fixture_json,
     import_cross_lingual,
     import_squad,
     query_id,
     read_squad,
-    split_sentences,
-    write_fixture,
 )
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -596,7 +594,8 @@ def test_write_fixture_round_trips(tmp_path: Path, en: SquadDataset, zh: SquadDa
 _SCRIPT = """
 import sys
 from pathlib import Path
-from evalkit.data.squad import SquadImportOptions, import_cross_lingual, import_squad, read_squad, write_fixture
+from evalkit.data.fixture import write_fixture
+from evalkit.data.squad import SquadImportOptions, import_cross_lingual, import_squad, read_squad
 data = Path(sys.argv[1])
 out = Path(sys.argv[2])
 en, zh = read_squad(data / "tiny.en.json"), read_squad(data / "tiny.zh.json")

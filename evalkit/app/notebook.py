@@ -11,23 +11,25 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import TYPE_CHECKING, Any, Self
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from evalkit.common.output import resolve_output_path
-from evalkit.data.schema import Identifier, StrictModel, describe_validation_error
+from evalkit.data.schema import ALL_ABLATION_IDS, Identifier, StrictModel, describe_validation_error
 from evalkit.reporting.gates import FiniteFloat, GateSpec, GateThresholds, collect_gates
 from evalkit.retrieval.embedding_cache import EmbeddingCache
 from evalkit.retrieval.presets import DEFAULT_PRESET, PRESETS, load_settings_file
-from evalkit.runs.ablations import ALL_ABLATION_IDS, Ablation, select_ablations
+from evalkit.runs.ablations import Ablation, select_ablations
+from evalkit.runs.pipeline import Request, evaluate_request, systems_of
 
 if TYPE_CHECKING:
     from evalkit.data.fixture import Fixture, LoadedFixture
+    from evalkit.data.settings import RetrievalSettings
     from evalkit.reporting.report import Report
     from evalkit.retrieval.retriever import Retriever
-    from evalkit.retrieval.service import RetrievalSettings
     from evalkit.runs.calibration import CalibrationOptions
     from evalkit.runs.evaluation import Evaluation
     from evalkit.runs.real_data import BenchmarkConfig
@@ -106,6 +108,33 @@ class NotebookParameters(StrictModel):
         return resolve_output_path(relative.rstrip("/") + "/.folder", self.root).parent
 
 
+class CalibrationParameters(NotebookParameters):
+    """Parameters of notebooks that can choose fusion and floors on a calibration split (the CLI's --calibrate)."""
+
+    calibrate: float | None = Field(
+        default=None,
+        description="share of the queries (in the benchmark: of each setting's) fusion and floors are chosen on "
+        "(CLI --calibrate); None: none",
+    )
+    calibrate_seed: int = Field(default=0, description="seed of the calibration split (CLI --calibrate-seed)")
+
+    @field_validator("calibrate")
+    @classmethod
+    def _calibration_fraction(cls, value: float | None) -> float | None:
+        from evalkit.runs.calibration import check_fraction
+
+        return None if value is None else check_fraction(value, "calibrate")
+
+    @property
+    def calibration(self) -> CalibrationOptions | None:
+        """The calibration options, or None when not calibrating."""
+        from evalkit.runs.calibration import CalibrationOptions
+
+        if self.calibrate is None:
+            return None
+        return CalibrationOptions(fraction=self.calibrate, seed=self.calibrate_seed)
+
+
 class AblationParameters(NotebookParameters):
     """Parameters shared by notebooks that run ablations over a fixture."""
 
@@ -175,7 +204,7 @@ class AblationParameters(NotebookParameters):
         return None if self.cache_dir is None else EmbeddingCache(self.root / self.cache_dir)
 
 
-class EvaluationParameters(AblationParameters):
+class EvaluationParameters(AblationParameters, CalibrationParameters):
     """Parameters of ``notebooks/retrieval_evaluation.ipynb``."""
 
     runs: int = Field(ge=1, le=10, description="runs compared for determinism")
@@ -191,18 +220,15 @@ class EvaluationParameters(AblationParameters):
 
     @property
     def systems(self) -> tuple[tuple[Ablation, ...], dict[str, Retriever]]:
-        """The ablations to run (the selected built-in ones, then the retriever's) and the external systems."""
+        """The systems to run (the selected ablations, then the retriever's system) and the retriever by its ID."""
         if self.retriever is None:
             return self.selected_ablations, {}
-        from evalkit.app.plugins import load_http_retriever, load_retriever
-        from evalkit.runs.ablations import external_ablation
+        from evalkit.app.plugins import load_retrievers
 
-        if self.retriever.endswith(".json"):
-            ablation_id, retriever = load_http_retriever(self.root / self.retriever)
-        else:
-            ablation_id, retriever = load_retriever(self.retriever)
+        http = self.retriever.endswith(".json")
+        retrievers = load_retrievers([] if http else [self.retriever], [self.root / self.retriever] if http else [])
         built_in = select_ablations(self.ablations) if self.ablations else ()  # [] runs the retriever alone
-        return (*built_in, external_ablation(ablation_id, "retriever")), {ablation_id: retriever}
+        return systems_of(built_in, retrievers), retrievers
 
     no_gates: bool = Field(default=False, description="print the gates but do not fail on them (CLI --no-gates)")
     ray: str | None = Field(
@@ -210,37 +236,36 @@ class EvaluationParameters(AblationParameters):
     )
     shards: int = Field(default=1, ge=1, description="with ray: shard actors the corpus is split into (CLI --shards)")
 
-    calibrate: float | None = Field(
-        default=None, description="share of the queries fusion and floors are chosen on (CLI --calibrate); None: none"
-    )
-    calibrate_seed: int = Field(default=0, description="seed of the calibration split (CLI --calibrate-seed)")
-
-    @field_validator("calibrate")
-    @classmethod
-    def _calibration_fraction(cls, value: float | None) -> float | None:
-        from evalkit.runs.calibration import check_fraction
-
-        return None if value is None else check_fraction(value, "calibrate")
+    def request(self, loaded: LoadedFixture) -> Request:
+        """What these parameters ask of the pipeline over `loaded`: the systems, settings, Ray or calibration, and the
+        gates of :meth:`gates`."""
+        systems, retrievers = self.systems
+        return replace(self._request(loaded, systems, retrievers), gates=self.gates(loaded.fixture))
 
     def evaluate(
-        self, loaded: LoadedFixture, ablations: Sequence[Ablation], systems: Mapping[str, Retriever]
+        self, loaded: LoadedFixture, systems: Sequence[Ablation], retrievers: Mapping[str, Retriever]
     ) -> Evaluation:
-        """The evaluation these parameters ask for: in this process, or sharded on Ray (the same report); with
-        ``calibrate``, chosen on the calibration part and evaluated on the rest (in this process)."""
-        from evalkit.runs.calibration import CalibrationOptions, calibrated_evaluation
-        from evalkit.runs.cluster import ClusterOptions, evaluate_on_ray
-        from evalkit.runs.evaluation import evaluate
+        """The evaluation of `systems` these parameters ask for, without the gates (see :meth:`request`)."""
+        return evaluate_request(self._request(loaded, systems, retrievers))
 
-        settings, cache = self.retrieval_settings, self.embedding_cache
-        if self.calibrate is not None:
-            if self.ray is not None:
-                raise ValueError("calibrate runs in this process; it cannot be combined with ray")
-            calibration = CalibrationOptions(fraction=self.calibrate, seed=self.calibrate_seed)
-            return calibrated_evaluation(loaded, ablations, settings, calibration, self.runs, cache, systems)
-        if self.ray is None:
-            return evaluate(loaded, ablations, settings, runs=self.runs, cache=cache, systems=systems)
-        options = ClusterOptions(address=self.ray, shards=self.shards)
-        return evaluate_on_ray(loaded, ablations, options, settings, self.runs, cache, systems)
+    def _request(
+        self, loaded: LoadedFixture, systems: Sequence[Ablation], retrievers: Mapping[str, Retriever]
+    ) -> Request:
+        from evalkit.runs.cluster import ClusterOptions
+
+        if self.calibrate is not None and self.ray is not None:
+            raise ValueError("calibrate runs in this process; it cannot be combined with ray")
+        cluster = None if self.ray is None else ClusterOptions(address=self.ray, shards=self.shards)
+        return Request(
+            loaded,
+            tuple(systems),
+            retrievers,
+            self.retrieval_settings,
+            self.runs,
+            cache=self.embedding_cache,
+            cluster=cluster,
+            calibration=self.calibration,
+        )
 
     @property
     def thresholds(self) -> GateThresholds:
@@ -267,7 +292,7 @@ class FailureAnalysisParameters(AblationParameters):
     show_text: bool = Field(description="show query and span text (off: IDs only, as private as the report)")
 
 
-class BenchmarkParameters(NotebookParameters):
+class BenchmarkParameters(CalibrationParameters):
     """Parameters of ``notebooks/xquad_benchmark.ipynb``."""
 
     data_dir: str = Field(description="folder with xquad/ and cmrc2018-trial/, relative to the project root")
@@ -281,17 +306,6 @@ class BenchmarkParameters(NotebookParameters):
     cache_dir: str = Field(description="workspace-relative folder of the embedding cache")
     summary_output: str | None = Field(description="workspace-relative path of the JSON summary; None: none")
     figures_dir: str | None = Field(description="workspace-relative folder for PNG and SVG figures; None: none")
-    calibrate: float | None = Field(
-        default=None, description="share of each setting's queries fusion and floors are chosen on; None: none"
-    )
-    calibrate_seed: int = Field(default=0, description="seed of the calibration split")
-
-    @field_validator("calibrate")
-    @classmethod
-    def _calibration_fraction(cls, value: float | None) -> float | None:
-        from evalkit.runs.calibration import check_fraction
-
-        return None if value is None else check_fraction(value, "calibrate")
 
     @field_validator("ablations")
     @classmethod
@@ -310,28 +324,10 @@ class BenchmarkParameters(NotebookParameters):
 
     @property
     def config(self) -> BenchmarkConfig:
-        """The benchmark configuration."""
+        """The benchmark configuration: each of its fields is the parameter (or property) of the same name."""
         from evalkit.runs.real_data import BenchmarkConfig
 
-        return BenchmarkConfig(
-            data_dir=self.data_dir,
-            settings=self.settings,
-            ablations=self.ablations,
-            held_out_fraction=self.held_out_fraction,
-            seed=self.seed,
-            max_articles=self.max_articles,
-            runs=self.runs,
-            calibration=self.calibration,
-        )
-
-    @property
-    def calibration(self) -> CalibrationOptions | None:
-        """The calibration options, or None when not calibrating."""
-        from evalkit.runs.calibration import CalibrationOptions
-
-        if self.calibrate is None:
-            return None
-        return CalibrationOptions(fraction=self.calibrate, seed=self.calibrate_seed)
+        return BenchmarkConfig.model_validate({name: getattr(self, name) for name in BenchmarkConfig.model_fields})
 
     @property
     def retrieval(self) -> RetrievalSettings:
@@ -376,14 +372,14 @@ class CompareParameters(NotebookParameters):
     def report(self, side: str) -> Report:
         """The base or head report: read from its path, or, when None, a fresh evaluation of the default fixture."""
         from evalkit.data.fixture import load_fixture
-        from evalkit.reporting.report import build_report, parse_report
+        from evalkit.reporting.report import parse_report
         from evalkit.runs.ablations import ABLATION_IDS
-        from evalkit.runs.evaluation import evaluate
+        from evalkit.runs.pipeline import run_pipeline
 
         relative = self.base if side == "base" else self.head
         if relative is None:
             fixture = load_fixture(self.root / "fixtures" / "synthetic-bilingual-v1")
-            return build_report(evaluate(fixture, select_ablations(list(ABLATION_IDS)), runs=1))
+            return run_pipeline(Request(fixture, select_ablations(list(ABLATION_IDS)), runs=1)).report
         try:
             return parse_report((self.root / relative).read_bytes())
         except (OSError, ValueError) as exc:

@@ -150,7 +150,19 @@ def load_retriever(spec: str) -> tuple[str, Retriever]:
 
 def load_http_retriever(path: Path, environ: Mapping[str, str] | None = None) -> tuple[str, Retriever]:
     """The HTTP adapter configured by ``path`` (headers from ``environ``, default the process environment)."""
-    from evalkit.retrieval.http import HttpRetriever, load_http_config
+    from evalkit.retrieval.http import HttpRetriever
+    from evalkit.retrieval.http_config import load_http_config
 
     config = load_http_config(path)
     return config.name, HttpRetriever(config, os.environ if environ is None else environ)
+
+
+def load_retrievers(specs: Sequence[str], configs: Sequence[Path]) -> dict[str, Retriever]:
+    """The retrievers named by ``package.module:factory`` `specs`, then by HTTP `configs`, by the ID of each one's
+    system; two sharing an ID are refused."""
+    loaded = [load_retriever(spec) for spec in specs]
+    loaded += [load_http_retriever(path) for path in configs]
+    retrievers = dict(loaded)
+    if len(retrievers) != len(loaded):
+        raise ValueError(f"external retrievers share an ID: {', '.join(sorted(a for a, _ in loaded))}")
+    return retrievers

@@ -31,7 +31,7 @@ from evalkit.app.notebook import (
     NotebookParameters,
 )
 from evalkit.common.output import OutputPathError, resolve_output_path, write_atomic
-from evalkit.data.schema import is_identifier
+from evalkit.data.schema import is_identifier, validation_problems
 
 DEFAULT_NOTEBOOK = Path("notebooks") / "retrieval_evaluation.ipynb"
 REPORTS_DIR = "reports"
@@ -136,12 +136,13 @@ def _check_values(source: Path, values: Mapping[str, Any], declared: Mapping[str
     try:
         model.model_validate({name: merged[name] for name in model.model_fields if name in merged})
     except ValidationError as exc:
-        problems = [
-            f"{'.'.join(str(part) for part in item['loc']) or '(parameters)'}: "
-            + item["msg"].removeprefix("Value error, ")
-            for item in exc.errors(include_url=False)
-        ]
+        problems = validation_problems(exc, None, _parameter_named)
         raise NotebookParameterError(f"invalid parameter value(s) for {source.name}: " + "; ".join(problems)) from None
+
+
+def _parameter_named(raw: Any, loc: tuple[int | str, ...]) -> str:
+    del raw  # the parameter's path is the whole description
+    return ".".join(str(part) for part in loc) or "(parameters)"
 
 
 def _check_outputs(root: Path, values: Mapping[str, Any]) -> None:

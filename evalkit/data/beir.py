@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from evalkit.common.output import write_atomic
 from evalkit.data.collection import (
     CollectionOptions,
     Qrel,
@@ -24,11 +23,12 @@ from evalkit.data.collection import (
     queries_jsonl,
     read_corpus,
     read_queries,
-    source_lines,
+    write_files,
 )
 from evalkit.data.fixture import Fixture
 from evalkit.data.inputs import DEFAULT_MAX_INPUT_BYTES
 from evalkit.data.repairs import RepairLog
+from evalkit.data.sources import source_lines
 
 __all__ = ["CORPUS_FILE", "QUERIES_FILE", "beir_files", "qrels_tsv", "read_beir", "read_qrels_tsv", "write_beir"]
 
@@ -40,7 +40,7 @@ _HEADER = ("query-id", "corpus-id", "score")
 def read_qrels_tsv(path: Path, label: str, log: RepairLog, max_bytes: int = DEFAULT_MAX_INPUT_BYTES) -> list[Qrel]:
     """The graded qrels of a BEIR qrels TSV file of at most `max_bytes`, in file order (see the module docstring).
 
-    The file is read like every source file (:func:`evalkit.data.collection.source_lines`).
+    The file is read like every source file (:func:`evalkit.data.sources.source_lines`).
     """
     qrels: list[Qrel] = []
     for number, (where, line) in enumerate(source_lines(path, label, max_bytes), start=1):
@@ -72,7 +72,7 @@ def read_beir(
     max_bytes: int = DEFAULT_MAX_INPUT_BYTES,
 ) -> Fixture:
     """The fixture of the BEIR directory `directory` with the qrels of `split` (``qrels/<split>.tsv``); each file
-    must be a regular file of at most `max_bytes` (see :func:`evalkit.data.collection.source_lines`).
+    must be a regular file of at most `max_bytes` (see :func:`evalkit.data.sources.source_lines`).
 
     Raises:
         SourceFormatError: a missing or malformed file, or a problem the log's policy refuses, naming file, line
@@ -106,11 +106,4 @@ def beir_files(fixture: Fixture, split: str = "test") -> dict[str, bytes]:
 
 def write_beir(fixture: Fixture, directory: Path, split: str = "test") -> list[Path]:
     """Write the fixture as a BEIR directory (every file atomically, all built before any is written)."""
-    files = beir_files(fixture, split)
-    written: list[Path] = []
-    for name, data in files.items():
-        path = Path(directory) / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        write_atomic(path, data)
-        written.append(path)
-    return written
+    return write_files(beir_files(fixture, split), directory)

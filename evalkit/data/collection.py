@@ -1,8 +1,8 @@
 """A test collection in the shape the IR field exchanges it: corpus records, queries and graded qrels.
 
 The BEIR (:mod:`evalkit.data.beir`) and TREC (:mod:`evalkit.data.trec`) readers and writers share this module:
-reading JSONL corpus and query files forgivingly (every repair and skip goes to a
-:class:`~evalkit.data.repairs.RepairLog`), detecting languages, turning a collection into a strict
+reading JSONL corpus and query files forgivingly (through :mod:`evalkit.data.sources`; every repair and skip goes to
+a :class:`~evalkit.data.repairs.RepairLog`), turning a collection into a strict
 :class:`~evalkit.data.fixture.Fixture`, and writing a fixture's corpus and queries back as JSONL.
 
 Mapping (what the writers produce and the readers read back):
@@ -15,7 +15,7 @@ Mapping (what the writers produce and the readers read back):
   topics in JSONL). Spans are evalkit's own and optional: a judgment without them gets the whole chunk as its span
   (``missing_spans``).
 - **Language** of a record: ``metadata.language`` when present, else the ``language`` option: ``en``, ``zh`` or
-  ``auto`` (:func:`detect_language`, per record).
+  ``auto`` (:func:`evalkit.data.language.detect_language`, per record).
 - **IDs** with characters outside ``A-Z a-z 0-9 . _ : -`` have each such character replaced by ``_``
   (``id_rewritten``); two IDs that become equal are refused.
 - **Queries without a qrel** become no-answer queries (``unjudged_queries="no-answer"``) or are left out
@@ -26,33 +26,21 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
 from pydantic import Field
 
-from evalkit.data.fixture import Fixture, parse_fixture
-from evalkit.data.inputs import (
-    DEFAULT_MAX_INPUT_BYTES,
-    InputError,
-    clip,
-    decode_text,
-    loads_strict,
-    read_input_bytes,
-)
-from evalkit.data.repairs import RepairLog, SourceFormatError
-from evalkit.data.schema import (
-    MAX_ID_LENGTH,
-    AttributionText,
-    Identifier,
-    Language,
-    StrictModel,
-    is_identifier,
-    privacy_problem,
-)
-from evalkit.data.tables import open_guarded
+from evalkit.common.output import write_atomic
+from evalkit.data.assembly import ImportOptions, assemble_fixture, replace_id_characters
+from evalkit.data.fixture import Fixture
+from evalkit.data.inputs import DEFAULT_MAX_INPUT_BYTES
+from evalkit.data.language import detect_language
+from evalkit.data.repairs import RepairLog
+from evalkit.data.schema import MAX_ID_LENGTH, Language, is_identifier, privacy_problem
+from evalkit.data.sources import read_jsonl
 
 __all__ = [
     "CollectionOptions",
@@ -62,40 +50,28 @@ __all__ = [
     "QueryRecord",
     "build_fixture",
     "corpus_jsonl",
-    "detect_language",
     "parse_qrel",
     "queries_jsonl",
     "read_corpus",
-    "read_jsonl",
     "read_queries",
-    "read_source_text",
-    "source_lines",
+    "write_files",
 ]
 
-_HAN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
-_LATIN_WORD = re.compile(r"[A-Za-z]+")
 
+class CollectionOptions(ImportOptions):
+    """How a BEIR or TREC collection becomes a fixture (the fixture's ID, version, licence and text policy:
+    ImportOptions)."""
 
-class CollectionOptions(StrictModel):
-    """How a BEIR or TREC collection becomes a fixture."""
-
-    fixture_id: Identifier = Field(description="ID of the produced fixture")
-    fixture_version: Annotated[str, Field(pattern=r"^\d+\.\d+\.\d+$")] = Field(
-        default="1.0.0", description="semantic version of the produced fixture"
-    )
-    license: Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9.+-]+$")] = Field(
-        description="SPDX licence identifier carried into the fixture"
-    )
-    attribution: AttributionText = Field(description="source and attribution carried into the fixture")
     language: Literal["en", "zh", "auto"] = Field(
         default="auto", description="language of records without metadata.language; auto detects per record"
     )
     unjudged_queries: Literal["no-answer", "skip"] = Field(
         default="no-answer", description="a query without any qrel: a no-answer query, or left out"
     )
-    allow_links_in_text: bool = Field(
-        default=False, description="keep links, host names and paths in chunk and query text (credentials never)"
-    )
+
+    def language_of(self, text: str) -> Language:
+        """The language of a record that does not name one: the ``language`` option, or detected when ``auto``."""
+        return detect_language(text) if self.language == "auto" else self.language
 
 
 @dataclass(frozen=True)
@@ -128,86 +104,6 @@ class Qrel:
     chunk_id: str
     grade: int
     where: str
-
-
-def detect_language(text: str) -> Language:
-    """``zh`` when the text has Han characters and at least two of them per Latin word, else ``en``.
-
-    Han characters are counted one by one and Latin letters by word (a Chinese word is about two characters), so
-    Chinese text that names English products (``在 Settings 中打开两步验证``) stays Chinese and English text citing a
-    Chinese term (``Open the 回收站 folder``) stays English. No text of XQuAD's Chinese or English files (1,430 each)
-    nor of the synthetic fixture is misread by this rule.
-    """
-    han = len(_HAN.findall(text))
-    words = len(_LATIN_WORD.findall(text))
-    return "zh" if han and han >= 2 * words else "en"
-
-
-def source_lines(path: Path, label: str, max_bytes: int = DEFAULT_MAX_INPUT_BYTES) -> Iterator[tuple[str, str]]:
-    """``(where, text)`` of every line of a line-oriented source file; `where` is ``"<label> line <n>"``.
-
-    The file is read through the guarded door of :func:`evalkit.data.tables.open_guarded`: a regular file only (a
-    FIFO or ``/dev/zero`` is refused at once), at most `max_bytes` (after decompression, for gzip), a byte-order
-    mark dropped. Lines end at ``\\n`` alone (a ``\\r`` before it is dropped), so a separator character inside a
-    JSON string never splits a record.
-
-    Raises:
-        SourceFormatError: a missing or unreadable file, or a line that is not UTF-8, naming `label`.
-    """
-    try:
-        with open_guarded(Path(path), max_bytes) as stream:
-            for number, raw in enumerate(stream, start=1):
-                where = f"{label} line {number}"
-                try:
-                    text = raw.decode("utf-8")
-                except UnicodeDecodeError as exc:
-                    raise SourceFormatError(str(path), [f"{where}: not UTF-8 text ({exc.reason})"]) from None
-                yield where, text.rstrip("\r\n")
-    except InputError as exc:
-        raise SourceFormatError(str(path), [f"{label}: {_file_reason(exc)}"]) from None
-
-
-def read_jsonl(
-    path: Path, label: str, max_bytes: int = DEFAULT_MAX_INPUT_BYTES
-) -> Iterator[tuple[str, dict[str, Any]]]:
-    """``(where, object)`` for each non-blank line of a JSONL file (:func:`source_lines`), each line strict JSON
-    (:func:`evalkit.data.inputs.loads_strict`).
-
-    Raises:
-        SourceFormatError: a missing or unreadable file, a line that is not JSON or not an object (every such line
-            is named before any record is handed on).
-    """
-    problems: list[str] = []
-    records: list[tuple[str, dict[str, Any]]] = []
-    for where, line in source_lines(path, label, max_bytes):
-        if not line.strip():
-            continue
-        try:
-            value = loads_strict(line)
-        except ValueError as exc:
-            problems.append(f"{where}: not JSON ({clip(str(exc), 200)})")
-            continue
-        if not isinstance(value, dict):
-            problems.append(f"{where}: must be a JSON object, not {type(value).__name__}")
-            continue
-        records.append((where, value))
-    if problems:
-        raise SourceFormatError(str(path), problems)
-    yield from records
-
-
-def read_source_text(path: Path, label: str, max_bytes: int = DEFAULT_MAX_INPUT_BYTES) -> str:
-    """The UTF-8 text of a small source file, read as every input is (:func:`evalkit.data.inputs.read_input_bytes`:
-    a regular file of at most `max_bytes`, so a FIFO or ``/dev/zero`` is refused at once; a byte-order mark
-    dropped); problems name `label`."""
-    try:
-        return decode_text(read_input_bytes(Path(path), max_bytes), str(path))
-    except InputError as exc:
-        raise SourceFormatError(str(path), [f"{label}: {_file_reason(exc)}"]) from None
-
-
-def _file_reason(error: InputError) -> str:
-    return error.reason if error.reason.startswith("file ") else f"file {error.reason}"
 
 
 class IdMapper:
@@ -248,7 +144,7 @@ class IdMapper:
 
 
 def _rewrite(source: str) -> str:
-    ident = re.sub(r"[^A-Za-z0-9._:-]", "_", source)
+    ident = replace_id_characters(source)
     return ident if re.match(r"[A-Za-z0-9]", ident) else f"x{ident}"
 
 
@@ -270,7 +166,7 @@ def _metadata(record: dict[str, Any], where: str, log: RepairLog) -> dict[str, A
 def _language(metadata: dict[str, Any], text: str, where: str, options: CollectionOptions, log: RepairLog) -> Language:
     value = metadata.get("language")
     if value is None:
-        return detect_language(text) if options.language == "auto" else options.language
+        return options.language_of(text)
     if value not in ("en", "zh"):
         log.failures.append(f"{where}: field 'metadata.language': must be 'en' or 'zh', not {value!r}")
         return "en"
@@ -286,6 +182,26 @@ def _text(record: dict[str, Any], keys: Sequence[str], where: str) -> tuple[str 
                 return None, f"{where}: field {key!r}: must be a string, not {type(value).__name__}"
             return value, None
     return None, f"{where}: field {keys[0]!r}: required"
+
+
+def _text_and_metadata(
+    record: dict[str, Any], keys: Sequence[str], where: str, log: RepairLog
+) -> tuple[str | None, dict[str, Any]]:
+    """The record's text (None when it is missing or not a string, the problem recorded) and its metadata."""
+    text, problem = _text(record, keys, where)
+    metadata = _metadata(record, where, log)
+    if problem is not None or text is None:
+        log.failures.append(problem or where)
+        return None, metadata
+    return text, metadata
+
+
+def _fixture_id(ids: IdMapper, text: str, source: str, where: str, key: str) -> str | None:
+    """The record's fixture ID; None when its text is blank (``blank_text``) or its ID is skipped or refused."""
+    if not text.strip():
+        ids.log.note("blank_text", source, f"{where}: field 'text': must not be blank")
+        return None
+    return ids.fixture_id(source, where, key)
 
 
 def _note_links(ident: str, text: str, where: str, options: CollectionOptions, log: RepairLog) -> None:
@@ -305,19 +221,14 @@ def read_corpus(
         if source is None:
             continue
         _unknown_keys(record, ("_id", "title", "text", "metadata"), where, source, log)
-        text, problem = _text(record, ("text",), where)
+        text, metadata = _text_and_metadata(record, ("text",), where, log)
         title = record.get("title", "")
-        metadata = _metadata(record, where, log)
-        if problem is not None or text is None:
-            log.failures.append(problem or where)
+        if text is None:
             continue
         if not isinstance(title, str):
             log.failures.append(f"{where}: field 'title': must be a string, not {type(title).__name__}")
             continue
-        if not text.strip():
-            log.note("blank_text", source, f"{where}: field 'text': must not be blank")
-            continue
-        chunk_id = ids.fixture_id(source, where, "_id")
+        chunk_id = _fixture_id(ids, text, source, where, "_id")
         if chunk_id is None:
             continue
         doc_id = _doc_id(metadata, chunk_id, where, log)
@@ -352,15 +263,10 @@ def read_queries(
         _unknown_keys(
             record, (id_key, "metadata", next((k for k in text_keys if k in record), "text")), where, source, log
         )
-        text, problem = _text(record, text_keys, where)
-        metadata = _metadata(record, where, log)
-        if problem is not None or text is None:
-            log.failures.append(problem or where)
+        text, metadata = _text_and_metadata(record, text_keys, where, log)
+        if text is None:
             continue
-        if not text.strip():
-            log.note("blank_text", source, f"{where}: field 'text': must not be blank")
-            continue
-        query_id = ids.fixture_id(source, where, id_key)
+        query_id = _fixture_id(ids, text, source, where, id_key)
         if query_id is None:
             continue
         language = _language(metadata, text, where, options, log)
@@ -480,17 +386,20 @@ def build_fixture(
         if query.query_id in grouped or options.unjudged_queries == "no-answer"
     ]
     log.raise_failures(source)
-    data = {
-        "fixture_id": options.fixture_id,
-        "fixture_version": options.fixture_version,
-        "license": options.license,
-        "attribution": options.attribution,
-        "text_policy": "links_allowed" if options.allow_links_in_text else "strict",
-        "documents": list(documents.values()),
-        "chunks": [{"chunk_id": r.chunk_id, "doc_id": r.doc_id, "text": r.text} for r in kept],
-        "queries": query_data,
-    }
-    return parse_fixture(json.dumps(data, ensure_ascii=False), f"imported from {source} as {options.fixture_id!r}")
+    chunk_data = [{"chunk_id": r.chunk_id, "doc_id": r.doc_id, "text": r.text} for r in kept]
+    return assemble_fixture(options, documents.values(), chunk_data, query_data, source)
+
+
+def write_files(files: Mapping[str, bytes], directory: Path) -> list[Path]:
+    """Write each of `files` (path relative to `directory` -> content) atomically, creating folders; the paths
+    written, in order. The caller builds every file before any is written, so a refused fixture writes nothing."""
+    written: list[Path] = []
+    for name, data in files.items():
+        path = Path(directory) / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(path, data)
+        written.append(path)
+    return written
 
 
 def _lines(records: Iterable[dict[str, Any]]) -> bytes:

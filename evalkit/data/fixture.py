@@ -23,6 +23,7 @@ from pydantic import (
     model_validator,
 )
 
+from evalkit.common.output import write_atomic
 from evalkit.data.inputs import (
     DEFAULT_MAX_INPUT_BYTES,
     MAX_PROBLEMS,
@@ -50,6 +51,8 @@ from evalkit.data.schema import (
     Offset,
     QueryText,
     RecordProblems,
+    SemanticVersion,
+    SpdxLicense,
     StrictModel,
     Title,
     child,
@@ -126,12 +129,8 @@ class Fixture(StrictModel):
     """A complete evaluation fixture, checked as a whole for cross-record consistency."""
 
     fixture_id: Identifier = Field(description="stable fixture ID, e.g. synthetic-bilingual-v1")
-    fixture_version: Annotated[str, Field(pattern=r"^[0-9]+\.[0-9]+\.[0-9]+$")] = Field(
-        description="semantic version, ASCII digits only"
-    )
-    license: Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9.+-]+$")] = Field(
-        description="SPDX licence identifier of the fixture content"
-    )
+    fixture_version: SemanticVersion = Field(description="semantic version, ASCII digits only")
+    license: SpdxLicense = Field(description="SPDX licence identifier of the fixture content")
     attribution: AttributionText = Field(description="source and attribution")
     text_policy: Literal["strict", "links_allowed"] = Field(
         default="strict",
@@ -400,3 +399,20 @@ def load_fixture(path: Path | str, max_bytes: int = DEFAULT_MAX_INPUT_BYTES) -> 
         except ValidationError as exc:
             raise _fixture_error(str(aliases_path), exc, alias_raw, AliasTable) from None
     return LoadedFixture(fixture=fixture, aliases=aliases)
+
+
+def fixture_json(fixture: Fixture) -> bytes:
+    """The fixture as UTF-8 JSON: schema field order, ``ensure_ascii=False``, indent 1, trailing newline."""
+    return (json.dumps(fixture.model_dump(mode="json"), ensure_ascii=False, indent=1) + "\n").encode("utf-8")
+
+
+def write_fixture(fixture: Fixture, directory: Path) -> Path:
+    """Write ``directory/fixture.json`` atomically (creating `directory` if needed) and return its path.
+
+    The caller vets `directory` (for example with :func:`evalkit.common.output.resolve_output_path`); this function
+    does not. Missing folders are created by :func:`evalkit.common.output.write_atomic`, which never follows a
+    symlinked folder.
+    """
+    path = directory / FIXTURE_FILE
+    write_atomic(path, fixture_json(fixture))
+    return path

@@ -55,6 +55,7 @@ from evalkit.data.tables import (
 )
 
 __all__ = [
+    "Ranking",
     "Run",
     "RunCoverage",
     "RunFileError",
@@ -68,7 +69,8 @@ __all__ = [
 ]
 
 Ranking = tuple[tuple[str, float], ...]
-"""One query's results: (chunk ID, score) pairs in file order."""
+"""The ranked-list type: one query's results as (chunk ID, score) pairs, as a system returned them or a run file
+holds them (in file order). Every system returns it, the shards exchange it and the tie policies order it."""
 FloatArray = npt.NDArray[np.float64]
 _TREC_COLUMNS = ("query", "_q0", "doc", "_rank", "score", "_tag")
 

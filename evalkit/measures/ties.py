@@ -17,11 +17,12 @@ Policies are small named functions chosen from :data:`TIE_POLICIES`; :func:`tie_
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Final, Literal
 
 import numpy as np
 
+from evalkit.data.runs import Ranking
 from evalkit.measures.metrics import dedupe_ranking
 
 __all__ = ["DEFAULT_TIE_POLICY", "SUMMATION_OF", "TIE_POLICIES", "TiePolicyName", "order_ranking", "tie_policy"]
@@ -31,24 +32,23 @@ TiePolicyName = Literal["evalkit", "trec_eval"]
 
 DEFAULT_TIE_POLICY: Final[TiePolicyName] = "evalkit"
 
-Scored = Sequence[tuple[str, float]]
-TiePolicy = Callable[[Scored], tuple[str, ...]]
+TiePolicy = Callable[[Ranking], tuple[str, ...]]
 
 
-def _check_scores(pairs: Scored) -> None:
+def _check_scores(pairs: Ranking) -> None:
     for chunk_id, score in pairs:
         if math.isnan(score):
             raise ValueError(f"score of chunk {chunk_id!r} is NaN")
 
 
-def _evalkit_order(pairs: Scored) -> tuple[str, ...]:
+def _evalkit_order(pairs: Ranking) -> tuple[str, ...]:
     """Score descending, then chunk ID ascending; duplicates keep their best-placed occurrence."""
     _check_scores(pairs)
     ordered = sorted(pairs, key=lambda pair: (-pair[1], pair[0]))
     return dedupe_ranking([chunk_id for chunk_id, _ in ordered])
 
 
-def _trec_eval_order(pairs: Scored) -> tuple[str, ...]:
+def _trec_eval_order(pairs: Ranking) -> tuple[str, ...]:
     """trec_eval's order: 32-bit float score descending, then document ID descending."""
     _check_scores(pairs)
     with np.errstate(over="ignore"):  # beyond float32's range is +-inf, as trec_eval's C cast gives
@@ -77,6 +77,6 @@ def tie_policy(name: str) -> TiePolicy:
     return policy
 
 
-def order_ranking(pairs: Scored, policy: str = DEFAULT_TIE_POLICY) -> tuple[str, ...]:
+def order_ranking(pairs: Ranking, policy: str = DEFAULT_TIE_POLICY) -> tuple[str, ...]:
     """The chunk IDs of ``pairs`` (chunk ID, score) in the order of the named tie policy, deduplicated."""
     return tie_policy(policy)(pairs)

@@ -8,13 +8,13 @@ does better on: higher for every measure but ``no_answer_fpr``, where lower is b
 Two families are corrected by Holm's method, each on its own. The **gated** family holds the gated measures (by
 default ndcg@10 and recall@10) x ablations x slices (all beside each language), adjusted over their one-sided
 p-values: these rows decide the gate. Every other row is **exploratory**, adjusted over its two-sided p-values. Each
-gated row also carries its power (:class:`~evalkit.reporting.regression.RowPower`). A row whose interval and test
+gated row also carries its power (:class:`~evalkit.reporting.power.RowPower`). A row whose interval and test
 disagree says why.
 
 Two reports are comparable only over the same queries and judgments (``judgments_sha256``); anything else may
 differ (that is usually the point) and is named in :attr:`Comparison.notes`. :func:`compare_many` compares two or
 more reports pair by pair in the same two families. The gate that reads a comparison is
-:mod:`evalkit.reporting.regression`; its :func:`find_regressions` is re-exported here.
+:mod:`evalkit.reporting.regression`.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import numpy as np
 from pydantic import Field
 
 from evalkit.common.progress import progress
-from evalkit.data.schema import SLICES, Identifier, Sha256, Slice, StrictModel, UnitFloat, model_json
+from evalkit.data.schema import SLICES, Identifier, Sha256, Slice, StrictModel, UnitFloat, ablation_order, model_json
 from evalkit.measures.metrics import NO_ANSWER_FPR
 from evalkit.measures.statistics import StatisticsSettings, holm_adjust, paired_bootstrap_intervals, sign_flip_p_values
 from evalkit.reporting.per_query import (
@@ -37,7 +37,7 @@ from evalkit.reporting.per_query import (
     QueryIndex,
     split_measures,
 )
-from evalkit.reporting.regression import (
+from evalkit.reporting.power import (
     DEFAULT_ALPHA,
     DEFAULT_MAX_DROP,
     GateFamilies,
@@ -46,9 +46,7 @@ from evalkit.reporting.regression import (
     disagreement,
     row_power,
 )
-from evalkit.reporting.regression import find_regressions as find_regressions
 from evalkit.reporting.report import Report
-from evalkit.runs.ablations import ALL_ABLATION_IDS
 
 COMPARISON_SCHEMA_VERSION: Literal[2] = 2
 LOWER_IS_BETTER: Final = frozenset({str(NO_ANSWER_FPR)})
@@ -244,9 +242,7 @@ def _notes(base: Report, head: Report) -> tuple[str, ...]:
 
 
 def _ordered(ablations: Collection[str]) -> list[str]:
-    return sorted(
-        ablations, key=lambda a: (ALL_ABLATION_IDS.index(a) if a in ALL_ABLATION_IDS else len(ALL_ABLATION_IDS), a)
-    )
+    return sorted(ablations, key=ablation_order)
 
 
 Pair = tuple[str, PerQueryColumns, PerQueryColumns]

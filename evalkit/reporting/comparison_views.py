@@ -18,12 +18,11 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
-from evalkit.data.schema import LANGUAGES, SLICES
+from evalkit.data.schema import ALL_ABLATION_IDS, LANGUAGES, SLICES
 from evalkit.reporting.comparison import Comparison, ComparisonRow, PairRow, PairwiseComparison
 from evalkit.reporting.figures import FIGURE_RC, LANGUAGE_COLORS, per_query_bars
 from evalkit.reporting.per_query import ANSWERABLE_MEASURES, NO_ANSWER_MEASURES
 from evalkit.reporting.report import Report
-from evalkit.runs.ablations import ALL_ABLATION_IDS
 
 FOREST_MEASURES = ("recall@1", "recall@10", "mrr@10", "ndcg@10", "context_recall", "no_answer_fpr")
 

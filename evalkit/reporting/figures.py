@@ -10,7 +10,7 @@ from __future__ import annotations
 import io
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import matplotlib
 import numpy as np
@@ -18,11 +18,8 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
 from evalkit.common.output import write_atomic
+from evalkit.measures.results import ScoredEvaluation
 from evalkit.reporting.report import Report
-from evalkit.runs.evaluation import Evaluation
-
-if TYPE_CHECKING:
-    from evalkit.runs.real_data import AbstentionCurve, BenchmarkSummary
 from evalkit.reporting.tables import language_metrics_frame, latency_frame, rerank_delta_frame
 
 CHART_MEASURES = ("recall@10", "mrr@10", "ndcg@10", "context_precision", "context_recall")
@@ -78,7 +75,7 @@ def _interval_errors(
     return errors
 
 
-def plot_latency(evaluation: Evaluation) -> Figure:
+def plot_latency(evaluation: ScoredEvaluation) -> Figure:
     """Box plots of per-query latency per ablation (all runs), on a log scale."""
     frame = latency_frame(evaluation)
     ablations = list(evaluation.ablations)
@@ -117,7 +114,7 @@ def per_query_bars(
     return figure
 
 
-def plot_rerank_delta(evaluation: Evaluation) -> Figure:
+def plot_rerank_delta(evaluation: ScoredEvaluation) -> Figure:
     """Per answerable query, the change in nDCG@10 from hybrid to hybrid-rerank, coloured by language."""
     frame = rerank_delta_frame(evaluation)
     labels = (f"answerable queries, sorted by change ({len(frame)} queries)", "nDCG@10 change (rerank minus hybrid)")
@@ -157,60 +154,3 @@ def save_all(figures: Mapping[str, Figure], folder: Path | None) -> list[Path]:
     if folder is None:
         return []
     return [path for name, figure in figures.items() for path in save_figure(figure, folder, name)]
-
-
-def plot_benchmark(summary: BenchmarkSummary, measure: str = "ndcg@10") -> Figure:
-    """Grouped bars of one measure: one group per setting, one bar per ablation."""
-    settings = [s.setting_id for s in summary.settings]
-    ablations = list(dict.fromkeys(a for s in summary.settings for a in s.metrics))
-    width = 0.8 / max(len(ablations), 1)
-    with matplotlib.rc_context(FIGURE_RC):
-        figure = Figure(figsize=(max(8.0, 1.4 * len(settings)), 4.8), layout="constrained")
-        axis = figure.subplots()
-        positions = np.arange(len(settings))
-        for index, ablation in enumerate(ablations):
-            values = [s.metrics.get(ablation, {}).get(measure, np.nan) for s in summary.settings]
-            axis.bar(positions + (index - (len(ablations) - 1) / 2) * width, values, width=width, label=ablation)
-        axis.set_xticks(positions, settings, rotation=30, ha="right")
-        axis.set_ylim(0, 1.05)
-        axis.set_ylabel(f"{measure} (0 to 1, mean over answerable queries)")
-        axis.set_xlabel("setting (questions->corpus / chunking)")
-        axis.set_title(f"Real-data benchmark: {measure} per setting and ablation")
-        axis.grid(axis="y", alpha=0.3)
-        figure.legend(title="ablation", loc="outside right center")
-    return figure
-
-
-def plot_abstention(curves: Sequence[AbstentionCurve]) -> Figure:
-    """No-answer false-positive rate against recall@10 as the confidence floor rises, one panel per query language.
-
-    One line per setting (from no floor at the right to the highest floor at the left); the calibrated floor is
-    marked, and the target region (FPR at most 0.2) is shaded.
-    """
-    languages = [language for language in LANGUAGE_COLORS if any(c.query_language == language for c in curves)]
-    with matplotlib.rc_context(FIGURE_RC):
-        figure = Figure(figsize=(5.5 * max(len(languages), 1), 4.6), layout="constrained")
-        axes = figure.subplots(1, max(len(languages), 1), sharey=True, squeeze=False)[0]
-        for axis, language in zip(axes, languages, strict=False):
-            for curve in (c for c in curves if c.query_language == language):
-                recall = [p.recall_at_10 for p in curve.points]
-                fpr = [p.no_answer_fpr for p in curve.points]
-                (line,) = axis.plot(recall, fpr, linewidth=1.2, label=curve.setting_id)
-                axis.plot(
-                    [curve.chosen.recall_at_10],
-                    [curve.chosen.no_answer_fpr],
-                    marker="o",
-                    markersize=7,
-                    color=line.get_color(),
-                    markeredgecolor="black",
-                )
-            axis.axhspan(0.0, 0.2, color="#2ca02c", alpha=0.08)
-            axis.set_xlim(0, 1.02)
-            axis.set_ylim(0, 1.02)
-            axis.set_xlabel("recall@10 (answerable queries; 0 when abstaining)")
-            axis.set_title(f"questions in {language}")
-            axis.grid(alpha=0.3)
-            axis.legend(title="setting (dot: calibrated floor)", fontsize="small")
-        axes[0].set_ylabel("no-answer false-positive rate (0 to 1)")
-        figure.suptitle("Abstention: moving the confidence floor (shaded: FPR at most 0.2)")
-    return figure

@@ -24,6 +24,7 @@ from evalkit.data.schema import (
     SLICES,
     Identifier,
     RecordProblems,
+    SemanticVersion,
     Slice,
     StrictModel,
     UnitFloat,
@@ -34,8 +35,7 @@ from evalkit.data.schema import (
     validation_problems,
 )
 from evalkit.measures.registry import parse_measure
-from evalkit.reporting.report import GateOutcome, Report, build_report
-from evalkit.runs.evaluation import Evaluation
+from evalkit.reporting.report import GateOutcome, Report, ReportedEvaluation, build_report
 
 GATES_FILE = "gates.json"
 BASELINES_FILE = "baselines.json"
@@ -210,11 +210,13 @@ class GateThresholds(StrictModel):
 
 
 def _threshold_problems(error: ValidationError) -> list[str]:
-    problems = []
-    for item in error.errors(include_url=False):
-        name = str(item["loc"][0]) if item["loc"] else "(thresholds)"
-        problems.append(f"{name} (--{name.replace('_', '-')}): {item['msg']}")
-    return problems
+    return validation_problems(error, None, _threshold_named)
+
+
+def _threshold_named(raw: Any, loc: tuple[int | str, ...]) -> str:
+    del raw  # the threshold's name is the whole description
+    name = str(loc[0]) if loc else "(thresholds)"
+    return f"{name} (--{name.replace('_', '-')})"
 
 
 _NUMBER = r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?"
@@ -312,7 +314,7 @@ class Baselines(StrictModel):
     """Committed context precision/recall floors per ablation and slice for one fixture version."""
 
     fixture_id: Identifier
-    fixture_version: Annotated[str, Field(pattern=r"^[0-9]+\.[0-9]+\.[0-9]+$")]
+    fixture_version: SemanticVersion
     tolerance: Tolerance = Field(
         default=0.001, description=f"a value may fall this far below its floor (at most {MAX_BASELINE_TOLERANCE})"
     )
@@ -425,7 +427,7 @@ def evaluate_gates(report: Report, gates: Sequence[GateSpec], requested: Iterabl
 
 
 def assess(
-    evaluation: Evaluation,
+    evaluation: ReportedEvaluation,
     gates: Sequence[GateSpec] | GateThresholds,
     baselines: Baselines | None = None,
     requested: Iterable[str] = (),

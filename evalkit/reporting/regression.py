@@ -1,116 +1,20 @@
-"""The regression gate: what a comparison's gated rows could see, and whether the head got worse.
+"""The regression gate: whether the head got worse, read over a comparison's gated rows.
 
-:class:`RowPower` says what the gate's test on one gated row could have seen: the minimum detectable effect and the
-smallest p-value the sign-flip test can reach with the queries that differ (:func:`row_power`).
-:func:`disagreement` says why a row's interval and two-sided test disagree. :func:`find_regressions` reads the gate
-over a comparison's gated rows: a gated row that got worse by more than ``max_drop`` with a Holm-adjusted one-sided
-p below ``alpha`` fails, and :func:`check_regressions` raises the package's
-:class:`~evalkit.reporting.gates.GateFailure` for it; with ``require_power`` an underpowered gated row fails too.
-
-The comparison itself (:mod:`evalkit.reporting.comparison`) builds on this module: it gives each gated row its power
-when it makes the row. This module reads comparisons but does not import that module at run time.
+:func:`find_regressions` reads the gate over a comparison's gated rows: a gated row that got worse by more than
+``max_drop`` with a Holm-adjusted one-sided p below ``alpha`` fails, and :func:`check_regressions` raises the
+package's :class:`~evalkit.reporting.gates.GateFailure` for it; with ``require_power`` an underpowered gated row
+(:class:`~evalkit.reporting.power.RowPower`) fails too. Each gated row's power at other values of ``alpha`` and
+``max_drop`` is derived again here (:func:`~evalkit.reporting.power.row_power`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final
 
-from pydantic import Field
-
-from evalkit.data.schema import StrictModel, UnitFloat
-from evalkit.measures.statistics import (
-    StatisticsSettings,
-    minimum_detectable_effect,
-    queries_needed,
-    sign_flip_p_floor,
-)
+from evalkit.reporting.comparison import Comparison, ComparisonRow, PairwiseComparison
 from evalkit.reporting.gates import GateFailure
+from evalkit.reporting.power import RowPower, check_gate_arguments, row_power
 from evalkit.reporting.report import GateOutcome
-
-if TYPE_CHECKING:
-    from evalkit.reporting.comparison import Comparison, ComparisonRow, PairwiseComparison
-
-DEFAULT_ALPHA: Final = 0.05
-DEFAULT_MAX_DROP: Final = 0.01
-
-
-class RowPower(StrictModel):
-    """What the gate's test on one gated row could have seen (Webber, Moffat and Zobel 2008).
-
-    The minimum detectable effect is the normal approximation ``(z_{1-a} + z_{0.8}) * sd / sqrt(n)`` at the row's
-    level ``a = alpha / family size`` (the level Holm asks of the first row; no row is tested more leniently than
-    ``alpha``, so this is the level that guarantees detection whatever the other rows show). It assumes i.i.d.
-    paired differences and ``n`` large enough for the central limit theorem, with the observed ``sd`` taken as true.
-    """
-
-    alpha: UnitFloat = Field(description="the row's level: alpha divided by the gated family size")
-    mde: float = Field(ge=0.0, description="drop detected with 80% power by a one-sided test at the row's level")
-    p_floor: UnitFloat = Field(description="smallest one-sided sign-flip p attainable with the discordant queries")
-    queries_needed: int | None = Field(description="queries for an MDE of max_drop at the same sd; None: max_drop 0")
-    underpowered: bool = Field(description="MDE above max_drop, or p_floor above the row's level")
-    reason: str = Field(description="why the row is underpowered, or empty")
-
-
-def row_power(
-    row: ComparisonRow, family_size: int, alpha: float, max_drop: float, settings: StatisticsSettings
-) -> RowPower:
-    """A gated row's power at ``alpha / family_size``: its MDE, p floor and the queries an MDE of max_drop needs."""
-    level = alpha / max(family_size, 1)
-    mde = minimum_detectable_effect(row.sd_difference, row.queries, level)
-    floor = sign_flip_p_floor(row.discordant, row.queries, settings)
-    reasons = []
-    if mde > max_drop:
-        reasons.append(f"MDE {mde:.4f} > max drop {max_drop:g}")
-    # No discordant query: base and head agree everywhere; there is no drop for the floor to hide.
-    if row.discordant and floor > level:
-        reasons.append(
-            f"{row.discordant} discordant queries cannot reach p < {level:.3g} (the floor is {floor:.3g}): "
-            "significance is out of reach whatever the data"
-        )
-    return RowPower(
-        alpha=level,
-        mde=float(round(mde, 12)),
-        p_floor=floor,
-        queries_needed=queries_needed(row.sd_difference, max_drop, level),
-        underpowered=bool(reasons),
-        reason="; ".join(reasons),
-    )
-
-
-def disagreement(row: ComparisonRow, settings: StatisticsSettings, distinct: int) -> str | None:
-    """Why the interval and the two-sided test at the interval's level (1 - confidence) disagree, or None."""
-    level = 1.0 - settings.confidence
-    excludes_zero = row.ci_low > 0.0 or row.ci_high < 0.0
-    if excludes_zero == (row.p_value < level):
-        return None
-    if excludes_zero:
-        floor = sign_flip_p_floor(row.discordant, row.queries, settings, one_sided=False)
-        if floor >= level:
-            return (
-                f"interval excludes 0 but p >= {level:g}: only {row.discordant} queries differ, so the sign-flip p "
-                f"cannot go below {floor:.4g}; the percentile bootstrap treats those differences as the population"
-            )
-        return (
-            f"interval excludes 0 but p >= {level:g}: the percentile bootstrap over {distinct} distinct differences "
-            "is narrower than the test"
-        )
-    return (
-        f"p < {level:g} but the interval includes 0: the percentile bootstrap over {distinct} distinct differences "
-        "is wider than the test near the boundary"
-    )
-
-
-class GateFamilies(StrictModel):
-    """How the rows of a comparison (of two reports, or of every pair of several) were gated and corrected."""
-
-    gate_measures: tuple[str, ...] = Field(description="the gated measures (of those compared)")
-    alpha: UnitFloat = Field(description="the gate's significance level, used for every row's power")
-    max_drop: float = Field(ge=0.0, description="the gate's tolerated drop, used for every row's power")
-    family_size: int = Field(
-        ge=0, description="gated rows (of every pair), corrected together by Holm over one-sided p"
-    )
-    exploratory_family_size: int = Field(ge=0, description="the other rows, corrected together over two-sided p")
 
 
 @dataclass(frozen=True)
@@ -201,13 +105,6 @@ def _needed(power: RowPower) -> str:
     if power.queries_needed is None:
         return "no number of queries detects a drop of 0"
     return f"about {power.queries_needed} queries needed for MDE <= max drop"
-
-
-def check_gate_arguments(alpha: float, max_drop: float) -> None:
-    if not 0.0 < alpha < 1.0:
-        raise ValueError(f"alpha must be in (0, 1), got {alpha}")
-    if not max_drop >= 0.0:
-        raise ValueError(f"max_drop must be >= 0, got {max_drop}")
 
 
 def find_regressions(

@@ -22,17 +22,31 @@ import math
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any, Final, Literal
+from typing import Annotated, Any, Final, Literal, Protocol
 
 import numpy as np
 from pydantic import AfterValidator, Field, ValidationError, model_validator
 
 from evalkit.common.output import write_atomic
 from evalkit.data.inputs import clip, loads_strict, shorten
-from evalkit.data.schema import SLICES, Identifier, Language, PositiveInt, Sha256, Slice, StrictModel, model_json
+from evalkit.data.schema import (
+    SLICES,
+    AblationId,
+    Identifier,
+    Language,
+    PositiveInt,
+    Sha256,
+    Slice,
+    StrictModel,
+    absent,
+    model_json,
+)
+from evalkit.data.settings import RetrievalSettings
 from evalkit.measures.metrics import METRICS_VERSION, LatencySummary
+from evalkit.measures.results import CONTEXT_K, FAILURE_CUTOFF, ScoredEvaluation, judgments_sha256
 from evalkit.measures.statistics import DEFAULT_STATISTICS, StatisticsSettings
 from evalkit.measures.ties import DEFAULT_TIE_POLICY, TiePolicyName
+from evalkit.reporting.calibration_record import CalibrationRecord
 from evalkit.reporting.per_query import (
     PER_QUERY_DECIMALS,
     Interval,
@@ -43,10 +57,6 @@ from evalkit.reporting.per_query import (
     per_query_columns,
     query_index,
 )
-from evalkit.retrieval.service import RetrievalSettings
-from evalkit.runs.ablations import AblationId
-from evalkit.runs.calibration import CalibrationRecord, absent
-from evalkit.runs.evaluation import CONTEXT_K, FAILURE_CUTOFF, Evaluation, judgments_sha256
 
 SCHEMA_VERSION: Literal[2] = 2
 
@@ -317,7 +327,22 @@ def _check_aggregates(
                 )
 
 
-def build_report(evaluation: Evaluation, gates: tuple[GateOutcome, ...] = ()) -> Report:
+class ReportedEvaluation(ScoredEvaluation, Protocol):
+    """What a report is built from: the scored evaluation (:class:`evalkit.runs.evaluation.Evaluation`), with the
+    retrieval settings that ran and the calibration record."""
+
+    @property
+    def settings(self) -> RetrievalSettings:
+        """The retrieval settings that ran."""
+        ...
+
+    @property
+    def calibration(self) -> CalibrationRecord | None:
+        """What was chosen on the calibration part (None: not calibrated)."""
+        ...
+
+
+def build_report(evaluation: ReportedEvaluation, gates: tuple[GateOutcome, ...] = ()) -> Report:
     """Project an evaluation onto the report schema (IDs and numbers only)."""
     queries = evaluation.fixture.queries
     counts: dict[Slice, QueryCounts] = {}
@@ -380,8 +405,8 @@ def build_report(evaluation: Evaluation, gates: tuple[GateOutcome, ...] = ()) ->
     )
 
 
-def _system_report(evaluation: Evaluation, ablation_id: str) -> SystemReport | None:
-    provenance = evaluation.systems.get(ablation_id)
+def _system_report(evaluation: ScoredEvaluation, system_id: str) -> SystemReport | None:
+    provenance = evaluation.systems.get(system_id)
     if provenance is None:
         return None
     return SystemReport(kind=provenance.kind, sha256=provenance.sha256, counts=dict(provenance.counts))

@@ -7,18 +7,13 @@ only when asked (``show_text=True``), so an executed notebook is as private as t
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from evalkit.data.schema import SLICES
+from evalkit.data.schema import SLICES, ablation_order
 from evalkit.measures.metrics import STANDARD_MEASURES
+from evalkit.measures.results import CONTEXT_K, ScoredEvaluation
 from evalkit.reporting.report import Report
-from evalkit.runs.ablations import ablation_order
-from evalkit.runs.evaluation import CONTEXT_K, Evaluation
-
-if TYPE_CHECKING:
-    from evalkit.runs.real_data import AbstentionCurve, BenchmarkSummary
 
 METRIC_COLUMNS = [*(str(m) for m in STANDARD_MEASURES), "no_answer_fpr"]
 
@@ -49,7 +44,7 @@ def language_metrics_frame(report: Report, measures: Sequence[str]) -> pd.DataFr
     return pd.DataFrame(rows, columns=["ablation", "language", "measure", "value"])
 
 
-def latency_frame(evaluation: Evaluation) -> pd.DataFrame:
+def latency_frame(evaluation: ScoredEvaluation) -> pd.DataFrame:
     """Every latency sample (all runs) in milliseconds, one row per query execution."""
     rows = [
         {"ablation": ablation_id, "latency_ms": sample}
@@ -59,7 +54,9 @@ def latency_frame(evaluation: Evaluation) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["ablation", "latency_ms"])
 
 
-def rerank_delta_frame(evaluation: Evaluation, base: str = "hybrid", reranked: str = "hybrid-rerank") -> pd.DataFrame:
+def rerank_delta_frame(
+    evaluation: ScoredEvaluation, base: str = "hybrid", reranked: str = "hybrid-rerank"
+) -> pd.DataFrame:
     """Per answerable query: nDCG@10 of ``base`` and ``reranked`` and their difference, largest gain first."""
     if base not in evaluation.ablations or reranked not in evaluation.ablations:
         raise ValueError(f"both {base!r} and {reranked!r} must have been run")
@@ -100,12 +97,12 @@ def failures_frame(report: Report) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=columns)
 
 
-def failing_query_ids(evaluation: Evaluation) -> list[str]:
+def failing_query_ids(evaluation: ScoredEvaluation) -> list[str]:
     """Queries with at least one failure in any ablation, sorted."""
     return sorted({f.query_id for result in evaluation.ablations.values() for f in result.failures})
 
 
-def drilldown_frame(evaluation: Evaluation, query_ids: Sequence[str], show_text: bool = False) -> pd.DataFrame:
+def drilldown_frame(evaluation: ScoredEvaluation, query_ids: Sequence[str], show_text: bool = False) -> pd.DataFrame:
     """Per query, judged chunk and ablation: the chunk's rank and whether its spans reached the context.
 
     A no-answer query gets one row per ablation with the number of results it returned. With ``show_text``
@@ -148,48 +145,3 @@ def rank_pivot(drilldown: pd.DataFrame) -> pd.DataFrame:
     ablations = list(dict.fromkeys(drilldown.ablation))
     table = judged.pivot(index=["query_id", "chunk_id", "grade"], columns="ablation", values="rank")
     return table.reindex(columns=ablations)
-
-
-def benchmark_frame(summary: BenchmarkSummary, measure: str) -> pd.DataFrame:
-    """One measure as a table: settings as rows, ablations as columns (in run order)."""
-    rows = {s.setting_id: {a: m.get(measure) for a, m in s.metrics.items()} for s in summary.settings}
-    frame = pd.DataFrame.from_dict(rows, orient="index")
-    frame.index.name = "setting"
-    return frame
-
-
-def benchmark_latency_frame(summary: BenchmarkSummary) -> pd.DataFrame:
-    """Median and p95 latency (ms) per setting and ablation."""
-    rows = [
-        {"setting": s.setting_id, "ablation": a, "median_ms": lat.median_ms, "p95_ms": lat.p95_ms}
-        for s in summary.settings
-        for a, lat in s.latency_ms.items()
-    ]
-    return pd.DataFrame(rows).set_index(["setting", "ablation"])
-
-
-def targets_frame(summary: BenchmarkSummary) -> pd.DataFrame:
-    """The benchmark targets with their measured values (informational: nothing fails on them)."""
-    from evalkit.runs.real_data import benchmark_targets
-
-    return pd.DataFrame([t.model_dump() for t in benchmark_targets(summary)])
-
-
-def abstention_frame(curves: Sequence[AbstentionCurve]) -> pd.DataFrame:
-    """Per setting, the calibrated floor and its outcome on the calibration and the held-out queries."""
-    rows = []
-    for curve in curves:
-        calibrated = curve.calibrated
-        rows.append(
-            {
-                "setting": curve.setting_id,
-                "floor": calibrated.floor,
-                "calibration fpr": calibrated.calibration.no_answer_fpr,
-                "calibration recall loss": calibrated.calibration.recall_loss,
-                "held-out fpr": calibrated.held_out.no_answer_fpr,
-                "held-out recall@10": calibrated.held_out.recall_at_10,
-                "held-out recall loss": calibrated.held_out.recall_loss,
-                "no floor fpr": curve.points[0].no_answer_fpr,
-            }
-        )
-    return pd.DataFrame(rows)

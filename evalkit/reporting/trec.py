@@ -1,7 +1,7 @@
-"""TREC run files out: one per ablation, so trec_eval, ranx or ir_measures can check evalkit's numbers.
+"""TREC run files out: one per system, so trec_eval, ranx or ir_measures can check evalkit's numbers.
 
 Each query's results are written in the order evalkit scored them (the evaluation's tie policy), deduplicated, each
-chunk with its best score, ranks from 1, tag = the ablation ID. Scores are written in their shortest exact form, so
+chunk with its best score, ranks from 1, tag = the system ID. Scores are written in their shortest exact form, so
 ``evalkit score`` of these files with the same tie policy reproduces every metric of the evaluation. trec_eval
 itself orders by 32-bit score descending, then document ID descending: it reproduces evalkit's per-query values for
 an evaluation run with ``--ties trec_eval`` (and, with the default policy, wherever no two results tie).
@@ -18,11 +18,11 @@ from pathlib import Path
 
 from evalkit.common.output import write_atomic
 from evalkit.data.runs import trec_run_bytes
+from evalkit.measures.results import ScoredEvaluation, ScoredSystem
 from evalkit.measures.ties import order_ranking
-from evalkit.runs.evaluation import AblationResult, Evaluation
 
 
-def ranked_results(result: AblationResult, ties: str) -> dict[str, list[tuple[str, float]]]:
+def ranked_results(result: ScoredSystem, ties: str) -> dict[str, list[tuple[str, float]]]:
     """Per query, the scored ranking: (chunk ID, best score) in the tie policy's order."""
     rankings: dict[str, list[tuple[str, float]]] = {}
     for query in result.results:
@@ -34,20 +34,20 @@ def ranked_results(result: AblationResult, ties: str) -> dict[str, list[tuple[st
     return rankings
 
 
-def trec_run_name(ablation_id: str) -> str:
-    """The file name of an ablation's run: ``<ablation>.trec``."""
-    return f"{ablation_id}.trec"
+def trec_run_name(system_id: str) -> str:
+    """The file name of a system's run: ``<system>.trec``."""
+    return f"{system_id}.trec"
 
 
-def trec_runs(evaluation: Evaluation) -> dict[str, bytes]:
-    """File name (:func:`trec_run_name`) to TREC run bytes, for every ablation of the evaluation.
+def trec_runs(evaluation: ScoredEvaluation) -> dict[str, bytes]:
+    """File name (:func:`trec_run_name`) to TREC run bytes, for every system of the evaluation.
 
     Raises:
-        ValueError: a query ID, chunk ID or ablation ID that is empty or holds whitespace or a control character.
+        ValueError: a query ID, chunk ID or system ID that is empty or holds whitespace or a control character.
     """
     return {
-        trec_run_name(ablation_id): trec_run_bytes(ranked_results(result, evaluation.tie_policy), ablation_id)
-        for ablation_id, result in sorted(evaluation.ablations.items())
+        trec_run_name(system_id): trec_run_bytes(ranked_results(result, evaluation.tie_policy), system_id)
+        for system_id, result in sorted(evaluation.ablations.items())
     }
 
 
@@ -60,6 +60,6 @@ def write_trec_files(files: Mapping[str, bytes], folder: Path) -> list[Path]:
     return written
 
 
-def write_trec_runs(evaluation: Evaluation, folder: Path) -> list[Path]:
-    """Write every ablation's run file into an already-resolved folder; all are built before any is written."""
+def write_trec_runs(evaluation: ScoredEvaluation, folder: Path) -> list[Path]:
+    """Write every system's run file into an already-resolved folder; all are built before any is written."""
     return write_trec_files(trec_runs(evaluation), folder)

@@ -13,15 +13,16 @@ from __future__ import annotations
 import io
 import os
 import stat
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from evalkit.common.hashing import sha256_of
 from evalkit.common.output import write_atomic
 from evalkit.data.schema import Matrix
-from evalkit.retrieval.embeddings import ConceptProvider, EmbeddingProvider, fingerprint, sha256_of
+from evalkit.retrieval.embeddings import ConceptProvider, EmbeddingProvider, WrappedProvider, fingerprint
 
 __all__ = ["CachedProvider", "EmbeddingCache"]
 
@@ -103,10 +104,11 @@ class EmbeddingCache:
         write_atomic(path, buffer.getvalue())  # creates missing folders, never through a symlink
 
 
-class CachedProvider:
+class CachedProvider(WrappedProvider):
     """An :class:`EmbeddingProvider` that embeds through an :class:`EmbeddingCache` and remembers rows per text.
 
-    ``definition`` and ``dimensions`` are the wrapped provider's, so fingerprints (and with them the evaluation's
+    ``definition`` and ``dimensions`` are the wrapped provider's
+    (:class:`~evalkit.retrieval.embeddings.WrappedProvider`), so fingerprints (and with them the evaluation's
     definition hash and database keys) do not change. A text's row is remembered the first time it is seen and
     returned unchanged afterwards, whether it came from disk or from a fresh computation.
 
@@ -119,19 +121,9 @@ class CachedProvider:
             raise ValueError(
                 f"{type(provider).__name__} names concepts, which a CachedProvider would hide; use it uncached"
             )
-        self.provider = provider
+        super().__init__(provider)
         self.cache = cache
         self._rows: dict[str, Matrix] = {}
-
-    @property
-    def definition(self) -> Mapping[str, Any]:
-        """The wrapped provider's definition."""
-        return self.provider.definition
-
-    @property
-    def dimensions(self) -> int:
-        """The wrapped provider's dimensions."""
-        return self.provider.dimensions
 
     def _remember(self, texts: Sequence[str], matrix: Matrix) -> None:
         for text, row in zip(texts, matrix, strict=True):

@@ -24,7 +24,6 @@ from __future__ import annotations
 import hashlib
 import importlib
 import importlib.metadata
-import json
 import math
 import os
 from collections import Counter
@@ -37,20 +36,11 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 import numpy.typing as npt
 
+from evalkit.common.hashing import file_sha256, sha256_of
 from evalkit.common.progress import progress
 from evalkit.data.fixture import AliasTable
 from evalkit.data.schema import Matrix
 from evalkit.retrieval.text import ANALYZER_VERSION, is_han, normalize, tokenize
-
-
-def canonical_json(value: Any) -> bytes:
-    """Canonical JSON bytes (sorted keys, no spaces, UTF-8) used for every hash in evalkit."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
-
-
-def sha256_of(value: Any) -> str:
-    """SHA-256 hex digest of the canonical JSON of ``value``."""
-    return hashlib.sha256(canonical_json(value)).hexdigest()
 
 
 @runtime_checkable
@@ -79,6 +69,27 @@ class ConceptProvider(Protocol):
     def concepts(self, text: str) -> frozenset[str]:
         """IDs of the concepts the text mentions."""
         ...
+
+
+class WrappedProvider:
+    """Base of a provider that embeds through another one (a cache, a pool of workers).
+
+    ``definition`` and ``dimensions`` are the wrapped provider's, so its fingerprint (and with it the evaluation's
+    definition hash, database keys and cache entries) is the wrapped provider's too.
+    """
+
+    def __init__(self, provider: EmbeddingProvider) -> None:
+        self.provider = provider
+
+    @property
+    def definition(self) -> Mapping[str, Any]:
+        """The wrapped provider's definition."""
+        return self.provider.definition
+
+    @property
+    def dimensions(self) -> int:
+        """The wrapped provider's dimensions."""
+        return self.provider.dimensions
 
 
 def fingerprint(provider: EmbeddingProvider) -> str:
@@ -254,14 +265,9 @@ def _check_positive(name: str, value: int) -> None:
         raise ValueError(f"{name} must be a positive integer, got {value!r}")
 
 
-def _file_sha256(path: Path) -> str:
-    with path.open("rb") as handle:
-        return hashlib.file_digest(handle, "sha256").hexdigest()
-
-
 def _files_sha256(root: Path, relative_paths: Sequence[str]) -> str:
     """SHA-256 of the canonical JSON list of ``[relative path, SHA-256 of the file's bytes]``, sorted by path."""
-    return sha256_of([[rel, _file_sha256(root / rel)] for rel in sorted(relative_paths)])
+    return sha256_of([[rel, file_sha256(root / rel)] for rel in sorted(relative_paths)])
 
 
 def _regular_files(root: Path) -> list[str]:

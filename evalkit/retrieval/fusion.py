@@ -10,7 +10,6 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Literal
 
 from evalkit.retrieval.database import Hit, order_hits
 
@@ -103,9 +102,6 @@ def margin_weighted_fusion(contributions: Sequence[Contribution], k: int) -> lis
 def _has_positive(contribution: Contribution) -> bool:
     return any(h.score > 0 for h, w in zip(contribution.hits, contribution.weights, strict=True) if w > 0)
 
-
-FusionName = Literal["rrf", "max-normalized", "margin-weighted"]
-"""The closed vocabulary of fusion methods (the keys of :data:`FUSION_METHODS`)."""
 
 FUSION_METHODS: dict[str, Callable[[Sequence[Contribution], int], list[Hit]]] = {
     "rrf": reciprocal_rank_fusion,

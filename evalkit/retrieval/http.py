@@ -1,24 +1,8 @@
 """Your own retriever over HTTP: a JSON-configured adapter with a concurrency limit, timeouts and bounded retries.
 
-The configuration (``--retriever-config FILE``) names the endpoint, the method, headers taken from named environment
-variables (so no secret sits in the file), a request template and where the results are in the response::
-
-    {
-      "name": "my-search",
-      "url": "https://search.example/api/query",
-      "method": "POST",
-      "headers_from_env": {"Authorization": "MY_SEARCH_AUTH"},
-      "body": {"q": "{text}", "lang": "{language}", "size": "{k}"},
-      "results_path": "hits.items",
-      "id_field": "doc.id",
-      "score_field": "score",
-      "concurrency": 4, "timeout_s": 10, "deadline_s": 30, "max_attempts": 3, "retry_backoff_s": 0.2,
-      "max_response_bytes": 16777216
-    }
-
-In ``body`` a string ``"{k}"`` becomes the integer k; ``{text}``, ``{language}`` and ``{k}`` inside other strings
-are replaced by their text. With ``GET`` the body's top-level entries become URL query parameters. Paths are
-dot-separated keys (an integer part indexes a list); ``results_path`` ``""`` means the response is the list.
+The configuration (``--retriever-config FILE``, :mod:`evalkit.retrieval.http_config`) names the endpoint, the
+method, headers taken from named environment variables (so no secret sits in the file), a request template and where
+the results are in the response.
 
 The endpoint is treated as hostile, as well-kept HTTP clients treat it:
 
@@ -54,126 +38,18 @@ import time
 import urllib.parse
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, ValidationError, field_validator
-
-from evalkit.data.inputs import InputError, clip, loads_strict, read_json_file, shorten
+from evalkit.common.hashing import sha256_of
+from evalkit.data.inputs import clip, loads_strict
 from evalkit.data.inputs import nesting_depth as nesting_depth  # the limits are shared with every input file
-from evalkit.data.schema import Identifier, Language, StrictModel
-from evalkit.retrieval.embeddings import sha256_of
+from evalkit.data.schema import Language
+from evalkit.retrieval.http_config import HttpRetrieverConfig, header_values
 from evalkit.retrieval.retriever import Provenance, QueryError, QueryFailed, SearchOutcome, SearchRequest
 
 RETRIED_STATUS = frozenset({429, 500, 502, 503, 504})
-MAX_CONFIG_BYTES = 1 << 20
-"""A retriever configuration file larger than this (1 MiB) is refused before it is read."""
-
-_TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
-_FRAMING_HEADERS = frozenset({"host", "content-length", "transfer-encoding", "connection"})
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _HOST = re.compile(r"[a-z0-9._:\-]{1,253}")
 _READ_CHUNK = 1 << 16
-
-
-class HttpRetrieverConfig(StrictModel):
-    """The HTTP adapter's configuration file."""
-
-    name: Identifier = Field(description="ablation ID of this system in the report")
-    url: str = Field(description="endpoint, http:// or https:// (ASCII, no credentials)")
-    method: Literal["GET", "POST"] = Field(default="POST", description="HTTP method")
-    headers_from_env: dict[str, str] = Field(default_factory=dict, description="header name -> env variable name")
-    body: dict[str, Any] = Field(description="request template with {text}, {language} and {k}")
-    results_path: str = Field(default="results", description="dot path to the results list ('' = the response)")
-    id_field: str = Field(default="chunk_id", description="dot path of the chunk ID within a result")
-    score_field: str = Field(default="score", description="dot path of the score within a result")
-    concurrency: int = Field(default=4, ge=1, le=64, description="requests in flight at once")
-    timeout_s: float = Field(default=10.0, gt=0.0, le=300.0, description="longest wait for one socket operation")
-    deadline_s: float = Field(
-        default=30.0, gt=0.0, le=600.0, description="total time for one request: connect, headers and body, seconds"
-    )
-    max_response_bytes: int = Field(
-        default=16 * 2**20, ge=1, le=2**30, description="largest response body read; larger fails the query"
-    )
-    max_attempts: int = Field(default=3, ge=1, le=10, description="attempts per query, retries included")
-    retry_backoff_s: float = Field(default=0.2, ge=0.0, le=10.0, description="wait before retry n: n times this")
-
-    @field_validator("url")
-    @classmethod
-    def _http_url(cls, value: str) -> str:
-        if not value.isascii() or any(c <= " " or c == "\x7f" for c in value):
-            raise ValueError("must be ASCII without spaces or control characters (percent-encode the rest)")
-        parts = urllib.parse.urlsplit(value)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ValueError("must be an http:// or https:// URL with a host")
-        if "@" in parts.netloc:
-            raise ValueError("must not hold credentials (user:password@): send them with headers_from_env")
-        try:
-            parts.port  # noqa: B018 (a malformed port raises here)
-        except ValueError:
-            raise ValueError("has an invalid port") from None
-        return value
-
-    @field_validator("headers_from_env")
-    @classmethod
-    def _header_names(cls, value: dict[str, str]) -> dict[str, str]:
-        for header, variable in value.items():
-            if not _TOKEN.fullmatch(header):
-                raise ValueError(f"header name {shorten(header)} is not an HTTP token")
-            if header.lower() in _FRAMING_HEADERS:
-                raise ValueError(f"header {header} is set by the adapter and cannot be configured")
-            if not variable or "=" in variable or _CONTROL.search(variable):
-                raise ValueError(f"header {header}: {shorten(variable)} is not an environment variable name")
-        lowered = [header.lower() for header in value]
-        if len(set(lowered)) != len(lowered):
-            raise ValueError("a header is named twice (header names ignore case)")
-        return value
-
-    @field_validator("id_field", "score_field")
-    @classmethod
-    def _not_empty(cls, value: str) -> str:
-        if not value:
-            raise ValueError("must name a field")
-        return value
-
-
-def load_http_config(path: Path) -> HttpRetrieverConfig:
-    """Read (regular files of at most 1 MiB, strict JSON) and validate a configuration file.
-
-    Errors name the file and the field, never a value.
-    """
-    try:
-        text, _ = read_json_file(path, MAX_CONFIG_BYTES)
-    except InputError as exc:
-        raise ValueError(f"retriever config {path.name}: {exc.reason}") from None
-    try:
-        return HttpRetrieverConfig.model_validate_json(text)
-    except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in e['loc']) or '<root>'}: {e['msg']}" for e in exc.errors(include_url=False)
-        )
-        raise ValueError(f"retriever config {path.name}: {problems}") from None
-
-
-def _header_values(config: HttpRetrieverConfig, environ: Mapping[str, str]) -> dict[str, str]:
-    """The configured headers' values from the environment; a missing or unsendable value is named, never shown."""
-    missing = sorted(v for v in config.headers_from_env.values() if v not in environ)
-    if missing:
-        raise ValueError(f"retriever {config.name}: environment variable(s) not set: {', '.join(missing)}")
-    headers = {header: environ[variable] for header, variable in config.headers_from_env.items()}
-    for header, value in headers.items():
-        variable = config.headers_from_env[header]
-        if _CONTROL.search(value):
-            reason = "holds a control character (CR, LF or another)"
-        elif not value.isascii():
-            reason = "holds a non-ASCII character"
-        else:
-            continue
-        raise ValueError(
-            f"retriever {config.name}: header {header} (from environment variable {variable}) {reason}; "
-            "the value is refused and not shown"
-        )
-    return headers
 
 
 def _fill(template: Any, values: Mapping[str, str], k: int) -> Any:
@@ -310,7 +186,7 @@ class HttpRetriever:
 
     def __init__(self, config: HttpRetrieverConfig, environ: Mapping[str, str]) -> None:
         self.config = config
-        self._headers = _header_values(config, environ)
+        self._headers = header_values(config, environ)
         parts = urllib.parse.urlsplit(config.url)
         self._host = parts.hostname or ""
         self._port = parts.port

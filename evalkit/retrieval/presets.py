@@ -23,12 +23,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import ValidationError
-
-from evalkit.data.inputs import InputError, read_json_file
-from evalkit.data.schema import describe_validation_error
-from evalkit.retrieval.reranker import RerankerSettings
-from evalkit.retrieval.service import RetrievalSettings
+from evalkit.data.schema import load_model_file
+from evalkit.data.settings import RerankerSettings, RetrievalSettings
 
 DEFAULT_PRESET = "synthetic-v1"
 PRESETS: dict[str, RetrievalSettings] = {
@@ -59,14 +55,7 @@ def load_settings_file(path: Path, max_bytes: int = MAX_SETTINGS_BYTES) -> Retri
     where = f"settings file {path.name!r}"
     if not path.is_file():  # a stat, which never blocks (the guarded read refuses anything else again, race-free)
         raise ValueError(f"{where}: not found or not a regular file")
-    try:
-        text, _ = read_json_file(path, max_bytes)
-    except InputError as exc:
-        raise ValueError(f"{where}: {exc.reason}") from None
-    try:
-        return RetrievalSettings.model_validate_json(text)
-    except ValidationError as exc:
-        raise ValueError(describe_validation_error(exc, where)) from None
+    return load_model_file(path, RetrievalSettings, where, max_bytes)
 
 
 def resolve_settings(preset: str | None, settings_file: Path | None) -> tuple[str, RetrievalSettings]:

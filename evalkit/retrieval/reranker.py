@@ -29,28 +29,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
 
-from pydantic import Field
-
-from evalkit.data.schema import StrictModel, UnitFloat
+from evalkit.data.settings import RerankerSettings
 from evalkit.retrieval.database import Hit, order_hits
 
 CONCEPT_PREFIX = "§"
 """Marks a concept unit (tokens are word characters only, so they can never collide)."""
-
-
-class RerankerSettings(StrictModel):
-    """Weights and threshold of the heuristic reranker."""
-
-    coverage_weight: UnitFloat = Field(default=0.4, description="weight of IDF-weighted query-unit coverage")
-    semantic_weight: UnitFloat = Field(default=0.4, description="weight of embedding cosine similarity")
-    proximity_weight: UnitFloat = Field(default=0.2, description="weight of adjacent query-term pairs")
-    missing_key_factor: UnitFloat = Field(
-        default=0.8, description="score multiplier when the chunk lacks the query's most specific unit"
-    )
-    min_similarity: float = Field(
-        default=0.35, ge=-1.0, le=1.0, description="candidates with a lower embedding cosine are dropped"
-    )
-    min_score: UnitFloat = Field(default=0.3, description="candidates scoring below this are dropped")
 
 
 def idf(document_frequency: int, chunk_count: int) -> float:

@@ -1,6 +1,7 @@
-"""The protocol every system under test implements, and the adapters evalkit ships.
+"""The protocol every system under test implements, and the replay of a precomputed run.
 
-A :class:`Retriever` answers ``search(text, language, k)`` with a sequence of ``(chunk_id, score)`` pairs. It may
+A :class:`Retriever` answers ``search(text, language, k)`` with a sequence of ``(chunk_id, score)`` pairs (checked
+and kept as a :data:`~evalkit.data.runs.Ranking`). It may
 also define ``index(chunks)``, called once with the fixture's chunks before any query, and ``search_all(requests)``,
 which answers a batch of :class:`SearchRequest` at once (concurrently, say) and times each query itself. evalkit
 orders every returned ranking by its declared tie policy, so a retriever need not sort.
@@ -10,26 +11,24 @@ A retriever reports a failure of one query (a timeout, an HTTP error, a malforme
 count, and the run goes on. Any other exception is a bug in the retriever and stops the run (behind
 ``--retriever module:factory`` as :class:`evalkit.app.plugins.PluginError`: bad input, exit 2).
 
-:class:`KnowledgeServiceRetriever` makes the built-in knowledge service one implementation of the protocol;
-:class:`RunRetriever` replays a precomputed run file.
+:class:`RunRetriever` replays a precomputed run file. This module imports nothing of the built-in knowledge
+service: the adapters that make it (and other hit-returning functions) retrievers are in
+:mod:`evalkit.retrieval.adapters`.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal, Protocol, runtime_checkable
 
 from evalkit.common.progress import progress
 from evalkit.data.fixture import Chunk
-from evalkit.data.runs import Run
+from evalkit.data.runs import Ranking, Run
 from evalkit.data.schema import Language
-from evalkit.retrieval.database import Hit
-from evalkit.retrieval.service import KnowledgeService, Mode
 
 FailureKind = Literal["timeout", "connection_error", "http_error", "malformed_response"]
-Scored = tuple[tuple[str, float], ...]
 
 
 @runtime_checkable
@@ -86,7 +85,7 @@ class SearchOutcome:
     """What one query returned (or why it failed) and how long it took."""
 
     query_id: str
-    hits: Scored
+    hits: Ranking
     latency_ms: float
     error: QueryError | None = None
 
@@ -120,29 +119,6 @@ def provenance_of(retriever: Retriever) -> Provenance:
     return Provenance(kind="python")
 
 
-class KnowledgeServiceRetriever:
-    """The built-in knowledge service in one mode, as a :class:`Retriever`."""
-
-    def __init__(self, service: KnowledgeService, mode: Mode) -> None:
-        self.service = service
-        self.mode = mode
-
-    def search(self, text: str, language: Language, k: int) -> Sequence[tuple[str, float]]:
-        """The service's hits in this mode, cut at k."""
-        return [(h.chunk_id, h.score) for h in self.service.search(text, self.mode, language)[:k]]
-
-
-class HitsRetriever:
-    """A function returning :class:`Hit` lists (the bm25s baseline, say), as a :class:`Retriever`."""
-
-    def __init__(self, search_fn: Callable[[str, Language], list[Hit]]) -> None:
-        self._search = search_fn
-
-    def search(self, text: str, language: Language, k: int) -> Sequence[tuple[str, float]]:
-        """The function's hits, cut at k."""
-        return [(h.chunk_id, h.score) for h in self._search(text, language)[:k]]
-
-
 class RunRetriever:
     """A precomputed run: answers by query ID (a query missing from the run gets an empty ranking)."""
 
@@ -163,7 +139,7 @@ class RunRetriever:
         return [SearchOutcome(r.query_id, tuple(self.run.rankings.get(r.query_id, ())), 0.0) for r in requests]
 
 
-def _checked_hits(results: object, query_id: str) -> Scored:
+def _checked_hits(results: object, query_id: str) -> Ranking:
     """The results as (str, float) pairs; anything else is a bug in the retriever, named by query and item."""
     if isinstance(results, (str, bytes)) or not isinstance(results, Sequence):
         raise ValueError(f"retriever returned {type(results).__name__} for query {query_id}, not a sequence")

@@ -10,39 +10,16 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Literal
 
-from pydantic import Field
-
-from evalkit.data.schema import Language, Matrix, NonNegativeFloat, PositiveInt, StrictModel
+from evalkit.data.language import detect_language
+from evalkit.data.schema import Language, Matrix
+from evalkit.data.settings import RetrievalSettings
 from evalkit.retrieval.database import Hit, KnowledgeStore
 from evalkit.retrieval.embeddings import ConceptProvider, EmbeddingProvider, fingerprint
-from evalkit.retrieval.fusion import Contribution, FusionName, fusion_method
-from evalkit.retrieval.reranker import CONCEPT_PREFIX, Candidate, HeuristicReranker, RerankerSettings
-from evalkit.retrieval.text import is_han, query_terms, stopword_tokens
+from evalkit.retrieval.fusion import Contribution, fusion_method
+from evalkit.retrieval.reranker import CONCEPT_PREFIX, Candidate, HeuristicReranker
+from evalkit.retrieval.text import query_terms, stopword_tokens
 
 Mode = Literal["lexical", "vector", "hybrid", "hybrid-rerank"]
-
-
-class RetrievalSettings(StrictModel):
-    """Every knob of the retrieval path; all of it is hashed into the evaluation definition."""
-
-    top_k: PositiveInt = Field(default=10, description="results returned per query")
-    candidate_k: PositiveInt = Field(default=30, description="candidates per retriever before fusion/rerank")
-    lexical_min_score: NonNegativeFloat = Field(default=0.0, description="minimum BM25 score (-bm25())")
-    vector_min_similarity: float = Field(default=0.2, ge=-1.0, le=1.0, description="minimum cosine")
-    fusion: FusionName = Field(default="max-normalized", description="fusion method (see fusion.py)")
-    rrf_k: PositiveInt = Field(default=60, description="RRF rank constant")
-    lexical_weight: NonNegativeFloat = Field(default=0.3, description="fusion weight of lexical hits")
-    vector_weight: NonNegativeFloat = Field(default=0.7, description="fusion weight of vector hits")
-    cross_language_lexical_weight: NonNegativeFloat = Field(
-        default=0.0,
-        description="multiplier on a lexical hit's weight when its language differs from the query's",
-    )
-    reranker: RerankerSettings = Field(default_factory=RerankerSettings, description="heuristic reranker")
-
-
-def detect_language(text: str) -> Language:
-    """'zh' when the text contains Han characters, else 'en'."""
-    return "zh" if is_han(text) else "en"
 
 
 class KnowledgeService:
@@ -80,7 +57,8 @@ class KnowledgeService:
         self._indexed = True
 
     def search(self, text: str, mode: Mode, language: Language | None = None) -> list[Hit]:
-        """The top ``top_k`` hits for a query in a mode; the query language is detected when not given."""
+        """The top ``top_k`` hits for a query in a mode; the query language is detected when not given
+        (:func:`evalkit.data.language.detect_language`)."""
         try:
             run = MODES[mode]
         except KeyError:

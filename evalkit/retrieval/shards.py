@@ -24,12 +24,10 @@ from typing import Protocol
 
 import numpy as np
 
+from evalkit.data.runs import Ranking
 from evalkit.data.schema import Matrix
 from evalkit.retrieval.database import Hit, KnowledgeDatabase, StoredChunk, order_hits, row_scores
 from evalkit.retrieval.sparse_index import CorpusStatistics, SparseBm25Index, is_plain, top_positions
-
-Scored = list[tuple[str, float]]
-"""(chunk ID, score) pairs, best first."""
 
 
 def shard_of(chunk_id: str, shards: int) -> int:
@@ -54,7 +52,7 @@ def split_corpus(
     return parts
 
 
-def merge_hits(lists: Iterable[Sequence[tuple[str, float]]], limit: int) -> list[Hit]:
+def merge_hits(lists: Iterable[Ranking], limit: int) -> list[Hit]:
     """The best ``limit`` hits of every shard's list, score descending then chunk ID (the single-process order)."""
     return order_hits(Hit(chunk_id, score) for hits in lists for chunk_id, score in hits)[: max(limit, 0)]
 
@@ -67,9 +65,10 @@ class ShardIndex:
         self._lexical = SparseBm25Index.build(chunk_ids, analyzed_texts, statistics=statistics)
         self._matrices: dict[str, tuple[tuple[str, ...], Matrix]] = {}
 
-    def lexical(self, terms: Sequence[str], limit: int) -> Scored | None:
+    def lexical(self, terms: Sequence[str], limit: int) -> Ranking | None:
         """This shard's best ``limit`` BM25 hits; None when only FTS5 can answer (see ``SparseBm25Index.search``)."""
-        return self._lexical.search(terms, limit)
+        hits = self._lexical.search(terms, limit)
+        return None if hits is None else tuple(hits)
 
     def store_embeddings(self, provider: str, chunk_ids: Sequence[str], matrix: Matrix) -> None:
         """Hold these rows (this shard's chunks) under a provider fingerprint, in chunk ID order."""
@@ -83,15 +82,15 @@ class ShardIndex:
         """The provider fingerprints whose rows this shard holds."""
         return tuple(sorted(self._matrices))
 
-    def vector(self, provider: str, query: Matrix, limit: int) -> Scored:
+    def vector(self, provider: str, query: Matrix, limit: int) -> Ranking:
         """This shard's best ``limit`` inner-product hits (every row, as ``KnowledgeDatabase.vector_search``)."""
         if provider not in self._matrices:
             raise KeyError(f"this shard holds no rows of provider {provider[:12]}")
         ids, matrix = self._matrices[provider]
         if not ids or limit < 1:
-            return []
+            return ()
         scores = row_scores(matrix, query)
-        return [(ids[i], float(scores[i])) for i in top_positions(scores, limit, floor=-np.inf)]
+        return tuple((ids[i], float(scores[i])) for i in top_positions(scores, limit, floor=-np.inf))
 
     def vectors(self, provider: str, chunk_ids: Sequence[str]) -> Matrix:
         """The rows of these chunks of this shard, in the order given."""
@@ -111,10 +110,10 @@ class Shards(Protocol):
     def count(self) -> int:
         """Number of shards."""
 
-    def lexical(self, terms: Sequence[str], limit: int) -> list[Scored | None]:
+    def lexical(self, terms: Sequence[str], limit: int) -> list[Ranking | None]:
         """Every shard's :meth:`ShardIndex.lexical`."""
 
-    def vector(self, provider: str, query: Matrix, limit: int) -> list[Scored]:
+    def vector(self, provider: str, query: Matrix, limit: int) -> list[Ranking]:
         """Every shard's :meth:`ShardIndex.vector`."""
 
     def store_embeddings(self, provider: str, parts: Sequence[tuple[Sequence[str], Matrix]]) -> None:
@@ -135,11 +134,11 @@ class LocalShards:
         """Number of shards."""
         return len(self.shards)
 
-    def lexical(self, terms: Sequence[str], limit: int) -> list[Scored | None]:
+    def lexical(self, terms: Sequence[str], limit: int) -> list[Ranking | None]:
         """Every shard's lexical hits."""
         return [shard.lexical(terms, limit) for shard in self.shards]
 
-    def vector(self, provider: str, query: Matrix, limit: int) -> list[Scored]:
+    def vector(self, provider: str, query: Matrix, limit: int) -> list[Ranking]:
         """Every shard's vector hits."""
         return [shard.vector(provider, query, limit) for shard in self.shards]
 

@@ -15,7 +15,8 @@ import unicodedata
 from functools import lru_cache
 from typing import Any
 
-_HAN = r"\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
+from evalkit.data.language import HAN_CHARACTERS as _HAN
+
 _SEGMENTS = re.compile(rf"([{_HAN}]+)|([^{_HAN}]+)")
 _OTHER_WORDS = re.compile(r"[^\W_]+")
 _IS_HAN = re.compile(rf"[{_HAN}]")

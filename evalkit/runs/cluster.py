@@ -28,15 +28,15 @@ from typing import Any
 import numpy as np
 
 from evalkit.data.fixture import LoadedFixture
+from evalkit.data.runs import Ranking
 from evalkit.data.schema import Matrix
+from evalkit.data.settings import RetrievalSettings
 from evalkit.measures.ties import DEFAULT_TIE_POLICY
 from evalkit.retrieval.database import KnowledgeDatabase, KnowledgeStore
 from evalkit.retrieval.embedding_cache import CachedProvider, EmbeddingCache
 from evalkit.retrieval.embeddings import ConceptProvider, EmbeddingProvider
 from evalkit.retrieval.retriever import Retriever
-from evalkit.retrieval.service import RetrievalSettings
 from evalkit.retrieval.shards import (
-    Scored,
     ShardedStore,
     ShardIndex,
     agrees_with_fts5,
@@ -162,11 +162,11 @@ class ShardActor:
         """The shard's chunk count (a call that returns once the actor is up)."""
         return len(self.index.chunk_ids)
 
-    def lexical(self, terms: Sequence[str], limit: int) -> Scored | None:
+    def lexical(self, terms: Sequence[str], limit: int) -> Ranking | None:
         """The shard's lexical hits."""
         return self.index.lexical(terms, limit)
 
-    def vector(self, provider: str, query: Matrix, limit: int) -> Scored:
+    def vector(self, provider: str, query: Matrix, limit: int) -> Ranking:
         """The shard's vector hits."""
         return self.index.vector(provider, query, limit)
 
@@ -210,14 +210,14 @@ class RayShards:
         for actor in self.actors:
             self._ray.kill(actor, no_restart=True)
 
-    def lexical(self, terms: Sequence[str], limit: int) -> list[Scored | None]:
+    def lexical(self, terms: Sequence[str], limit: int) -> list[Ranking | None]:
         """Every shard's lexical hits."""
-        found: list[Scored | None] = self._gather("lexical", [(list(terms), limit)] * self.count)
+        found: list[Ranking | None] = self._gather("lexical", [(list(terms), limit)] * self.count)
         return found
 
-    def vector(self, provider: str, query: Matrix, limit: int) -> list[Scored]:
+    def vector(self, provider: str, query: Matrix, limit: int) -> list[Ranking]:
         """Every shard's vector hits."""
-        found: list[Scored] = self._gather("vector", [(provider, query, limit)] * self.count)
+        found: list[Ranking] = self._gather("vector", [(provider, query, limit)] * self.count)
         return found
 
     def store_embeddings(self, provider: str, parts: Sequence[tuple[Sequence[str], Matrix]]) -> None:

@@ -1,7 +1,9 @@
-"""Run the ablations over a fixture, score every query, and check that repeated runs agree.
+"""Run the systems over a fixture, score every query, and check that repeated runs agree.
 
 Each run seeds a fresh temporary :class:`KnowledgeDatabase` with the fixture's stable IDs, embeds the corpus with
-each provider the ablations need, and asks the :class:`KnowledgeService` every query in every ablation. The runs'
+each provider the built-in ablations need, and asks every system (the :class:`KnowledgeService` in each ablation's
+mode, the bm25s baseline, a user's retriever, a run file) every query. Each system's results are scored by the
+scoring core (:mod:`evalkit.measures.fixture_scores`) into the types of :mod:`evalkit.measures.results`. The runs'
 deterministic projections (rankings with scores, per-query metrics, failures; not latency) must be identical, or
 :class:`DeterminismError` is raised.
 """
@@ -11,60 +13,28 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager, ExitStack
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Literal, cast
+from typing import Any, cast
 
-from evalkit.data.fixture import Fixture, LoadedFixture, Query
-from evalkit.data.schema import LANGUAGES, Language
-from evalkit.measures.core import score_rankings
-from evalkit.measures.metrics import (
-    METRICS_VERSION,
-    NO_ANSWER_FPR,
-    STANDARD_MEASURES,
-    LatencySummary,
-    Measure,
-    context_precision,
-    context_recall,
-    dedupe_ranking,
-    latency_summary,
-    mean,
-    merge_intervals,
-    ndcg_at_k,
-    recall_at_k,
-    reciprocal_rank_at_k,
-    returned_any,
-)
-from evalkit.measures.registry import parse_measures
+from evalkit.common.hashing import sha256_of
+from evalkit.data.fixture import Fixture, LoadedFixture
+from evalkit.data.settings import RetrievalSettings
+from evalkit.measures.fixture_scores import aggregate, query_failures, score_queries
+from evalkit.measures.metrics import METRICS_VERSION, LatencySummary, latency_summary
+from evalkit.measures.results import CONTEXT_K, FAILURE_CUTOFF, Failure, QueryResult
 from evalkit.measures.statistics import DEFAULT_STATISTICS
 from evalkit.measures.ties import DEFAULT_TIE_POLICY, SUMMATION_OF, order_ranking, tie_policy
+from evalkit.reporting.calibration_record import CalibrationRecord
+from evalkit.retrieval.adapters import HitsRetriever, KnowledgeServiceRetriever
 from evalkit.retrieval.bm25 import Bm25sBaseline
 from evalkit.retrieval.database import KnowledgeDatabase, KnowledgeStore
 from evalkit.retrieval.embedding_cache import CachedProvider, EmbeddingCache
-from evalkit.retrieval.embeddings import ConceptProvider, EmbeddingProvider, sha256_of
+from evalkit.retrieval.embeddings import ConceptProvider, EmbeddingProvider
 from evalkit.retrieval.latency import pinned_blas
-from evalkit.retrieval.retriever import (
-    HitsRetriever,
-    KnowledgeServiceRetriever,
-    Provenance,
-    QueryError,
-    Retriever,
-    SearchRequest,
-    index_chunks,
-    provenance_of,
-    search_all,
-)
-from evalkit.retrieval.service import KnowledgeService, Mode, RetrievalSettings
+from evalkit.retrieval.retriever import Provenance, Retriever, SearchRequest, index_chunks, provenance_of, search_all
+from evalkit.retrieval.service import KnowledgeService, Mode
 from evalkit.retrieval.text import ANALYZER_VERSION
 from evalkit.runs.ablations import BASELINE_MODE, PROVIDERS, Ablation
 
-if TYPE_CHECKING:
-    from evalkit.runs.calibration import CalibrationRecord
-
-CONTEXT_K = 5
-"""The returned context of a query: its first CONTEXT_K results (what a RAG prompt would receive)."""
-FAILURE_CUTOFF = 10
-"""A relevant chunk not within the first FAILURE_CUTOFF results is reported as a failure."""
-FIXTURE_MEASURES = parse_measures([*(str(m) for m in STANDARD_MEASURES), str(NO_ANSWER_FPR)])
-"""Every measure a fixture run reports, as the scoring core declares them."""
 StoreFactory = Callable[[KnowledgeDatabase], AbstractContextManager[KnowledgeStore]]
 """Makes the store a run searches from its seeded database, and releases it after the run."""
 
@@ -74,42 +44,9 @@ class DeterminismError(RuntimeError):
 
 
 @dataclass(frozen=True)
-class QueryResult:
-    """What one ablation returned for one query, and how long it took."""
-
-    query_id: str
-    chunk_ids: tuple[str, ...]
-    scores: tuple[float, ...]
-    latency_ms: float
-    error: QueryError | None = None
-
-
-@dataclass(frozen=True)
-class Failure:
-    """An actionable, ID-only failure: a relevant chunk missed, or a no-answer query that returned results."""
-
-    query_id: str
-    language: Language
-    kind: Literal["relevant_not_retrieved", "no_answer_returned_results"]
-    chunk_id: str | None
-    grade: int | None
-    rank: int | None
-    returned: int
-
-    def describe(self) -> str:
-        """One line naming the query and chunk by ID."""
-        if self.kind == "no_answer_returned_results":
-            return f"no-answer query {self.query_id} returned {self.returned} result(s)"
-        where = f"at rank {self.rank}" if self.rank else "not returned"
-        return (
-            f"query {self.query_id}: relevant chunk {self.chunk_id} (grade {self.grade}) "
-            f"not in the top {FAILURE_CUTOFF} ({where})"
-        )
-
-
-@dataclass(frozen=True)
 class AblationResult:
-    """Per-query results, per-query metric values and aggregates of one ablation."""
+    """Per-query results, per-query metric values and aggregates of one system (a built-in ablation or an external
+    system; :class:`~evalkit.measures.results.ScoredSystem` is what the report reads of it)."""
 
     ablation: Ablation
     results: tuple[QueryResult, ...]
@@ -122,7 +59,8 @@ class AblationResult:
 
 @dataclass(frozen=True)
 class Evaluation:
-    """The outcome of a suite: every ablation's results plus the hashes that identify what was evaluated."""
+    """The outcome of a suite: every system's results plus the hashes that identify what was evaluated
+    (:class:`~evalkit.measures.results.ScoredEvaluation` is what the report reads of it)."""
 
     fixture: Fixture
     settings: RetrievalSettings
@@ -143,14 +81,6 @@ def corpus_sha256(fixture: Fixture) -> str:
     documents = sorted((d.doc_id, d.language, d.title) for d in fixture.documents)
     chunks = sorted((c.chunk_id, c.doc_id, c.text) for c in fixture.chunks)
     return sha256_of({"documents": documents, "chunks": chunks})
-
-
-def judgments_sha256(fixture: Fixture) -> str:
-    """Hash of the queries and their judgments alone (IDs, languages, text, grades, spans), independent of order.
-
-    Two reports may be compared query by query only when this hash agrees; corpus, settings and providers may differ.
-    """
-    return sha256_of(sorted((q.model_dump(mode="json") for q in fixture.queries), key=lambda q: q["query_id"]))
 
 
 def provider_definitions(providers: Mapping[str, EmbeddingProvider]) -> dict[str, Any]:
@@ -222,7 +152,7 @@ def run_once(
     systems: Mapping[str, Retriever] | None = None,
     stores: StoreFactory | None = None,
 ) -> dict[str, tuple[QueryResult, ...]]:
-    """Seed a fresh database and run every query through every ablation once (external ones through ``systems``).
+    """Seed a fresh database and run every query through every system once (external ones through ``systems``).
 
     ``stores`` turns the seeded database into the store the services search (shards, say; see ``evalkit.runs.cluster``).
     """
@@ -275,112 +205,10 @@ def _retriever(
     return KnowledgeServiceRetriever(service, cast(Mode, ablation.mode))
 
 
-def score_query(query: Query, ranking: Sequence[str], chunk_lengths: Mapping[str, int]) -> dict[str, float]:
-    """Every per-query metric: the standard measures for answerable queries, no-answer FPR's term otherwise."""
-    if not query.answerable:
-        return {str(NO_ANSWER_FPR): returned_any(ranking)}
-    grades = {j.chunk_id: j.grade for j in query.judgments}
-    spans = {j.chunk_id: [(s.start, s.end) for s in j.spans] for j in query.judgments}
-    context = dedupe_ranking(ranking)[:CONTEXT_K]
-    values: dict[str, float] = {}
-    for measure in STANDARD_MEASURES:
-        values[str(measure)] = _measure_value(measure, ranking, grades, context, chunk_lengths, spans)
-    return values
-
-
-def score_queries(
-    queries: Sequence[Query],
-    rankings: Sequence[Sequence[str]],
-    chunk_lengths: Mapping[str, int],
-    summation: str = "exact",
-) -> dict[str, dict[str, float]]:
-    """:func:`score_query` for many queries at once, through the scoring core's kernels (the same values, one pass).
-
-    ``summation`` is how nDCG adds its terms (``exact``, as the reference; ``sequential`` as trec_eval does).
-    """
-    grades = [{j.chunk_id: j.grade for j in query.judgments} for query in queries]
-    spans = [
-        {j.chunk_id: sum(e - s for s, e in merge_intervals((s.start, s.end) for s in j.spans)) for j in query.judgments}
-        for query in queries
-    ]
-    values, answerable = score_rankings(rankings, grades, FIXTURE_MEASURES, summation, spans, chunk_lengths, CONTEXT_K)
-    columns = {name: column.tolist() for name, column in values.items()}
-    no_answer = str(NO_ANSWER_FPR)
-    scored: dict[str, dict[str, float]] = {}
-    for row, (query, has_answer) in enumerate(zip(queries, answerable.tolist(), strict=True)):
-        if has_answer:
-            scored[query.query_id] = {str(m): columns[str(m)][row] for m in STANDARD_MEASURES}
-        else:
-            scored[query.query_id] = {no_answer: columns[no_answer][row]}
-    return scored
-
-
-def _measure_value(
-    measure: Measure,
-    ranking: Sequence[str],
-    grades: Mapping[str, int],
-    context: Sequence[str],
-    chunk_lengths: Mapping[str, int],
-    spans: Mapping[str, Sequence[tuple[int, int]]],
-) -> float:
-    k = measure.cutoff or 0
-    functions = {
-        "recall": lambda: recall_at_k(ranking, grades, k),
-        "mrr": lambda: reciprocal_rank_at_k(ranking, grades, k),
-        "ndcg": lambda: ndcg_at_k(ranking, grades, k),
-        "context_precision": lambda: context_precision(context, chunk_lengths, spans),
-        "context_recall": lambda: context_recall(context, chunk_lengths, spans),
-    }
-    return functions[measure.name]()
-
-
-def query_failures(query: Query, ranking: Sequence[str]) -> list[Failure]:
-    """ID-only failures of one query, relevant chunks by grade descending then ID."""
-    if not query.answerable:
-        if not ranking:
-            return []
-        return [Failure(query.query_id, query.language, "no_answer_returned_results", None, None, None, len(ranking))]
-    rank_of = {chunk_id: index for index, chunk_id in enumerate(dedupe_ranking(ranking), 1)}
-    failures = []
-    for judgment in sorted(query.judgments, key=lambda j: (-j.grade, j.chunk_id)):
-        rank = rank_of.get(judgment.chunk_id)
-        if rank is None or rank > FAILURE_CUTOFF:
-            failures.append(
-                Failure(
-                    query.query_id,
-                    query.language,
-                    "relevant_not_retrieved",
-                    judgment.chunk_id,
-                    judgment.grade,
-                    rank,
-                    len(ranking),
-                )
-            )
-    return failures
-
-
-def aggregate(queries: Sequence[Query], per_query: Mapping[str, Mapping[str, float]]) -> dict[str, dict[str, float]]:
-    """Macro averages per measure: ``all`` and each language; no-answer FPR over the no-answer queries."""
-    slices: dict[str, list[Query]] = {"all": list(queries)}
-    for language in LANGUAGES:
-        slices[language] = [q for q in queries if q.language == language]
-    table: dict[str, dict[str, float]] = {}
-    for name, members in slices.items():
-        answerable = [q for q in members if q.answerable]
-        unanswerable = [q for q in members if not q.answerable]
-        row: dict[str, float] = {}
-        if answerable:
-            for measure in STANDARD_MEASURES:
-                row[str(measure)] = mean([per_query[q.query_id][str(measure)] for q in answerable])
-        if unanswerable:
-            row[str(NO_ANSWER_FPR)] = mean([per_query[q.query_id][str(NO_ANSWER_FPR)] for q in unanswerable])
-        table[name] = row
-    return table
-
-
-def _score_ablation(
-    fixture: Fixture, ablation: Ablation, run: tuple[QueryResult, ...], ties: str = DEFAULT_TIE_POLICY
+def _score_system(
+    fixture: Fixture, system: Ablation, run: tuple[QueryResult, ...], ties: str = DEFAULT_TIE_POLICY
 ) -> AblationResult:
+    """One system's results scored: per-query values, aggregates, failures and the latency measured."""
     queries = {q.query_id: q for q in fixture.queries}
     chunk_lengths = {c.chunk_id: len(c.text) for c in fixture.chunks}
     # Chunks the fixture does not know (from an external system) are kept: they have no length and no span.
@@ -389,9 +217,9 @@ def _score_ablation(
     ranked = {r.query_id: order_ranking(tuple(zip(r.chunk_ids, r.scores, strict=True)), ties) for r in run}
     per_query = score_queries([queries[q] for q in ranked], list(ranked.values()), chunk_lengths, SUMMATION_OF[ties])
     failures = [f for q, ranking in ranked.items() for f in query_failures(queries[q], ranking)]
-    samples = _latency_samples(ablation, run)
+    samples = _latency_samples(system, run)
     return AblationResult(
-        ablation=ablation,
+        ablation=system,
         results=run,
         per_query=per_query,
         aggregates=aggregate(sorted(queries.values(), key=lambda q: q.query_id), per_query),
@@ -402,12 +230,12 @@ def _score_ablation(
 
 
 def with_results(evaluation: Evaluation, replaced: Mapping[str, tuple[QueryResult, ...]]) -> Evaluation:
-    """The evaluation with some ablations' results replaced (an abstention floor applied, say), those ablations
+    """The evaluation with some systems' results replaced (an abstention floor applied, say), those systems
     scored again and the projection hashed again; latency stays as measured."""
     ablations = dict(evaluation.ablations)
     for ablation_id, run in replaced.items():
         before = ablations[ablation_id]
-        scored = _score_ablation(evaluation.fixture, before.ablation, run, evaluation.tie_policy)
+        scored = _score_system(evaluation.fixture, before.ablation, run, evaluation.tie_policy)
         ablations[ablation_id] = replace(scored, latency=before.latency, latency_samples_ms=before.latency_samples_ms)
     return replace(evaluation, ablations=ablations, projection_sha256=sha256_of(projection(ablations)))
 
@@ -424,9 +252,9 @@ def projection(results: Mapping[str, AblationResult]) -> dict[str, Any]:
     }
 
 
-def _latency_samples(ablation: Ablation, run: Sequence[QueryResult]) -> tuple[float, ...]:
+def _latency_samples(system: Ablation, run: Sequence[QueryResult]) -> tuple[float, ...]:
     """Measured latencies; a precomputed run measured none."""
-    return () if ablation.mode == "run" else tuple(r.latency_ms for r in run)
+    return () if system.mode == "run" else tuple(r.latency_ms for r in run)
 
 
 def _latency(samples: Sequence[float]) -> LatencySummary:
@@ -482,7 +310,7 @@ def evaluate(
         index_chunks(retriever, sorted(fixture.chunks, key=lambda c: c.chunk_id))
     outcomes = [run_once(fixture, ablations, providers, settings, systems, stores) for _ in range(runs)]
     scored_runs: list[dict[str, AblationResult]] = [
-        {a.ablation_id: _score_ablation(fixture, a, outcome[a.ablation_id], ties) for a in ablations}
+        {a.ablation_id: _score_system(fixture, a, outcome[a.ablation_id], ties) for a in ablations}
         for outcome in outcomes
     ]
     hashes = [sha256_of(projection(scored)) for scored in scored_runs]

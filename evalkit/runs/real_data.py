@@ -22,15 +22,26 @@ from pydantic import Field
 from evalkit.common.output import write_atomic
 from evalkit.common.progress import progress
 from evalkit.data.fixture import AliasTable, Fixture, LoadedFixture
-from evalkit.data.schema import Identifier, Language, PositiveInt, Sha256, StrictModel, UnitFloat, model_json
+from evalkit.data.schema import (
+    ALL_ABLATION_IDS,
+    Identifier,
+    Language,
+    PositiveInt,
+    Sha256,
+    StrictModel,
+    UnitFloat,
+    absent,
+    model_json,
+)
+from evalkit.data.settings import RetrievalSettings
 from evalkit.measures.abstention import AbstentionPoint, CalibratedFloor, abstention_curve, calibrate_floor
 from evalkit.measures.metrics import METRICS_VERSION, LatencySummary
+from evalkit.reporting.calibration_record import CalibrationRecord
 from evalkit.retrieval.coverage import COVERAGE_DEPTH, TermCoverage
 from evalkit.retrieval.embeddings import EmbeddingProvider
 from evalkit.retrieval.presets import PRESETS
-from evalkit.retrieval.service import RetrievalSettings
-from evalkit.runs.ablations import ALL_ABLATION_IDS, select_ablations
-from evalkit.runs.calibration import CalibrationOptions, CalibrationRecord, absent, evaluate_calibrated
+from evalkit.runs.ablations import select_ablations
+from evalkit.runs.calibration import CalibrationOptions, evaluate_calibrated
 from evalkit.runs.evaluation import Evaluation
 
 Chunking = Literal["paragraph", "sentence"]
@@ -355,109 +366,6 @@ def run_benchmark(
 def summary_json(summary: BenchmarkSummary) -> bytes:
     """Stable serialization of a summary."""
     return model_json(summary)
-
-
-class TargetOutcome(StrictModel):
-    """One benchmark target: what was measured against what was aimed for (informational, not a gate)."""
-
-    target: str
-    setting_id: str
-    value: float
-    bound: float
-    met: bool
-
-
-EVALKIT_ABLATIONS = ("lexical", "token-hash-vector", "usem3-vector", "usem3-hybrid", "usem3-hybrid-rerank")
-
-
-def benchmark_targets(summary: BenchmarkSummary) -> list[TargetOutcome]:
-    """The issue's targets, for the settings and ablations that were run."""
-    outcomes: list[TargetOutcome] = []
-    for setting in summary.settings:
-        sid = setting.setting_id
-        ndcg = {a: m["ndcg@10"] for a, m in setting.metrics.items() if "ndcg@10" in m}
-        ours = [ndcg[a] for a in EVALKIT_ABLATIONS if a in ndcg]
-        monolingual = "->" not in sid
-        if monolingual and ours and "bm25s" in ndcg:
-            outcomes.append(
-                TargetOutcome(
-                    target="best evalkit ablation at least bm25s (ndcg@10)",
-                    setting_id=sid,
-                    value=max(ours),
-                    bound=ndcg["bm25s"],
-                    met=max(ours) >= ndcg["bm25s"],
-                )
-            )
-        components = [ndcg[a] for a in ("lexical", "usem3-vector") if a in ndcg]
-        if "usem3-hybrid" in ndcg and components:
-            outcomes.append(
-                TargetOutcome(
-                    target="hybrid within 0.005 of its best component (ndcg@10)",
-                    setting_id=sid,
-                    value=ndcg["usem3-hybrid"],
-                    bound=max(components) - 0.005,
-                    met=ndcg["usem3-hybrid"] >= max(components) - 0.005,
-                )
-            )
-        if not monolingual and "usem3-hybrid" in ndcg:
-            outcomes.append(
-                TargetOutcome(
-                    target="cross-lingual hybrid ndcg@10 at least 0.80",
-                    setting_id=sid,
-                    value=ndcg["usem3-hybrid"],
-                    bound=0.80,
-                    met=ndcg["usem3-hybrid"] >= 0.80,
-                )
-            )
-        outcomes.extend(_abstention_targets(setting, monolingual))
-    outcomes.append(
-        TargetOutcome(
-            target=f"benchmark wall time under {MAX_WALL_SECONDS:.0f} s (cache warm)",
-            setting_id="all",
-            value=summary.wall_seconds,
-            bound=MAX_WALL_SECONDS,
-            met=summary.wall_seconds < MAX_WALL_SECONDS,
-        )
-    )
-    return outcomes
-
-
-MAX_WALL_SECONDS = 90.0
-MAX_NO_ANSWER_FPR = 0.2
-
-
-def _held_out_floor(setting: SettingSummary) -> tuple[AbstentionPoint, float] | None:
-    """The gated system's floor outcome on queries it was not chosen on, and the recall budget."""
-    if setting.calibration is not None:
-        floor = setting.calibration.floors.get(ABSTENTION_SYSTEMS[0])
-        return None if floor is None else (floor.evaluation, setting.calibration.max_recall_loss)
-    if setting.abstention is None:
-        return None
-    return setting.abstention.held_out, setting.abstention.max_recall_loss
-
-
-def _abstention_targets(setting: SettingSummary, monolingual: bool) -> list[TargetOutcome]:
-    """At the calibrated floor, on the held-out queries: FPR at most 0.2 and recall@10 loss at most 0.05."""
-    found = _held_out_floor(setting)
-    if found is None or not monolingual or not setting.setting_id.endswith("/paragraph"):
-        return []
-    held_out, budget = found
-    return [
-        TargetOutcome(
-            target=f"calibrated floor: no-answer FPR at most {MAX_NO_ANSWER_FPR} (held-out queries)",
-            setting_id=setting.setting_id,
-            value=held_out.no_answer_fpr,
-            bound=MAX_NO_ANSWER_FPR,
-            met=held_out.no_answer_fpr <= MAX_NO_ANSWER_FPR,
-        ),
-        TargetOutcome(
-            target=f"calibrated floor: recall@10 loss at most {budget} (held-out queries)",
-            setting_id=setting.setting_id,
-            value=held_out.recall_loss,
-            bound=budget,
-            met=held_out.recall_loss <= budget,
-        ),
-    ]
 
 
 SUMMARY_MEASURES = (

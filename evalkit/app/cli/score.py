@@ -8,25 +8,40 @@ adds the context measures (they need answer spans) and the fixture's gates.
 from __future__ import annotations
 
 import argparse
-import os
+import hashlib
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
-from evalkit.common.output import (
-    ENV_VAR,
-    output_path_from_env,
-    refuse_input_overwrite,
-    resolve_output_path,
-    write_atomic,
+from evalkit.app.cli.options import (
+    DEFAULT_FIXTURE,
+    Commands,
+    add_gate_arguments,
+    add_ties_argument,
+    enforce,
+    fixture_inputs,
+    write_report,
 )
+from evalkit.common.output import ENV_VAR, write_atomic
+from evalkit.data.fixture import Fixture, load_fixture
+from evalkit.data.runs import check_run, read_run
 from evalkit.data.tables import DEFAULT_MAX_TABLE_BYTES
 from evalkit.measures.core import MISSING_POLICIES
-from evalkit.reporting.gates import check_gates, evaluate_gates, format_gates, parse_gate
+from evalkit.reporting.gates import (
+    GATE_OPTION_HELP,
+    GateThresholds,
+    check_gates,
+    collect_gates,
+    evaluate_gates,
+    format_gates,
+    parse_gate,
+)
 from evalkit.reporting.report import GateOutcome, report_json
+from evalkit.retrieval.retriever import Retriever, RunRetriever
+from evalkit.runs.pipeline import Request, format_outcome, report_target, run_pipeline, systems_of
 from evalkit.runs.scoring import ScoreResult, score
 
-__all__ = ["FORMATS", "add_score_arguments", "score_qrels"]
+__all__ = ["FORMATS", "add_parser", "score_fixture", "score_qrels", "score_runs"]
 
 FORMATS = ("table", "json", "trec")
 
@@ -59,18 +74,67 @@ def _rendered(result: ScoreResult, args: argparse.Namespace, gates: Sequence[Gat
     return (text + "\n").encode("utf-8")
 
 
+def score_runs(args: argparse.Namespace) -> int:
+    """``evalkit score``: against qrels alone (the scoring core, no corpus) or against a fixture."""
+    if args.qrels is not None:
+        if args.fixture is not None:
+            raise ValueError("give --qrels or --fixture, not both")
+        return score_qrels(args)
+    if args.topics is not None or args.measures is not None or args.format != "table" or args.per_query:
+        raise ValueError("--topics, --measures, --format and --per-query go with --qrels")
+    if args.floor is not None:
+        raise ValueError("--floor goes with --qrels")
+    return score_fixture(args)
+
+
+def score_fixture(args: argparse.Namespace) -> int:
+    """``evalkit score --fixture``: the runs as external systems of the fixture (context measures, gates)."""
+    workspace = Path.cwd()
+    args.fixture = args.fixture or str(DEFAULT_FIXTURE)
+    fixture_dir = Path(args.fixture)
+    loaded = load_fixture(fixture_dir)
+    retrievers = _run_files([Path(p) for p in args.run], loaded.fixture)
+    gates = collect_gates(
+        fixture_dir if fixture_dir.is_dir() else None,
+        loaded.fixture,
+        thresholds=GateThresholds.from_values(args),
+        options=args.gate,
+        systems=set(retrievers),
+    )
+    inputs = [*fixture_inputs(fixture_dir), *(Path(p) for p in args.run)]
+    target = report_target(args.output, workspace, inputs)
+    request = Request(loaded, systems_of((), retrievers, "run"), retrievers, runs=1, ties=args.ties, gates=gates)
+    outcome = run_pipeline(request)
+    print(format_outcome(outcome.report))
+    write_report(outcome, target, workspace)
+    return enforce(outcome, args.no_gates)
+
+
+def _run_files(paths: Sequence[Path], fixture: Fixture) -> dict[str, Retriever]:
+    """Each run file read as a system of `fixture` (by its run ID), its coverage printed; two runs named alike are
+    refused."""
+    retrievers: dict[str, Retriever] = {}
+    for path in paths:
+        run = read_run(path)
+        coverage = check_run(run, (q.query_id for q in fixture.queries), (c.chunk_id for c in fixture.chunks))
+        if run.name in retrievers:
+            raise ValueError(f"run ID {run.name!r} of {path.name} is used by another run; rename the file or tag")
+        counts = (
+            ("lines", run.lines),
+            ("missing_queries", len(coverage.missing_queries)),
+            ("unknown_chunks", len(coverage.unknown_chunks)),
+            ("duplicates", coverage.duplicates),
+        )
+        retrievers[run.name] = RunRetriever(run, hashlib.sha256(path.read_bytes()).hexdigest(), counts)
+        print(f"run {run.name} ({path.name}): {coverage.describe()}")
+    return retrievers
+
+
 def score_qrels(args: argparse.Namespace) -> int:
     """``evalkit score --qrels``: every input read and checked, then the output written (or printed)."""
     workspace = Path.cwd()
     inputs = [Path(args.qrels), *(Path(r) for r in args.run), *([Path(args.topics)] if args.topics else [])]
-    requested = args.output or os.environ.get(ENV_VAR) or None
-    target = (
-        resolve_output_path(args.output, workspace)
-        if args.output is not None
-        else output_path_from_env(os.environ, workspace)
-    )
-    if target is not None:
-        refuse_input_overwrite(target, inputs, requested)
+    target = report_target(args.output, workspace, inputs)
     max_bytes = _max_bytes(args)
     runs = {Path(r).name: Path(r) for r in args.run}
     run_input = Path(args.run[0]) if len(args.run) == 1 else _named_runs(args.run, max_bytes)
@@ -128,9 +192,30 @@ def _named_runs(paths: list[str], max_bytes: int) -> dict[str, object]:
     return runs
 
 
-def add_score_arguments(
-    score_parser: argparse.ArgumentParser, add_ties: Callable[[argparse.ArgumentParser], None]
-) -> None:
+def add_parser(commands: Commands) -> None:
+    """``evalkit score`` and its options."""
+    parser = commands.add_parser(
+        "score", help="score run files (TREC or JSONL) against qrels (no corpus needed) or against a fixture"
+    )
+    parser.add_argument(
+        "--fixture",
+        default=None,
+        help=f"fixture directory, for context measures and the fixture's gates (default: {DEFAULT_FIXTURE} "
+        "when --qrels is not given)",
+    )
+    parser.add_argument(
+        "--run", action="append", required=True, help="run file: .jsonl is JSONL, anything else TREC (repeatable)"
+    )
+    add_ties_argument(parser)
+    _add_qrels_arguments(parser)
+    parser.add_argument("--output", default=None, help=f"workspace-relative JSON report path (default: ${ENV_VAR})")
+    add_gate_arguments(parser)
+    parser.add_argument("--gate", action="append", default=[], metavar="GATE", help=GATE_OPTION_HELP)
+    parser.add_argument("--no-gates", action="store_true", help="print the gates but do not fail on them")
+    parser.set_defaults(handler=score_runs)
+
+
+def _add_qrels_arguments(score_parser: argparse.ArgumentParser) -> None:
     """The options of ``evalkit score`` for the qrels path."""
     score_parser.add_argument(
         "--qrels",
