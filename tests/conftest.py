@@ -22,7 +22,7 @@ settings.register_profile("ci", deadline=None, derandomize=True, print_blob=True
 settings.load_profile("ci" if os.environ.get("CI") else "dev")
 
 ROOT = Path(__file__).resolve().parent.parent
-TINY_DIR = ROOT / "tests" / "data" / "tiny"
+TINY_DIR = ROOT / "tests" / "fixtures" / "tiny"
 SYNTHETIC_DIR = ROOT / "fixtures" / "synthetic-bilingual-v1"
 SHARED_DIR = ROOT.parent / "shared"
 """The shared folder beside the project: its data/ holds XQuAD and the CMRC 2018 trial set."""
@@ -32,12 +32,12 @@ SHARED_DIR = ROOT.parent / "shared"
 # an HTTP server, send signals or race another process carry a short @pytest.mark.timeout of their own; these are
 # the ones in modules that do not mark them themselves (a node ID or a whole file, in seconds).
 HANG_GUARDS_S: dict[str, float] = {
-    "tests/test_http_hostile.py": 120,
-    "tests/test_http_retriever.py": 120,
-    "tests/test_beir.py::test_source_files_are_read_as_every_input_is": 30,
-    "tests/test_embedding_cache.py::test_a_fifo_in_place_of_an_entry_does_not_hang": 30,
-    "tests/test_output.py::test_target_that_is_a_fifo_is_refused": 30,
-    "tests/test_tables.py::test_non_regular_files_are_refused_at_once": 30,
+    "tests/retrieval/test_http_hostile.py": 120,
+    "tests/retrieval/test_http_retriever.py": 120,
+    "tests/data/test_beir.py::test_source_files_are_read_as_every_input_is": 30,
+    "tests/retrieval/test_embedding_cache.py::test_a_fifo_in_place_of_an_entry_does_not_hang": 30,
+    "tests/common/test_output.py::test_target_that_is_a_fifo_is_refused": 30,
+    "tests/data/test_tables.py::test_non_regular_files_are_refused_at_once": 30,
 }
 
 

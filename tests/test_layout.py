@@ -79,3 +79,12 @@ def test_the_layer_check_can_fail(tmp_path: Path) -> None:
 
 def test_report_bytes_unchanged_by_the_move(synthetic_evaluation: Evaluation) -> None:
     assert synthetic_evaluation.projection_sha256 == PROJECTION_SHA256
+
+
+def test_the_tests_mirror_the_package() -> None:
+    tests = ROOT / "tests"
+    layers = {p.name for p in PACKAGE.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
+    folders = {p.name for p in tests.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
+    assert folders == layers, f"test folders {sorted(folders)} do not mirror the package's {sorted(layers)}"
+    at_the_top = sorted(p.name for p in tests.glob("test_*.py"))
+    assert at_the_top == ["test_docs.py", "test_layout.py", "test_package.py"], at_the_top

