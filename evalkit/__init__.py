@@ -12,7 +12,8 @@ from evalkit.data.squad import SquadImportOptions, import_cross_lingual, import_
 from evalkit.measures.metrics import Measure
 from evalkit.measures.registry import MeasureDef, parse_measure, register_measure, unregister_measure
 from evalkit.reporting.comparison import compare_reports
-from evalkit.reporting.gates import GateFailure, GateThresholds, check_gates, evaluate_gates, load_baselines
+from evalkit.reporting.gate_specs import GateThresholds
+from evalkit.reporting.gates import GateFailure, check_gates, evaluate_gates, load_baselines
 from evalkit.reporting.regression import find_regressions
 from evalkit.reporting.report import Report, build_report, parse_report, report_json
 from evalkit.retrieval.database import Hit, KnowledgeDatabase

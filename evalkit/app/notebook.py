@@ -19,7 +19,8 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 
 from evalkit.common.output import resolve_output_path
 from evalkit.data.schema import ALL_ABLATION_IDS, Identifier, StrictModel, describe_validation_error
-from evalkit.reporting.gates import FiniteFloat, GateSpec, GateThresholds, collect_gates
+from evalkit.reporting.gate_specs import FiniteFloat, GateSpec, GateThresholds
+from evalkit.reporting.gates import collect_gates
 from evalkit.retrieval.embedding_cache import EmbeddingCache
 from evalkit.retrieval.presets import DEFAULT_PRESET, PRESETS, load_settings_file
 from evalkit.runs.ablations import Ablation, select_ablations

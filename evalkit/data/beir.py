@@ -14,17 +14,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from evalkit.data.collection import (
-    CollectionOptions,
-    Qrel,
-    build_fixture,
-    corpus_jsonl,
-    parse_qrel,
-    queries_jsonl,
-    read_corpus,
-    read_queries,
-    write_files,
-)
+from evalkit.data import collection
+from evalkit.data.collection import CollectionOptions, Qrel
 from evalkit.data.fixture import Fixture
 from evalkit.data.inputs import DEFAULT_MAX_INPUT_BYTES
 from evalkit.data.repairs import RepairLog
@@ -58,7 +49,7 @@ def read_qrels_tsv(path: Path, label: str, log: RepairLog, max_bytes: int = DEFA
         if not query or not chunk:
             log.failures.append(f"{where}: field {'query-id' if not query else 'corpus-id'!r}: must not be blank")
             continue
-        qrel = parse_qrel(query, chunk, score, where, log)
+        qrel = collection.parse_qrel(query, chunk, score, where, log)
         if qrel is not None:
             qrels.append(qrel)
     return qrels
@@ -82,10 +73,10 @@ def read_beir(
     if not split or "/" in split or "\\" in split or split.startswith("."):
         raise ValueError(f"split must be a plain file name such as 'test', not {split!r}")
     root = Path(directory)
-    corpus = read_corpus(root / CORPUS_FILE, CORPUS_FILE, options, log, max_bytes)
-    queries = read_queries(root / QUERIES_FILE, QUERIES_FILE, options, log, max_bytes)
+    corpus = collection.read_corpus(root / CORPUS_FILE, CORPUS_FILE, options, log, max_bytes)
+    queries = collection.read_queries(root / QUERIES_FILE, QUERIES_FILE, options, log, max_bytes)
     qrels = read_qrels_tsv(root / "qrels" / f"{split}.tsv", f"qrels/{split}.tsv", log, max_bytes)
-    return build_fixture(corpus, queries, qrels, options, log, f"BEIR {directory}")
+    return collection.build_fixture(corpus, queries, qrels, options, log, f"BEIR {directory}")
 
 
 def qrels_tsv(fixture: Fixture) -> bytes:
@@ -98,12 +89,12 @@ def qrels_tsv(fixture: Fixture) -> bytes:
 def beir_files(fixture: Fixture, split: str = "test") -> dict[str, bytes]:
     """Relative path -> content of the BEIR files of `fixture`."""
     return {
-        CORPUS_FILE: corpus_jsonl(fixture),
-        QUERIES_FILE: queries_jsonl(fixture),
+        CORPUS_FILE: collection.corpus_jsonl(fixture),
+        QUERIES_FILE: collection.queries_jsonl(fixture),
         f"qrels/{split}.tsv": qrels_tsv(fixture),
     }
 
 
 def write_beir(fixture: Fixture, directory: Path, split: str = "test") -> list[Path]:
     """Write the fixture as a BEIR directory (every file atomically, all built before any is written)."""
-    return write_files(beir_files(fixture, split), directory)
+    return collection.write_files(beir_files(fixture, split), directory)

@@ -29,7 +29,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from pydantic import Field
 
@@ -38,11 +38,12 @@ from evalkit.data.assembly import ImportOptions, assemble_fixture, replace_id_ch
 from evalkit.data.fixture import Fixture
 from evalkit.data.inputs import DEFAULT_MAX_INPUT_BYTES
 from evalkit.data.language import detect_language
-from evalkit.data.repairs import RepairLog
+from evalkit.data.repairs import CollectionKind, RepairLog
 from evalkit.data.schema import MAX_ID_LENGTH, Language, is_identifier, privacy_problem
 from evalkit.data.sources import read_jsonl
 
 __all__ = [
+    "COLLECTION_KINDS",
     "CollectionOptions",
     "CorpusRecord",
     "IdMapper",
@@ -56,6 +57,9 @@ __all__ = [
     "read_queries",
     "write_files",
 ]
+
+COLLECTION_KINDS: tuple[CollectionKind, ...] = get_args(CollectionKind)
+"""The kinds of problem a collection import reports, in the order the CLI's help lists them."""
 
 
 class CollectionOptions(ImportOptions):

@@ -25,19 +25,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from evalkit.data import tables
 from evalkit.data.columns import Codes, IntArray, encode
 from evalkit.data.inputs import MAX_PROBLEMS, InputError, clip
-from evalkit.data.tables import (
-    DEFAULT_MAX_TABLE_BYTES,
-    TableError,
-    diagnose,
-    has_bad_ids,
-    id_problem,
-    read_columns,
-    release_unused,
-    split_fields,
-    text_lines,
-)
+from evalkit.data.tables import DEFAULT_MAX_TABLE_BYTES, TableError
 
 __all__ = ["Qrels", "QrelsError", "qrels_from_mapping", "read_qrels_file"]
 
@@ -152,7 +143,7 @@ def _build_codes(query: Codes, doc: Codes, grades: IntArray, source: str) -> Qre
         duplicates=int(len(keep) - int(keep.sum())),
         source=source,
     )
-    release_unused()
+    tables.release_unused()
     return qrels
 
 
@@ -179,7 +170,7 @@ def qrels_from_mapping(judgments: Mapping[str, Mapping[str, int]], source: str =
             grades.append(int(grade))
     for value, field in [*((q, "query_id") for q in judgments), *((d, "doc_id") for d in docs)]:
         problem = (
-            id_problem(value, field, source)
+            tables.id_problem(value, field, source)
             if value and not any(c.isspace() for c in value)
             else (f"{source}: field {field!r}: {clip(repr(value))} is empty or holds whitespace")
         )
@@ -192,8 +183,8 @@ def qrels_from_mapping(judgments: Mapping[str, Mapping[str, int]], source: str =
 
 def _layout(path: Path, max_bytes: int) -> tuple[str, int]:
     """``("beir" | "trec", header rows)`` from the first data line."""
-    for number, line in text_lines(path, max_bytes):
-        fields = split_fields(line)
+    for number, line in tables.text_lines(path, max_bytes):
+        fields = tables.split_fields(line)
         if not fields:
             continue
         if tuple(f.lower() for f in fields[:3]) == _BEIR_HEADER:
@@ -216,7 +207,7 @@ def _line_problem(layout: str, width: int):  # type: ignore[no-untyped-def]
         if not -(2**63) <= int(grade) < 2**63:
             return f"{where}: field {names[-1]!r}: {clip(repr(grade))} is out of the 64-bit integer range"
         for value, name in ((fields[0], names[0]), (fields[len(names) - 2], names[-2])):
-            problem = id_problem(value, name, where)
+            problem = tables.id_problem(value, name, where)
             if problem is not None:
                 return problem
         return None
@@ -234,19 +225,19 @@ def read_qrels_file(path: Path, max_bytes: int = DEFAULT_MAX_TABLE_BYTES) -> Qre
         types = {"query": pa.dictionary(pa.int32(), pa.string()), "doc": pa.string(), "grade": pa.int64()}
         width = len(names)
         try:
-            table = read_columns(path, names, types, max_bytes, skip_rows=header)
-            refused = any(has_bad_ids(chunk.dictionary) for chunk in table.column("query").chunks) or any(
-                has_bad_ids(chunk) for chunk in table.column("doc").chunks
+            table = tables.read_columns(path, names, types, max_bytes, skip_rows=header)
+            refused = any(tables.has_bad_ids(chunk.dictionary) for chunk in table.column("query").chunks) or any(
+                tables.has_bad_ids(chunk) for chunk in table.column("doc").chunks
             )
         except pa.ArrowInvalid:
             refused = True
         if refused:
-            for _, line in text_lines(path, max_bytes):
-                fields = split_fields(line)
+            for _, line in tables.text_lines(path, max_bytes):
+                fields = tables.split_fields(line)
                 if fields and tuple(f.lower() for f in fields[:3]) != _BEIR_HEADER:
                     width = len(fields)
                     break
-            raise QrelsError(str(diagnose(path, _line_problem(layout, width), max_bytes, skip_rows=header)))
+            raise QrelsError(str(tables.diagnose(path, _line_problem(layout, width), max_bytes, skip_rows=header)))
     except InputError as exc:
         raise QrelsError(str(exc)) from None
     except TableError as exc:
@@ -254,5 +245,5 @@ def read_qrels_file(path: Path, max_bytes: int = DEFAULT_MAX_TABLE_BYTES) -> Qre
     grades = table.column("grade").to_numpy().astype(np.int64, copy=False)
     query, doc = encode(table.column("query")), encode(table.column("doc"), sort=False)
     del table  # the ID columns as read are no longer needed: only their dictionaries and codes
-    release_unused()
+    tables.release_unused()
     return _build_codes(query, doc, grades, label)

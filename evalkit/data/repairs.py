@@ -23,6 +23,7 @@ __all__ = [
     "KIND_ACTIONS",
     "SUMMARY_FILE",
     "Action",
+    "CollectionKind",
     "ImportSummary",
     "KindSummary",
     "RepairKind",
@@ -39,6 +40,19 @@ MAX_EXAMPLES = 5
 
 Action = Literal["repair", "skip", "fail"]
 
+CollectionKind = Literal[
+    "unknown_key",
+    "blank_text",
+    "blank_title",
+    "duplicate_id",
+    "id_rewritten",
+    "unknown_reference",
+    "non_positive_grade",
+    "grade_above_3",
+    "missing_spans",
+]
+"""The kinds a collection import (BEIR, TREC: :mod:`evalkit.data.collection`) reports."""
+
 RepairKind = Literal[
     "unknown_key",
     "answer_offset",
@@ -46,15 +60,10 @@ RepairKind = Literal[
     "question_without_answer",
     "blank_question",
     "blank_title",
-    "blank_text",
-    "duplicate_id",
-    "id_rewritten",
-    "unknown_reference",
-    "non_positive_grade",
-    "grade_above_3",
-    "missing_spans",
+    CollectionKind,
     "links_in_text",
 ]
+"""Every kind of problem a reader of an outside format reports: a SQuAD import's, the rest of a collection's, links."""
 
 KIND_ACTIONS: dict[RepairKind, tuple[tuple[Action, ...], str]] = {
     "unknown_key": (("skip", "fail"), "a key the source format does not define: ignored (skip)"),

@@ -102,7 +102,7 @@ _POSIX_PATH = re.compile(
 )
 _WINDOWS_PATH = re.compile(rf"{_B}[A-Za-z]:\\|\\\\[\w.-]+\\")
 # The word-boundary lookbehind is factored out of the alternatives: evaluated once per position instead of once per
-# alternative, the rules scan a 100,000-chunk corpus about ten times faster (tests/test_schema.py checks that the
+# alternative, the rules scan a 100,000-chunk corpus about ten times faster (tests/data/test_schema.py checks that the
 # factored rules match exactly what the unfactored ones did).
 _SECRETS = re.compile(
     r"-----BEGIN [A-Z ]*PRIVATE KEY-----"
@@ -151,7 +151,7 @@ _PRIVACY_RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
 )
 # Substrings without which a rule cannot match (case-folded for the case-insensitive rules, as given for the token
 # shapes). A substring test is far cheaper than a regex scan, so a rule is scanned only when one of its substrings
-# occurs; tests/test_schema.py checks that the verdicts equal those of scanning every rule.
+# occurs; tests/data/test_schema.py checks that the verdicts equal those of scanning every rule.
 _NEEDLES: dict[re.Pattern[str], tuple[tuple[str, ...], bool]] = {
     _URL: ((":", "www."), True),
     _EMAIL: (("@",), False),
@@ -193,22 +193,36 @@ _CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u061c\u200e\u200f\u2
 overrides, isolates and marks) that can make displayed text differ from the stored text."""
 
 
+def character_problem(value: str, characters: re.Pattern[str], what: str) -> str | None:
+    """Name the first character of `value` that `characters` matches, as a `what`, by code point and position; or
+    None."""
+    found = characters.search(value)
+    if found is None:
+        return None
+    return f"contains {what} U+{ord(found.group()):04X} at position {found.start()}"
+
+
+def refusing(problem: Callable[[str], str | None], rule: str) -> Callable[[str], str]:
+    """A string validator that refuses a value with a `problem`, naming it and then the `rule` it breaks."""
+
+    def check(value: str) -> str:
+        found = problem(value)
+        if found is not None:
+            raise ValueError(f"{found}; {rule}")
+        return value
+
+    return check
+
+
 def text_problem(value: str) -> str | None:
     """Name the first control or bidirectional-override character in `value` (by code point and position), or None.
 
     Ordinary whitespace (tab, line feed, carriage return) is allowed.
     """
-    found = _CONTROL.search(value)
-    if found is None:
-        return None
-    return f"contains control character U+{ord(found.group()):04X} at position {found.start()}"
+    return character_problem(value, _CONTROL, "control character")
 
 
-def _no_control_characters(value: str) -> str:
-    problem = text_problem(value)
-    if problem is not None:
-        raise ValueError(f"{problem}; control and bidirectional-override characters are not allowed")
-    return value
+_no_control_characters = refusing(text_problem, "control and bidirectional-override characters are not allowed")
 
 
 def is_identifier(value: str) -> bool:

@@ -27,19 +27,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Final, Literal
 
-from evalkit.data.collection import (
-    CollectionOptions,
-    IdMapper,
-    Qrel,
-    QueryRecord,
-    build_fixture,
-    corpus_jsonl,
-    parse_qrel,
-    queries_jsonl,
-    read_corpus,
-    read_queries,
-    write_files,
-)
+from evalkit.data import collection
+from evalkit.data.collection import CollectionOptions, IdMapper, Qrel, QueryRecord
 from evalkit.data.fixture import Fixture
 from evalkit.data.inputs import DEFAULT_MAX_INPUT_BYTES
 from evalkit.data.repairs import RepairLog
@@ -71,7 +60,7 @@ def read_qrels(path: Path, log: RepairLog, max_bytes: int = DEFAULT_MAX_INPUT_BY
         if len(fields) < 4:
             log.failures.append(f"{where}: needs 4 fields (query-id iteration doc-id relevance), has {len(fields)}")
             continue
-        qrel = parse_qrel(fields[0], fields[2], fields[3], where, log)
+        qrel = collection.parse_qrel(fields[0], fields[2], fields[3], where, log)
         if qrel is not None:
             qrels.append(qrel)
     return qrels
@@ -122,13 +111,13 @@ def read_trec(
             and field.
         FixtureError: any other schema refusal, naming the record.
     """
-    records = read_corpus(corpus, Path(corpus).name, options, log, max_bytes)
+    records = collection.read_corpus(corpus, Path(corpus).name, options, log, max_bytes)
     if Path(topics).suffix.lower() == ".tsv":
         queries = read_topics_tsv(topics, options, log, max_bytes)
     else:
-        queries = read_queries(topics, Path(topics).name, options, log, max_bytes)
+        queries = collection.read_queries(topics, Path(topics).name, options, log, max_bytes)
     judged = read_qrels(qrels, log, max_bytes)
-    return build_fixture(records, queries, judged, options, log, f"TREC {qrels}")
+    return collection.build_fixture(records, queries, judged, options, log, f"TREC {qrels}")
 
 
 def _raw_grade(grade: int) -> int:
@@ -179,12 +168,12 @@ def trec_files(
 ) -> dict[str, bytes]:
     """Relative path -> content of the TREC files of `fixture`; `gains` names the qrels relevance (QRELS_GAINS)."""
     qrels = qrels_text(fixture, gains)
-    topics = queries_jsonl(fixture) if topics_format == "jsonl" else _topics_tsv(fixture)
-    return {"corpus.jsonl": corpus_jsonl(fixture), f"topics.{topics_format}": topics, QRELS_FILE: qrels}
+    topics = collection.queries_jsonl(fixture) if topics_format == "jsonl" else _topics_tsv(fixture)
+    return {"corpus.jsonl": collection.corpus_jsonl(fixture), f"topics.{topics_format}": topics, QRELS_FILE: qrels}
 
 
 def write_trec(
     fixture: Fixture, directory: Path, topics_format: TopicsFormat = "jsonl", gains: str = DEFAULT_QRELS_GAINS
 ) -> list[Path]:
     """Write the fixture's corpus, topics and qrels into `directory` (atomically, all built before any is written)."""
-    return write_files(trec_files(fixture, topics_format, gains), directory)
+    return collection.write_files(trec_files(fixture, topics_format, gains), directory)

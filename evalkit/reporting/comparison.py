@@ -63,7 +63,7 @@ class ComparisonError(ValueError):
 
 
 class ReportIdentity(StrictModel):
-    """What identifies one side of a comparison: IDs and hashes only."""
+    """What identifies one side of a comparison: IDs and hashes only, each the report's field of the same name."""
 
     fixture_id: Identifier
     fixture_version: str
@@ -186,15 +186,7 @@ class PairwiseComparison(GateFamilies):
 def _identity(report: Report, side: str) -> ReportIdentity:
     if report.judgments_sha256 is None:
         raise ComparisonError(f"{side} report has no judgments_sha256; regenerate it with `evalkit run --output PATH`")
-    return ReportIdentity(
-        fixture_id=report.fixture_id,
-        fixture_version=report.fixture_version,
-        judgments_sha256=report.judgments_sha256,
-        corpus_sha256=report.corpus_sha256,
-        evaluation_definition_hash=report.evaluation_definition_hash,
-        provider_definitions_hash=report.provider_definitions_hash,
-        metrics_version=report.metrics_version,
-    )
+    return ReportIdentity(**{name: getattr(report, name) for name in ReportIdentity.model_fields})
 
 
 def _check_comparable(base: Report, head: Report) -> None:

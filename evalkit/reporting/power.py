@@ -8,7 +8,7 @@ row these as it makes it; the gate (:mod:`evalkit.reporting.regression`) reads t
 
 from __future__ import annotations
 
-from typing import Final, Protocol
+from typing import TYPE_CHECKING, Final
 
 from pydantic import Field
 
@@ -20,11 +20,13 @@ from evalkit.measures.statistics import (
     sign_flip_p_floor,
 )
 
+if TYPE_CHECKING:  # for annotations only: the comparison imports this module to give its rows their power
+    from evalkit.reporting.comparison import ComparisonRow
+
 __all__ = [
     "DEFAULT_ALPHA",
     "DEFAULT_MAX_DROP",
     "GateFamilies",
-    "PairedRow",
     "RowPower",
     "check_gate_arguments",
     "disagreement",
@@ -33,40 +35,6 @@ __all__ = [
 
 DEFAULT_ALPHA: Final = 0.05
 DEFAULT_MAX_DROP: Final = 0.01
-
-
-class PairedRow(Protocol):
-    """What power and disagreement read of a compared row (:class:`~evalkit.reporting.comparison.ComparisonRow`)."""
-
-    @property
-    def queries(self) -> int:
-        """Queries the measure is defined on in the row's slice."""
-        ...
-
-    @property
-    def sd_difference(self) -> float:
-        """Standard deviation of the per-query differences."""
-        ...
-
-    @property
-    def discordant(self) -> int:
-        """Queries whose value differs between base and head."""
-        ...
-
-    @property
-    def ci_low(self) -> float:
-        """Low end of the interval of the mean difference."""
-        ...
-
-    @property
-    def ci_high(self) -> float:
-        """High end of the interval of the mean difference."""
-        ...
-
-    @property
-    def p_value(self) -> float:
-        """Two-sided sign-flip p-value."""
-        ...
 
 
 class RowPower(StrictModel):
@@ -87,7 +55,7 @@ class RowPower(StrictModel):
 
 
 def row_power(
-    row: PairedRow, family_size: int, alpha: float, max_drop: float, settings: StatisticsSettings
+    row: ComparisonRow, family_size: int, alpha: float, max_drop: float, settings: StatisticsSettings
 ) -> RowPower:
     """A gated row's power at ``alpha / family_size``: its MDE, p floor and the queries an MDE of max_drop needs."""
     level = alpha / max(family_size, 1)
@@ -112,7 +80,7 @@ def row_power(
     )
 
 
-def disagreement(row: PairedRow, settings: StatisticsSettings, distinct: int) -> str | None:
+def disagreement(row: ComparisonRow, settings: StatisticsSettings, distinct: int) -> str | None:
     """Why the interval and the two-sided test at the interval's level (1 - confidence) disagree, or None."""
     level = 1.0 - settings.confidence
     excludes_zero = row.ci_low > 0.0 or row.ci_high < 0.0

@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping
+from dataclasses import asdict
 from pathlib import Path
 from typing import Annotated, Any, Final, Literal, Protocol
 
@@ -39,7 +40,9 @@ from evalkit.data.schema import (
     Slice,
     StrictModel,
     absent,
+    character_problem,
     model_json,
+    refusing,
 )
 from evalkit.data.settings import RetrievalSettings
 from evalkit.measures.metrics import METRICS_VERSION, LatencySummary
@@ -79,27 +82,17 @@ paragraph separators, and the bidirectional controls that make displayed text di
 
 def _display_problem(value: str) -> str | None:
     """Name the first character of `value` a terminal must not receive (by code point and position), or None."""
-    found = _UNSAFE_TEXT.search(value)
-    if found is None:
-        return None
-    return f"contains control or bidirectional character U+{ord(found.group()):04X} at position {found.start()}"
+    return character_problem(value, _UNSAFE_TEXT, "control or bidirectional character")
 
 
-def _printable(value: str) -> str:
-    problem = _display_problem(value)
-    if problem is not None:
-        raise ValueError(f"{problem}; report text must be printable")
-    return value
-
-
-ReportText = Annotated[str, AfterValidator(_printable)]
+ReportText = Annotated[str, AfterValidator(refusing(_display_problem, "report text must be printable"))]
 """Free text of a report (versions, measure names and definitions, messages): no control or bidirectional
 characters, since it is printed to a terminal."""
 MetricTable = dict[ReportText, Annotated[float, Field(ge=0.0, le=1.0)]]
 
 
 class ReportFailure(StrictModel):
-    """An ID-only failure."""
+    """An ID-only failure: a :class:`~evalkit.measures.results.Failure` and its message."""
 
     query_id: Identifier
     language: Language
@@ -359,19 +352,7 @@ def build_report(evaluation: ReportedEvaluation, gates: tuple[GateOutcome, ...] 
             metrics={name: dict(row) for name, row in result.aggregates.items()},  # type: ignore[misc]
             query_counts=counts,
             latency_ms=result.latency,
-            failures=tuple(
-                ReportFailure(
-                    query_id=f.query_id,
-                    language=f.language,
-                    kind=f.kind,
-                    chunk_id=f.chunk_id,
-                    grade=f.grade,
-                    rank=f.rank,
-                    returned=f.returned,
-                    message=f.describe(),
-                )
-                for f in result.failures
-            ),
+            failures=tuple(ReportFailure(**asdict(f), message=f.describe()) for f in result.failures),
             system=_system_report(evaluation, ablation_id),
             query_errors=tuple(
                 ReportQueryError(

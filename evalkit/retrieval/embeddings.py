@@ -124,6 +124,12 @@ def _hashed_counts(counts: Counter[str], dimensions: int) -> npt.NDArray[np.floa
     return row
 
 
+def _analyzed(kind: str, version: str, **parameters: Any) -> dict[str, Any]:
+    """The definition of a provider that embeds analyzed tokens: its kind and version, the analyzer's version (its
+    rows change with the analyzer) and its `parameters`."""
+    return {"kind": kind, "version": version, "analyzer": ANALYZER_VERSION, **parameters}
+
+
 class TokenHashProvider:
     """Signed feature hashing of analyzed tokens with sublinear term frequency (1 + ln tf)."""
 
@@ -137,13 +143,7 @@ class TokenHashProvider:
     @property
     def definition(self) -> Mapping[str, Any]:
         """Kind, version, analyzer version and dimensions."""
-        return {
-            "kind": "token-hash",
-            "version": self.VERSION,
-            "analyzer": ANALYZER_VERSION,
-            "dimensions": self._dimensions,
-            "hash": "blake2b-64",
-        }
+        return _analyzed("token-hash", self.VERSION, dimensions=self._dimensions, hash="blake2b-64")
 
     @property
     def dimensions(self) -> int:
@@ -186,14 +186,13 @@ class AliasProvider:
     @property
     def definition(self) -> Mapping[str, Any]:
         """Kind, version, alias groups, residual definition and weight."""
-        return {
-            "kind": "alias",
-            "version": self.VERSION,
-            "analyzer": ANALYZER_VERSION,
-            "groups": [[g.group_id, sorted(g.terms)] for g in self._groups],
-            "residual": dict(self._residual.definition),
-            "residual_weight": self._residual_weight,
-        }
+        return _analyzed(
+            "alias",
+            self.VERSION,
+            groups=[[g.group_id, sorted(g.terms)] for g in self._groups],
+            residual=dict(self._residual.definition),
+            residual_weight=self._residual_weight,
+        )
 
     @property
     def dimensions(self) -> int:

@@ -329,7 +329,7 @@ def calibrated_evaluation(
     loaded: LoadedFixture,
     ablations: Sequence[Ablation],
     settings: RetrievalSettings,
-    options: CalibrationOptions,
+    options: CalibrationOptions | None,
     runs: int = 2,
     cache: EmbeddingCache | None = None,
     systems: Mapping[str, Retriever] | None = None,
@@ -337,7 +337,12 @@ def calibrated_evaluation(
     providers: Mapping[str, EmbeddingProvider] | None = None,
 ) -> Evaluation:
     """Split, choose the fusion and the floors on the calibration part, and evaluate the evaluation part only with
-    them (``runs`` times, the determinism check included); the returned evaluation carries the record."""
+    them (``runs`` times, the determinism check included); the returned evaluation carries the record.
+
+    Without ``options`` (None), :func:`~evalkit.runs.evaluation.evaluate` over every query with the settings as
+    given."""
+    if options is None:
+        return evaluate(loaded, ablations, settings, runs, providers, cache, systems, ties)
     split = split_queries(loaded.fixture.queries, options.fraction, options.seed)
     calibration, held = part(loaded, split.calibration), part(loaded, split.evaluation)
     made = make_providers([a for a in ablations if a.provider not in (providers or {})], loaded, cache)
@@ -365,24 +370,6 @@ def calibrated_evaluation(
         {"evaluation": evaluated.evaluation_definition_hash, "calibration": record.model_dump(mode="json")}
     )
     return replace(evaluated, calibration=record, evaluation_definition_hash=definition)
-
-
-def evaluate_calibrated(
-    loaded: LoadedFixture,
-    ablations: Sequence[Ablation],
-    settings: RetrievalSettings,
-    options: CalibrationOptions | None,
-    runs: int = 2,
-    cache: EmbeddingCache | None = None,
-    systems: Mapping[str, Retriever] | None = None,
-    ties: str = DEFAULT_TIE_POLICY,
-    providers: Mapping[str, EmbeddingProvider] | None = None,
-) -> Evaluation:
-    """:func:`calibrated_evaluation` when ``options`` are given, else :func:`~evalkit.runs.evaluation.evaluate` over
-    every query with the settings as given."""
-    if options is None:
-        return evaluate(loaded, ablations, settings, runs, providers, cache, systems, ties)
-    return calibrated_evaluation(loaded, ablations, settings, options, runs, cache, systems, ties, providers)
 
 
 def _calibration_floors(

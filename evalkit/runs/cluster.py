@@ -34,7 +34,7 @@ from evalkit.data.settings import RetrievalSettings
 from evalkit.measures.ties import DEFAULT_TIE_POLICY
 from evalkit.retrieval.database import KnowledgeDatabase, KnowledgeStore
 from evalkit.retrieval.embedding_cache import CachedProvider, EmbeddingCache
-from evalkit.retrieval.embeddings import ConceptProvider, EmbeddingProvider
+from evalkit.retrieval.embeddings import ConceptProvider, EmbeddingProvider, WrappedProvider
 from evalkit.retrieval.retriever import Retriever
 from evalkit.retrieval.shards import (
     ShardedStore,
@@ -304,7 +304,7 @@ class EmbedActor:
         return self.provider.embed(texts)
 
 
-class RayEmbedder:
+class RayEmbedder(WrappedProvider):
     """An :class:`EmbeddingProvider` that embeds many texts on a pool of Ray workers, batch by batch (same definition).
 
     The pool has one worker (an :class:`EmbedActor`, one CPU each) per CPU of the Ray instance, or ``workers``; each
@@ -316,22 +316,12 @@ class RayEmbedder:
     def __init__(
         self, ray: Any, provider: EmbeddingProvider, options: ClusterOptions, workers: int | None = None
     ) -> None:
-        self.provider = provider
+        super().__init__(provider)
         self._ray = ray
         self._options = options
         self._workers = workers
         self._pool: list[Any] = []
         self.tasks = 0
-
-    @property
-    def definition(self) -> Mapping[str, Any]:
-        """The wrapped provider's definition (so fingerprints and cache entries are the single process's)."""
-        return self.provider.definition
-
-    @property
-    def dimensions(self) -> int:
-        """The wrapped provider's dimensions."""
-        return self.provider.dimensions
 
     def start(self) -> None:
         """Start the worker pool (once) and wait until every worker has loaded the model."""

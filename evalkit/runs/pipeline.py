@@ -24,7 +24,8 @@ from evalkit.common.output import (
 )
 from evalkit.data.schema import SLICES, ablation_order
 from evalkit.measures.ties import DEFAULT_TIE_POLICY
-from evalkit.reporting.gates import GateSpec, assess, check_gates, format_gates
+from evalkit.reporting.gate_specs import GateSpec
+from evalkit.reporting.gates import assess, check_gates, format_gates
 from evalkit.reporting.report import Report, report_json
 from evalkit.retrieval.presets import DEFAULT_PRESET, PRESETS
 from evalkit.runs.ablations import Ablation, ExternalMode, external_ablation

@@ -41,7 +41,7 @@ from evalkit.retrieval.coverage import COVERAGE_DEPTH, TermCoverage
 from evalkit.retrieval.embeddings import EmbeddingProvider
 from evalkit.retrieval.presets import PRESETS
 from evalkit.runs.ablations import select_ablations
-from evalkit.runs.calibration import CalibrationOptions, evaluate_calibrated
+from evalkit.runs.calibration import CalibrationOptions, calibrated_evaluation
 from evalkit.runs.evaluation import Evaluation
 
 Chunking = Literal["paragraph", "sentence"]
@@ -347,7 +347,7 @@ def run_benchmark(
         setting_started = time.perf_counter()
         fixture = build_setting_fixture(setting, config, root)
         loaded = LoadedFixture(fixture=fixture, aliases=AliasTable())
-        evaluation = evaluate_calibrated(
+        evaluation = calibrated_evaluation(
             loaded, ablations, retrieval, config.calibration, config.runs, providers=providers
         )
         evaluations[setting.setting_id] = evaluation

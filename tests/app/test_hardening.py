@@ -27,7 +27,8 @@ from evalkit.app.cli import main
 from evalkit.app.runner import NotebookParameterError, check_notebook_run, run_notebook
 from evalkit.data.fixture import FixtureError, load_fixture
 from evalkit.data.schema import text_problem
-from evalkit.reporting.gates import MAX_BASELINE_TOLERANCE, load_baselines
+from evalkit.reporting.gate_specs import MAX_BASELINE_TOLERANCE
+from evalkit.reporting.gates import load_baselines
 
 from ..conftest import ROOT, TINY_DIR
 

@@ -33,7 +33,8 @@ from evalkit.data.runs import Run, read_run
 from evalkit.data.squad import read_squad
 from evalkit.data.topics import read_topics
 from evalkit.data.trec import read_trec, trec_files
-from evalkit.reporting.gates import load_baselines, load_gate_file
+from evalkit.reporting.gate_specs import load_gate_file
+from evalkit.reporting.gates import load_baselines
 from evalkit.retrieval import http, http_config
 from evalkit.retrieval.presets import load_settings_file
 

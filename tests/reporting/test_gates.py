@@ -9,10 +9,10 @@ import pytest
 from evalkit.data.fixture import LoadedFixture
 from evalkit.data.settings import RetrievalSettings
 from evalkit.measures.metrics import LatencySummary
+from evalkit.reporting.gate_specs import GateThresholds, load_gate_file, merge_gates
 from evalkit.reporting.gates import (
     Baselines,
     GateFailure,
-    GateThresholds,
     assess,
     baseline_gates,
     baselines_from_report,
@@ -21,8 +21,6 @@ from evalkit.reporting.gates import (
     collect_gates,
     evaluate_gates,
     format_gates,
-    load_gate_file,
-    merge_gates,
 )
 from evalkit.reporting.report import AblationReport, GateOutcome, QueryCounts, Report, build_report
 from evalkit.runs.evaluation import Evaluation

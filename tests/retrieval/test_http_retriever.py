@@ -248,7 +248,8 @@ def test_cli_http_retriever_with_failure_bound(
 
 def test_http_retriever_gets_tables_charts_and_gates(tiny: LoadedFixture, server: str) -> None:
     from evalkit.reporting.figures import plot_language_metrics, plot_latency
-    from evalkit.reporting.gates import GateThresholds, assess
+    from evalkit.reporting.gate_specs import GateThresholds
+    from evalkit.reporting.gates import assess
     from evalkit.reporting.tables import failures_frame, metrics_frame
 
     evaluation = evaluate(

@@ -9,7 +9,8 @@ from pathlib import Path
 from evalkit.app.cli.options import DEFAULT_FIXTURE, EXIT_OK, Commands, add_input_limit, max_bytes
 from evalkit.common.output import write_atomic
 from evalkit.data.fixture import load_fixture
-from evalkit.reporting.gates import BASELINES_FILE, baselines_from_report, baselines_json
+from evalkit.reporting.gate_specs import BASELINES_FILE
+from evalkit.reporting.gates import baselines_from_report, baselines_json
 from evalkit.runs.ablations import ABLATION_IDS, parse_ablations
 from evalkit.runs.pipeline import Request, run_pipeline
 

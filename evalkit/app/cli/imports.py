@@ -11,7 +11,7 @@ from pydantic import BaseModel, ValidationError
 
 from evalkit.app.cli.options import EXIT_OK, Commands, add_input_limit, max_bytes
 from evalkit.common.output import refuse_input_overwrite, resolve_output_path, write_atomic
-from evalkit.data.collection import CollectionOptions
+from evalkit.data.collection import COLLECTION_KINDS, CollectionOptions
 from evalkit.data.fixture import FIXTURE_FILE, Fixture, fixture_json
 from evalkit.data.repairs import KIND_ACTIONS, RepairKind, RepairLog, RepairPolicy
 from evalkit.data.schema import validation_problems
@@ -167,19 +167,6 @@ def add_parser(commands: Commands) -> None:
     _add_collection_import_parsers(formats)
 
 
-_COLLECTION_KINDS: list[RepairKind] = [
-    "unknown_key",
-    "blank_text",
-    "blank_title",
-    "duplicate_id",
-    "id_rewritten",
-    "unknown_reference",
-    "non_positive_grade",
-    "grade_above_3",
-    "missing_spans",
-]
-
-
 def _import_beir(args: argparse.Namespace) -> int:
     from evalkit.data.beir import CORPUS_FILE, QUERIES_FILE, read_beir
 
@@ -221,7 +208,7 @@ def _add_collection_flags(parser: argparse.ArgumentParser) -> None:
         default="no-answer",
         help="a query without any qrel becomes a no-answer query, or is left out (default: %(default)s)",
     )
-    _add_policy_flags(parser, _COLLECTION_KINDS)
+    _add_policy_flags(parser, COLLECTION_KINDS)
 
 
 def _add_collection_import_parsers(formats: Commands) -> None:

@@ -9,7 +9,7 @@ from typing import TypeAlias
 from evalkit.data.fixture import ALIASES_FILE, FIXTURE_FILE
 from evalkit.data.inputs import DEFAULT_MAX_INPUT_BYTES
 from evalkit.measures.ties import DEFAULT_TIE_POLICY, TIE_POLICIES
-from evalkit.reporting.gates import BASELINES_FILE, GATES_FILE, GateThresholds
+from evalkit.reporting.gate_specs import BASELINES_FILE, GATES_FILE, GateThresholds
 from evalkit.runs.pipeline import Outcome, enforce_gates, write_outcome
 
 Commands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"

@@ -24,7 +24,8 @@ from evalkit.app.plugins import load_retrievers
 from evalkit.common.output import ENV_VAR, refuse_input_overwrite, resolve_output_path
 from evalkit.data.fixture import LoadedFixture, load_fixture
 from evalkit.data.schema import ablation_order
-from evalkit.reporting.gates import GATE_OPTION_HELP, GateThresholds, collect_gates
+from evalkit.reporting.gate_specs import GATE_OPTION_HELP, GateThresholds
+from evalkit.reporting.gates import collect_gates
 from evalkit.reporting.report import Report
 from evalkit.reporting.trec import trec_run_name, trec_runs, write_trec_files
 from evalkit.retrieval.embedding_cache import EmbeddingCache

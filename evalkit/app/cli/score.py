@@ -27,15 +27,8 @@ from evalkit.data.fixture import Fixture, load_fixture
 from evalkit.data.runs import check_run, read_run
 from evalkit.data.tables import DEFAULT_MAX_TABLE_BYTES
 from evalkit.measures.core import MISSING_POLICIES
-from evalkit.reporting.gates import (
-    GATE_OPTION_HELP,
-    GateThresholds,
-    check_gates,
-    collect_gates,
-    evaluate_gates,
-    format_gates,
-    parse_gate,
-)
+from evalkit.reporting.gate_specs import GATE_OPTION_HELP, GateThresholds, parse_gate
+from evalkit.reporting.gates import check_gates, collect_gates, evaluate_gates, format_gates
 from evalkit.reporting.report import GateOutcome, report_json
 from evalkit.retrieval.retriever import Retriever, RunRetriever
 from evalkit.runs.pipeline import Request, format_outcome, report_target, run_pipeline, systems_of

@@ -7,7 +7,8 @@ from pathlib import Path
 
 from evalkit.app.cli.options import EXIT_OK, Commands, add_input_limit, max_bytes
 from evalkit.data.fixture import load_fixture
-from evalkit.reporting.gates import BASELINES_FILE, GATES_FILE, check_baselines_match, load_baselines, load_gate_file
+from evalkit.reporting.gate_specs import BASELINES_FILE, GATES_FILE, load_gate_file
+from evalkit.reporting.gates import check_baselines_match, load_baselines
 
 
 def validate(args: argparse.Namespace) -> int:
