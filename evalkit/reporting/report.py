@@ -128,6 +128,12 @@ class SystemReport(StrictModel):
     counts: dict[ReportText, Annotated[int, Field(ge=0)]] = Field(
         description="e.g. run-file lines, missing queries, unknown chunks, duplicates"
     )
+    abstention_floor: Annotated[float, Field(allow_inf_nan=False)] | None = Field(
+        default=None,
+        exclude_if=absent,
+        description="the floor applied to the run's scores (a query whose best score is below it returned nothing); "
+        "absent when none was",
+    )
 
 
 class AblationReport(StrictModel):

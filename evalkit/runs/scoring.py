@@ -99,6 +99,8 @@ class ScoreResult:
     notes: tuple[str, ...]
     statistics: StatisticsSettings = DEFAULT_STATISTICS
     sources: tuple[Run, ...] = ()
+    floor: float | None = None
+    """The abstention floor applied to every run's scores (None: none)."""
 
     @cached_property
     def run_hashes(self) -> dict[str, str]:
@@ -242,7 +244,12 @@ class ScoreResult:
                 query_counts=counts,
                 latency_ms=LatencySummary(count=0, min_ms=0.0, median_ms=0.0, p95_ms=0.0, max_ms=0.0, mean_ms=0.0),
                 failures=(),
-                system=SystemReport(kind="run-file", sha256=self.run_hashes.get(run.name), counts=_counts(run)),
+                system=SystemReport(
+                    kind="run-file",
+                    sha256=self.run_hashes.get(run.name),
+                    counts=_counts(run),
+                    abstention_floor=self.floor,
+                ),
                 intervals=intervals[run.name],
                 per_query=columns,
             )
@@ -256,6 +263,7 @@ class ScoreResult:
             self.ties,
             self.missing,
             self.statistics.model_dump(mode="json"),
+            *(() if self.floor is None else (("abstention_floor", self.floor),)),
         )
         return Report(
             fixture_id="qrels",
@@ -416,6 +424,7 @@ def score(
         missing,
         tuple(notes),
         sources=tuple(runs),
+        floor=floor,
     )
 
 

@@ -15,7 +15,7 @@ import pytest
 
 from evalkit.app.cli import main
 from evalkit.app.notebook import BenchmarkParameters, EvaluationParameters
-from evalkit.reporting.report import parse_report
+from evalkit.reporting.report import parse_report, report_json
 from evalkit.runs.scoring import score
 
 from ..conftest import ROOT, SYNTHETIC_DIR
@@ -98,6 +98,18 @@ def test_score_floor_withholds_queries_below_it() -> None:
     assert score(qrels, run, floor=0.5).aggregate["no_answer_fpr"] == 0.0
     with pytest.raises(ValueError, match="floor must be a finite number"):
         score(qrels, run, floor=float("inf"))
+
+
+def test_the_floor_is_written_into_the_report_and_its_definition() -> None:
+    qrels = {"q1": {"d1": 1}, "q2": {"d2": 1}}
+    run = {"q1": {"d1": 0.9}, "q2": {"d2": 0.3}}
+    plain = score(qrels, run, measures=["recall@10"]).to_report()
+    floored = score(qrels, run, measures=["recall@10"], floor=0.35).to_report()
+    assert [a.system.abstention_floor for a in floored.ablations.values() if a.system] == [0.35]
+    assert '"abstention_floor"' not in report_json(plain).decode()  # absent without a floor: bytes unchanged
+    assert '"abstention_floor": 0.35' in report_json(floored).decode()
+    assert parse_report(report_json(floored)) == floored
+    assert floored.evaluation_definition_hash != plain.evaluation_definition_hash
 
 
 def test_score_floor_goes_with_qrels(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
