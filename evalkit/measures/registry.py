@@ -376,7 +376,7 @@ _TREC_PLAIN: Final = {
     "ndcg": ("ndcg", "linear"),
 }
 
-DEFAULT_SCORE_MEASURES: Final = ("recall@1", "recall@5", "recall@10", "mrr@10", "ndcg@10")
+DEFAULT_SCORE_MEASURES: Final = tuple(str(m) for m in metrics.STANDARD_MEASURES if not FAMILIES[m.name].needs_spans)
 """What ``evalkit score`` reports when no measure is named (``no_answer_fpr`` joins when there are no-answer
 queries, and the context measures when a fixture with spans is given)."""
 

@@ -45,7 +45,8 @@ from evalkit.data.schema import (
     refusing,
 )
 from evalkit.data.settings import RetrievalSettings
-from evalkit.measures.metrics import METRICS_VERSION, LatencySummary
+from evalkit.measures.metrics import METRICS_VERSION, NO_ANSWER_FPR, STANDARD_MEASURES, LatencySummary
+from evalkit.measures.registry import parse_measure
 from evalkit.measures.results import CONTEXT_K, FAILURE_CUTOFF, ScoredEvaluation, judgments_sha256
 from evalkit.measures.statistics import DEFAULT_STATISTICS, StatisticsSettings
 from evalkit.measures.ties import DEFAULT_TIE_POLICY, TiePolicyName
@@ -64,14 +65,7 @@ from evalkit.reporting.per_query import (
 SCHEMA_VERSION: Literal[2] = 2
 
 STANDARD_DEFINITIONS: dict[str, str] = {
-    "recall@1": "recall(cutoff=1)",
-    "recall@5": "recall(cutoff=5)",
-    "recall@10": "recall(cutoff=10)",
-    "mrr@10": "mrr(cutoff=10)",
-    "ndcg@10": "ndcg(cutoff=10, gain=exponential)",
-    "context_precision": "context_precision()",
-    "context_recall": "context_recall()",
-    "no_answer_fpr": "no_answer_fpr()",
+    str(m): parse_measure(str(m)).definition for m in (*STANDARD_MEASURES, NO_ANSWER_FPR)
 }
 """The definitions of the measures every fixture run reports (see :mod:`evalkit.measures.registry`)."""
 

@@ -23,6 +23,7 @@ from evalkit.common.output import (
     write_atomic,
 )
 from evalkit.data.schema import SLICES, ablation_order
+from evalkit.measures.metrics import STANDARD_MEASURES
 from evalkit.measures.ties import DEFAULT_TIE_POLICY
 from evalkit.reporting.gate_specs import GateSpec
 from evalkit.reporting.gates import assess, check_gates, format_gates
@@ -58,7 +59,7 @@ __all__ = [
 ]
 
 NO_GATES = "no gates: none names a system evaluated here"
-SUMMARY_COLUMNS = ("recall@1", "recall@5", "recall@10", "mrr@10", "ndcg@10", "context_precision", "context_recall")
+SUMMARY_COLUMNS = tuple(str(m) for m in STANDARD_MEASURES)
 SUMMARY_HEADERS = ("R@1", "R@5", "R@10", "MRR@10", "nDCG@10", "ctxP", "ctxR", "noansFPR", "p50 ms", "p95 ms")
 
 
