@@ -45,6 +45,9 @@ DEFAULT_MAX_TABLE_BYTES: Final = 4 * 1024**3
 """Run and qrels files larger than this (4 GiB, after decompression) are refused; ``--max-input-mb`` raises it."""
 
 _BLOCK = 1 << 22
+_PARSE_BLOCK = 1 << 21
+"""Bytes the parser takes at a time: small blocks stay in cache and reuse their memory (measured faster than
+16 MiB blocks on a 316 MB run, one thread and two; benchmarks/score_speed.py)."""
 STREAM_BYTES: Final = 512 * 1024**2
 """Files larger than this (on disk) are parsed block by block, keeping only what each block's check keeps; smaller
 ones are parsed whole, on every core (faster, with all columns in memory for a moment)."""
@@ -262,7 +265,7 @@ def _scan(
     normalise: bool,
     keep: Callable[[pa.RecordBatch], pa.RecordBatch],
 ) -> pa.Table:
-    read_options = csv.ReadOptions(column_names=column_names, skip_rows=skip_rows, block_size=1 << 24)
+    read_options = csv.ReadOptions(column_names=column_names, skip_rows=skip_rows, block_size=_PARSE_BLOCK)
     parse_options = csv.ParseOptions(delimiter=" ", quote_char=False, double_quote=False, escape_char=False)
     convert_options = csv.ConvertOptions(
         column_types=types,

@@ -131,6 +131,21 @@ def _present(codes: IntArray, size: int) -> tuple[IntArray, IntArray]:
     return distinct, inverse
 
 
+def _take(column: pa.ChunkedArray, positions: IntArray) -> pa.Array:
+    """``column[positions]`` as one array. Ascending positions (how a run written the usual way is read) are taken
+    chunk by chunk, since a take across chunks may first join every chunk it takes from."""
+    if len(positions) and np.all(positions[1:] >= positions[:-1]):
+        bounds = np.cumsum([0, *(len(c) for c in column.chunks)])
+        cuts = np.searchsorted(positions, bounds)
+        parts = [
+            chunk.take(pa.array(positions[a:b] - bounds[i]))
+            for i, (chunk, a, b) in enumerate(zip(column.chunks, cuts[:-1], cuts[1:], strict=True))
+            if b > a
+        ]
+        return pa.concat_arrays(parts) if parts else pa.array([], type=column.type)
+    return column.take(pa.array(positions)).combine_chunks()
+
+
 def _repeated(keys: IntArray) -> BoolArray:
     """Positions whose key an earlier position already has: one sort says whether there are any, and only the
     positions of repeated keys go through a hash table."""
@@ -196,7 +211,7 @@ def _rank_block(
         take, chosen = _prefix(starts, sizes, lines.scores, want)
         # The judged documents of the block's queries first, then the chosen lines' documents: one hash pass codes
         # both, and a line's code below len(candidates) names the judged document it is.
-        returned = block.take(pa.array(chosen - low)).combine_chunks().cast(judged_ids.type)
+        returned = _take(block, chosen - low).cast(judged_ids.type)
         codes = pc.dictionary_encode(pa.concat_arrays([judged_ids, returned]))
         doc = codes.indices.to_numpy(zero_copy_only=False)[len(candidates) :].astype(np.int64)
         permutation = _tie_order(chosen, lines.row, lines.scores, doc, codes.dictionary, lines.descending_ids)
