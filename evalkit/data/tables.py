@@ -45,9 +45,8 @@ DEFAULT_MAX_TABLE_BYTES: Final = 4 * 1024**3
 """Run and qrels files larger than this (4 GiB, after decompression) are refused; ``--max-input-mb`` raises it."""
 
 _BLOCK = 1 << 22
-_PARSE_BLOCK = 1 << 21
-"""Bytes the parser takes at a time: small blocks stay in cache and reuse their memory (measured faster than
-16 MiB blocks on a 316 MB run, one thread and two; benchmarks/score_speed.py)."""
+_PARSE_BLOCK = 1 << 24
+"""Bytes the parser takes at a time when it reads a file whole, on every core."""
 STREAM_BYTES: Final = 512 * 1024**2
 """Files larger than this (on disk) are parsed block by block, keeping only what each block's check keeps; smaller
 ones are parsed whole, on every core (faster, with all columns in memory for a moment)."""
