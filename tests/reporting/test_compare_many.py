@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -13,30 +12,17 @@ from evalkit.app.cli import main
 from evalkit.reporting.comparison import PairwiseComparison, compare_many, compare_reports
 from evalkit.reporting.comparison_views import indistinguishable_groups, pairwise_frame, pairwise_table
 from evalkit.reporting.regression import find_regressions
-from evalkit.reporting.report import Report, build_report, parse_report, report_json
-from evalkit.runs.evaluation import Evaluation
+from evalkit.reporting.report import Report, parse_report
 
-from ..app.test_cli_compare import run_cli, with_means
+from ..app.test_cli_compare import reports, run_cli  # noqa: F401 (the reports fixture)
 from ..conftest import SYNTHETIC_DIR
 
 
 @pytest.fixture
-def three(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, synthetic_evaluation: Evaluation) -> list[Report]:
-    """base.json, same.json (a copy) and worse-zh.json (every Chinese answerable query lost its first-rank hit)."""
-    monkeypatch.chdir(tmp_path)
-    data = report_json(build_report(synthetic_evaluation))
-    Path("base.json").write_bytes(data)
-    Path("same.json").write_bytes(data)
-    worse: dict[str, Any] = json.loads(data)
-    languages = worse["queries"]["languages"]
-    for ablation in worse["ablations"].values():
-        for measure in ("recall@1", "mrr@10", "ndcg@10"):
-            column = ablation["per_query"][measure]
-            ablation["per_query"][measure] = [
-                v if v is None or lang == "en" else min(v, 0.0 if measure == "recall@1" else 0.5 * v)
-                for v, lang in zip(column, languages, strict=True)
-            ]
-    Path("worse-zh.json").write_text(json.dumps(with_means(worse)), encoding="utf-8")
+def three(request: pytest.FixtureRequest) -> list[Report]:
+    """base.json, same.json (a copy) and worse-zh.json (every Chinese answerable query lost its first-rank hit), as
+    the ``reports`` fixture of tests/app/test_cli_compare.py writes them into the test's folder."""
+    request.getfixturevalue("reports")
     return [parse_report(Path(n).read_bytes()) for n in ("base.json", "same.json", "worse-zh.json")]
 
 
