@@ -279,12 +279,7 @@ class RankedRun:
     ) -> Ranked:
         """The Ranked of the qrels rows ``rows`` (ascending), positions given with local row numbers."""
         order = np.argsort(q, kind="stable")  # rows ascending; ranks stay in order within a row
-        low = np.searchsorted(self._qrels.query, rows, side="left")
-        high = np.searchsorted(self._qrels.query, rows, side="right")
-        counts = high - low
-        judged_rows = np.repeat(low - np.concatenate(([0], np.cumsum(counts)[:-1])), counts) + np.arange(
-            int(counts.sum())
-        )
+        judged_rows, counts = _judgments_of(self._qrels, rows)
         local_query = np.repeat(np.arange(len(rows), dtype=np.int64), counts)
         ideal_row, ideal_rank, ideal_grade = ideal_arrays(local_query, self._qrels.grades[judged_rows], len(rows))
         ranked = Ranked(
@@ -355,12 +350,18 @@ def rank_run(
 
 def _candidates(rows: CodeArray, qrels: Qrels) -> IntArray:
     """The qrels codes of the documents judged for the queries ``rows`` (-1: not judged; ignored), ascending."""
-    rows = rows[rows >= 0].astype(np.int64)
-    low = np.searchsorted(qrels.query, rows, side="left")
-    counts = np.searchsorted(qrels.query, rows, side="right") - low
-    at = np.repeat(low - np.concatenate(([0], np.cumsum(counts)[:-1])), counts) + np.arange(int(counts.sum()))
+    at, _ = _judgments_of(qrels, rows[rows >= 0].astype(np.int64))
     distinct, _ = _present(qrels.doc[at], len(qrels.doc_values))
     return distinct
+
+
+def _judgments_of(qrels: Qrels, rows: IntArray) -> tuple[IntArray, IntArray]:
+    """The qrels lines of the query rows ``rows`` (each query's judgments are one range, the qrels being sorted by
+    query), in the order of ``rows``, and how many each row has."""
+    low = np.searchsorted(qrels.query, rows, side="left")
+    counts = np.searchsorted(qrels.query, rows, side="right") - low
+    at: IntArray = np.repeat(low - np.concatenate(([0], np.cumsum(counts)[:-1])), counts) + np.arange(int(counts.sum()))
+    return at, counts
 
 
 def _join(q: IntArray, doc: IntArray, qrels: Qrels) -> tuple[IntArray, BoolArray]:
