@@ -18,21 +18,22 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from functools import cached_property
 from pathlib import Path
 
 import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from evalkit.data import tables
-from evalkit.data.columns import Codes, IntArray, encode
+from evalkit.data.columns import IntArray, encode
 from evalkit.data.inputs import MAX_PROBLEMS, InputError, clip
 from evalkit.data.tables import DEFAULT_MAX_TABLE_BYTES, TableError
 
 __all__ = ["Qrels", "QrelsError", "qrels_from_mapping", "read_qrels_file"]
 
 _BEIR_HEADER = ("query-id", "corpus-id", "score")
+BoolArray = npt.NDArray[np.bool_]
 _INTEGER = re.compile(r"-?[0-9]+")
 """A grade as the columnar parser reads it (Python's int() would also take "+1", "1_0" or non-ASCII digits)."""
 
@@ -43,50 +44,20 @@ class QrelsError(ValueError):
 
 @dataclass(frozen=True, eq=False)
 class Qrels:
-    """Judgments, one row per (query, document) pair, sorted by query then document code.
+    """Judgments, one row per (query, document) pair, in (query ID, document ID) order: the canonical form, which
+    does not depend on the order of the lines read.
 
-    ``queries`` are the judged query IDs (sorted, unique); ``query[i]`` is row i's code into it, ``doc[i]`` its
-    document's code into ``doc_values`` (the judged document IDs, unique, in order of first appearance: no string
-    sort is needed to score) and ``grades[i]`` its grade. ``duplicates`` counts the repeated lines that were
-    collapsed. :meth:`in_id_order` gives the canonical form, rows in (query ID, document ID) order.
+    ``queries`` are the judged query IDs (sorted, unique); ``query[i]`` is row i's code into it (ascending),
+    ``docs[i]`` its document ID (within a query, in code-point order) and ``grades[i]`` its grade. A query's
+    judgments are one range of rows. ``duplicates`` counts the repeated lines that were collapsed.
     """
 
     queries: pa.StringArray
     query: IntArray
-    doc_values: pa.StringArray
-    doc: IntArray
+    docs: pa.ChunkedArray
     grades: IntArray
     duplicates: int
     source: str
-
-    @property
-    def docs(self) -> pa.StringArray:
-        """Row i's document ID."""
-        return self.doc_values.take(pa.array(self.doc))
-
-    def in_id_order(self) -> Qrels:
-        """The same judgments with ``doc_values`` sorted, rows in (query ID, document ID) order: the form that does
-        not depend on the order of the lines read (for hashing and display)."""
-        order = pc.sort_indices(self.doc_values).to_numpy()
-        rank = np.empty(len(order), dtype=np.int64)
-        rank[order] = np.arange(len(order), dtype=np.int64)
-        doc = rank[self.doc]
-        rows = np.argsort(self.query * max(len(order), 1) + doc, kind="stable")
-        return Qrels(
-            self.queries,
-            self.query[rows],
-            self.doc_values.take(pa.array(order)),
-            doc[rows],
-            self.grades[rows],
-            self.duplicates,
-            self.source,
-        )
-
-    @cached_property
-    def keys(self) -> IntArray:
-        """One int64 per row, ascending: ``query[i] * len(doc_values) + doc[i]`` (a join is a sorted search)."""
-        keys: IntArray = self.query * max(len(self.doc_values), 1) + self.doc
-        return keys
 
     def __len__(self) -> int:
         return len(self.query)
@@ -103,48 +74,67 @@ class Qrels:
 def _build(
     query_ids: pa.Array | pa.ChunkedArray, doc_ids: pa.Array | pa.ChunkedArray, grades: IntArray, source: str
 ) -> Qrels:
-    """Sort, collapse identical duplicates, refuse conflicting ones."""
-    return _build_codes(encode(query_ids), encode(doc_ids, sort=False), np.asarray(grades, dtype=np.int64), source)
+    """Sort by (query ID, document ID), collapse identical duplicates, refuse conflicting ones.
 
-
-def _build_codes(query: Codes, doc: Codes, grades: IntArray, source: str) -> Qrels:
-    """:func:`_build` from encoded IDs: one int64 key a judgment (query, then document order), sorted once."""
-    width = max(len(doc.values), 1)
-    key = query.codes.astype(np.int64) * width + doc.codes
-    order = np.argsort(key, kind="stable")
-    key, g = key[order], grades[order]
+    One stable sort of (query code, document ID) puts every repeated pair next to its first copy: no hash table of
+    document IDs is built (a sort of short strings within each query costs less than hashing them all)."""
+    query = encode(query_ids)
+    docs = doc_ids if isinstance(doc_ids, pa.ChunkedArray) else pa.chunked_array([doc_ids], type=pa.string())
+    grades = np.asarray(grades, dtype=np.int64)
+    order = pc.sort_indices(
+        pa.table({"query": query.codes, "doc": docs}), sort_keys=[("query", "ascending"), ("doc", "ascending")]
+    )
+    q = query.codes[order.to_numpy()].astype(np.int64)
+    d, g = _one_chunk(docs.take(order)), grades[order.to_numpy()]
     del order
-    same = key[1:] == key[:-1]
+    same = (q[1:] == q[:-1]) & _equal_neighbours(d) if len(q) else np.zeros(0, dtype=bool)
     conflicts = np.flatnonzero(same & (g[1:] != g[:-1]))
     if len(conflicts):
-        names, docs = query.values, doc.values
+        names = query.values
         problems = [
-            f"query {clip(repr(names[int(key[i] // width)].as_py()))} document "
-            f"{clip(repr(docs[int(key[i] % width)].as_py()))}: "
+            f"query {clip(repr(names[int(q[i])].as_py()))} document {clip(repr(d[i].as_py()))}: "
             f"judged twice with different grades ({int(g[i])} and {int(g[i + 1])})"
             for i in conflicts[:MAX_PROBLEMS].tolist()
         ]
         more = [f"... and {len(conflicts) - MAX_PROBLEMS} more"] if len(conflicts) > MAX_PROBLEMS else []
         listing = "\n".join(f"  - {p}" for p in [*problems, *more])
         raise QrelsError(f"{source}: {len(conflicts)} conflicting judgment(s)\n{listing}")
-    keep = np.concatenate(([True], ~same)) if len(key) else np.zeros(0, dtype=bool)
-    key, g = key[keep], g[keep]
-    q, d = key // width, key % width
-    del key
+    keep = np.concatenate(([True], ~same)) if len(q) else np.zeros(0, dtype=bool)
+    duplicates = int(len(keep) - int(keep.sum()))
+    if duplicates:
+        q, d, g = q[keep], d.filter(pa.array(keep)), g[keep]
     used = q[np.concatenate(([True], q[1:] != q[:-1]))] if len(q) else np.zeros(0, dtype=np.int64)
     renumber = np.full(len(query.values), -1, dtype=np.int64)
     renumber[used] = np.arange(len(used), dtype=np.int64)
     qrels = Qrels(
         queries=query.values.take(pa.array(used)),
         query=renumber[q],
-        doc_values=doc.values,
-        doc=d,
+        docs=d,
         grades=g,
-        duplicates=int(len(keep) - int(keep.sum())),
+        duplicates=duplicates,
         source=source,
     )
     tables.release_unused()
     return qrels
+
+
+_CHUNK_BYTES = 1 << 30
+"""Document IDs up to this many bytes are kept as one chunk (a take from one chunk is several times faster)."""
+
+
+def _one_chunk(values: pa.ChunkedArray) -> pa.ChunkedArray:
+    """``values`` in one chunk when they fit comfortably in one string array."""
+    if values.num_chunks <= 1 or values.nbytes >= _CHUNK_BYTES:
+        return values
+    return pa.chunked_array([values.combine_chunks()], type=values.type)
+
+
+def _equal_neighbours(values: pa.ChunkedArray) -> BoolArray:
+    """``values[i + 1] == values[i]`` for every i."""
+    if len(values) < 2:
+        return np.zeros(0, dtype=bool)
+    equal: BoolArray = pc.equal(values.slice(1), values.slice(0, len(values) - 1)).to_numpy(zero_copy_only=False)
+    return equal
 
 
 def qrels_from_mapping(judgments: Mapping[str, Mapping[str, int]], source: str = "qrels") -> Qrels:
@@ -183,7 +173,7 @@ def qrels_from_mapping(judgments: Mapping[str, Mapping[str, int]], source: str =
 
 def _layout(path: Path, max_bytes: int) -> tuple[str, int]:
     """``("beir" | "trec", header rows)`` from the first data line."""
-    for number, line in tables.text_lines(path, max_bytes):
+    for number, line in tables.text_lines(path, max_bytes, head=True):
         fields = tables.split_fields(line)
         if not fields:
             continue
@@ -243,7 +233,4 @@ def read_qrels_file(path: Path, max_bytes: int = DEFAULT_MAX_TABLE_BYTES) -> Qre
     except TableError as exc:
         raise QrelsError(str(exc)) from None
     grades = table.column("grade").to_numpy().astype(np.int64, copy=False)
-    query, doc = encode(table.column("query")), encode(table.column("doc"), sort=False)
-    del table  # the ID columns as read are no longer needed: only their dictionaries and codes
-    tables.release_unused()
-    return _build_codes(query, doc, grades, label)
+    return _build(table.column("query"), table.column("doc"), grades, label)

@@ -35,7 +35,6 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from evalkit.data.columns import CodeArray, Codes, encode
 from evalkit.data.inputs import InputError, clip, loads_strict
@@ -216,11 +215,20 @@ class _TrecBlocks:
     """Checks each parsed block of a TREC run and keeps what the run needs of it: each line's query as a 32-bit
     code, its score, and the block's document-ID column (the rest of the block is dropped at once).
 
-    With ``capacity`` (at least the number of lines), codes and scores go straight into arrays of that size, so
-    the whole run is never held twice; without it, block by block, joined at the end."""
+    A line's query is first kept as its position in the blocks' query dictionaries laid end to end (each block has
+    its own); :meth:`query` encodes those dictionaries once and turns positions into codes, in place. With
+    ``capacity`` (at least the number of lines), positions and scores go straight into arrays of that size, so the
+    whole run is never held twice; without it, block by block, joined at the end."""
 
     def __init__(self, capacity: int | None = None) -> None:
-        self.query_codes: dict[str, int] = {}
+        self.capacity = capacity
+        self.restart()
+
+    def restart(self) -> None:
+        """Forget every block kept (the file is read again from its first block)."""
+        capacity = self.capacity
+        self.dictionaries: list[pa.Array] = []
+        self.entries = 0
         self.codes: list[CodeArray] = []
         self.scores: list[FloatArray] = []
         self.lines = 0
@@ -232,14 +240,12 @@ class _TrecBlocks:
         scores = batch.column("score").to_numpy()
         if not np.isfinite(scores).all() or has_bad_ids(batch.column("doc")):
             raise _Refused
-        if has_bad_ids(batch.column("query").dictionary):
-            raise _Refused
         query = batch.column("query")
-        local = np.array(
-            [self.query_codes.setdefault(q, len(self.query_codes)) for q in query.dictionary.to_pylist()],
-            dtype=np.int32,
-        )
-        codes = local[query.indices.to_numpy(zero_copy_only=False)]
+        if has_bad_ids(query.dictionary):
+            raise _Refused
+        codes = query.indices.to_numpy(zero_copy_only=False) + np.int32(self.entries)
+        self.dictionaries.append(query.dictionary)
+        self.entries += len(query.dictionary)
         end = self.lines + len(scores)
         if self.filled is not None and end <= len(self.filled[1]):
             self.filled[0][self.lines : end] = codes
@@ -256,17 +262,20 @@ class _TrecBlocks:
 
     def query(self) -> Codes:
         """Every line's query code into the sorted query IDs."""
-        values = pa.array(list(self.query_codes), type=pa.string())
-        rank = np.empty(len(values), dtype=np.int32)
-        rank[pc.sort_indices(values).to_numpy()] = np.arange(len(values), dtype=np.int32)
+        entries = (
+            pa.concat_arrays([d.cast(pa.string()) for d in self.dictionaries])
+            if self.dictionaries
+            else pa.array([], type=pa.string())
+        )
+        encoded = encode(entries)
         if self.filled is not None:
             codes = self.filled[0][: self.lines]
         else:
             codes = np.concatenate(self.codes) if self.codes else np.zeros(0, dtype=np.int32)
             self.codes = []
         for start in range(0, len(codes), 1 << 24):  # in place, a slice at a time: no second array of codes
-            codes[start : start + (1 << 24)] = rank[codes[start : start + (1 << 24)]]
-        return Codes(pc.take(values, pc.sort_indices(values)), codes)
+            codes[start : start + (1 << 24)] = encoded.codes[codes[start : start + (1 << 24)]]
+        return Codes(encoded.values, codes)
 
     def all_scores(self) -> FloatArray:
         """Every line's score, in file order."""
@@ -288,7 +297,7 @@ def read_trec_run(path: Path, max_bytes: int = DEFAULT_MAX_TABLE_BYTES) -> Run:
     large = path.is_file() and path.stat().st_size > STREAM_BYTES  # a stat never blocks, even on a FIFO
     blocks = _TrecBlocks(count_lines(path, max_bytes) if large else None)
     try:
-        table = read_columns(path, _TREC_COLUMNS, types, max_bytes, keep=blocks)
+        table = read_columns(path, _TREC_COLUMNS, types, max_bytes, keep=blocks, restart=blocks.restart)
     except (pa.ArrowInvalid, _Refused):
         error = diagnose(path, _trec_line_problem, max_bytes)
         if error.problems:
@@ -305,7 +314,7 @@ def read_trec_run(path: Path, max_bytes: int = DEFAULT_MAX_TABLE_BYTES) -> Run:
 
 def _first_tag(path: Path, max_bytes: int) -> str | None:
     """The tag (sixth column) of the run's first line, if it has one."""
-    for _, line in text_lines(path, max_bytes):
+    for _, line in text_lines(path, max_bytes, head=True):
         fields = split_fields(line)
         if fields:
             return fields[5] if len(fields) > 5 else None

@@ -45,8 +45,13 @@ DEFAULT_MAX_TABLE_BYTES: Final = 4 * 1024**3
 """Run and qrels files larger than this (4 GiB, after decompression) are refused; ``--max-input-mb`` raises it."""
 
 _BLOCK = 1 << 22
-_PARSE_BLOCK = 1 << 24
-"""Bytes the parser takes at a time when it reads a file whole, on every core."""
+_HEAD = 1 << 16
+"""Bytes read at a time by the helpers that look only at a file's first lines (its layout, its first tag)."""
+_PARSE_BLOCK = 1 << 22
+"""Bytes the parser takes at a time when it reads a file whole, on every core (4 MiB: measured faster end to end
+than 16 MiB, whose larger buffers cost more in first-touched memory; see benchmarks/RESULTS.md)."""
+_STREAM_BLOCK = 1 << 22
+"""Bytes the parser takes at a time when it reads a large file block by block."""
 STREAM_BYTES: Final = 512 * 1024**2
 """Files larger than this (on disk) are parsed block by block, keeping only what each block's check keeps; smaller
 ones are parsed whole, on every core (faster, with all columns in memory for a moment)."""
@@ -76,8 +81,9 @@ class _Guarded(io.RawIOBase):
     Blocks handed on end at a line end, so that the normalisation never sees half a separator.
     """
 
-    def __init__(self, path: Path, max_bytes: int, normalise: bool) -> None:
+    def __init__(self, path: Path, max_bytes: int, normalise: bool, block: int = _BLOCK) -> None:
         super().__init__()
+        self._block = block
         self._label = str(path)
         self._max = max_bytes
         self._normalise = normalise
@@ -101,23 +107,23 @@ class _Guarded(io.RawIOBase):
 
     def _next_raw(self) -> bytes:
         if self._inflate is None:
-            return self._raw.read(_BLOCK)
+            return self._raw.read(self._block)
         while True:
             inflate = self._inflate
             if inflate.eof:
                 # A member ended (its unconsumed_tail is stale then): a concatenated member may follow.
-                rest = inflate.unused_data or self._raw.read(_BLOCK)
+                rest = inflate.unused_data or self._raw.read(self._block)
                 if not rest:
                     return b""
                 self._inflate = inflate = zlib.decompressobj(wbits=31)
-                data = inflate.decompress(rest, _BLOCK)
+                data = inflate.decompress(rest, self._block)
             elif inflate.unconsumed_tail:
-                data = inflate.decompress(inflate.unconsumed_tail, _BLOCK)
+                data = inflate.decompress(inflate.unconsumed_tail, self._block)
             else:
-                compressed = self._raw.read(_BLOCK)
+                compressed = self._raw.read(self._block)
                 if not compressed:
                     raise EOFError("the file ends inside a gzip member (truncated)")
-                data = inflate.decompress(compressed, _BLOCK)
+                data = inflate.decompress(compressed, self._block)
             if data:
                 return data
 
@@ -177,9 +183,12 @@ def _open_regular(path: Path) -> io.BufferedReader:
     return os.fdopen(open_regular(path), "rb")
 
 
-def open_guarded(path: Path, max_bytes: int = DEFAULT_MAX_TABLE_BYTES, normalise: bool = False) -> io.BufferedReader:
-    """A buffered reader of the file's text bytes (see the module docstring); the caller closes it."""
-    return io.BufferedReader(_Guarded(Path(path), max_bytes, normalise), buffer_size=_BLOCK)
+def open_guarded(
+    path: Path, max_bytes: int = DEFAULT_MAX_TABLE_BYTES, normalise: bool = False, block: int = _BLOCK
+) -> io.BufferedReader:
+    """A buffered reader of the file's text bytes (see the module docstring), reading ``block`` bytes at a time
+    (smaller for a look at the first lines only); the caller closes it."""
+    return io.BufferedReader(_Guarded(Path(path), max_bytes, normalise, block), buffer_size=block)
 
 
 def split_fields(line: str) -> list[str]:
@@ -198,9 +207,10 @@ def count_lines(path: Path, max_bytes: int = DEFAULT_MAX_TABLE_BYTES) -> int:
     return count + (last != b"\n")
 
 
-def text_lines(path: Path, max_bytes: int = DEFAULT_MAX_TABLE_BYTES) -> Iterator[tuple[int, str]]:
-    """``(line number, text)`` of every line, decoded as UTF-8 (for small files and for :func:`diagnose`)."""
-    with open_guarded(path, max_bytes) as stream:
+def text_lines(path: Path, max_bytes: int = DEFAULT_MAX_TABLE_BYTES, head: bool = False) -> Iterator[tuple[int, str]]:
+    """``(line number, text)`` of every line, decoded as UTF-8 (for small files and for :func:`diagnose`); with
+    ``head``, read in small blocks, for a caller that stops after the first lines."""
+    with open_guarded(path, max_bytes, block=_HEAD if head else _BLOCK) as stream:
         for number, raw in enumerate(stream, 1):
             try:
                 yield number, raw.decode("utf-8").rstrip("\r\n")
@@ -215,14 +225,18 @@ def read_columns(
     max_bytes: int = DEFAULT_MAX_TABLE_BYTES,
     skip_rows: int = 0,
     keep: Callable[[pa.RecordBatch], pa.RecordBatch] | None = None,
+    restart: Callable[[], None] | None = None,
 ) -> pa.Table:
     """The whitespace-separated columns ``names`` of the file, typed as ``types`` (names starting ``_`` skipped).
 
     The file is parsed in blocks; ``keep`` turns each block into what is kept of it (checking it, dropping
-    columns), so that only the kept columns of the whole file are ever in memory at once. Rows with more columns
+    columns), so that only the kept columns of the whole file are ever in memory at once. A file whose separators
+    turn out to need normalising further on is read again from its first block: ``restart`` is called first, so
+    that ``keep`` can drop what it kept. Rows with more columns
     than ``names`` keep the first ``len(names)`` (extra columns are ignored, as trec_eval ignores them). Raises
-    :class:`pyarrow.ArrowInvalid` on any row the parser refuses (too few columns, a value of the wrong type,
-    invalid UTF-8): the caller then names the lines with :func:`diagnose`.
+    :class:`pyarrow.ArrowInvalid` on any row the parser refuses (too few columns, a value of the wrong type): the
+    caller then names the lines with :func:`diagnose`. String columns are not checked for UTF-8 here: the caller
+    checks every one with :func:`has_bad_ids`.
     """
     extra = _extra_columns(path, len(names), max_bytes, skip_rows)
     empty = pa.table({n: pa.array([], type=types[n]) for n in names if not n.startswith("_")})
@@ -237,6 +251,8 @@ def read_columns(
             if normalise:
                 raise
             normalise = True  # a separator other than one space further on: read again, normalising
+            if restart is not None:
+                restart()
 
 
 def release_unused() -> None:
@@ -272,12 +288,12 @@ def _scan(
         strings_can_be_null=False,
         quoted_strings_can_be_null=False,
         null_values=[],
-        check_utf8=True,
+        check_utf8=False,  # every string column read is checked by has_bad_ids, which skips printable ASCII
     )
     with _source(path, max_bytes, normalise) as stream:
         if os.stat(path).st_size > STREAM_BYTES:  # block by block: only the kept columns of the file in memory
             serial = csv.ReadOptions(
-                column_names=column_names, skip_rows=skip_rows, block_size=1 << 22, use_threads=False
+                column_names=column_names, skip_rows=skip_rows, block_size=_STREAM_BLOCK, use_threads=False
             )
             reader = csv.open_csv(stream, serial, parse_options, convert_options)
             kept = [keep(batch) for batch in reader]
@@ -321,14 +337,14 @@ def _source(path: Path, max_bytes: int, normalise: bool) -> io.BufferedReader | 
 def _needs_normalising(path: Path, max_bytes: int) -> bool:
     """Whether the file's first block separates columns by anything but single spaces (most files do not: they are
     then handed to the parser as they are, and read again normalised only if a later line needs it)."""
-    with open_guarded(path, max_bytes) as stream:
-        head = stream.read(_BLOCK)
+    with open_guarded(path, max_bytes, block=_HEAD) as stream:
+        head = stream.read(_HEAD)
     return head.startswith(b" ") or any(mark in head for mark in (b"\t", b"  ", b"\r", b"\n ", b" \n", b"\f", b"\v"))
 
 
 def _extra_columns(path: Path, expected: int, max_bytes: int, skip_rows: int) -> int | None:
     """How many columns past ``expected`` the first data line has (its width is the file's); None: no data line."""
-    for number, line in text_lines(path, max_bytes):
+    for number, line in text_lines(path, max_bytes, head=True):
         fields = split_fields(line)
         if number <= skip_rows or not fields:
             continue
@@ -337,10 +353,10 @@ def _extra_columns(path: Path, expected: int, max_bytes: int, skip_rows: int) ->
 
 
 def has_bad_ids(values: pa.Array) -> bool:
-    """Whether any ID holds a control or bidirectional-control character.
+    """Whether any ID is not valid UTF-8 or holds a control or bidirectional-control character.
 
-    Printable ASCII (the usual IDs) is confirmed from the bytes' minimum and maximum alone; anything else is
-    checked character by character."""
+    The parser leaves UTF-8 to this check: printable ASCII (the usual IDs) is confirmed from the bytes' minimum and
+    maximum alone; anything else is validated, then checked character by character."""
     if len(values) == 0:
         return False
     data = values.buffers()[2]
@@ -348,6 +364,10 @@ def has_bad_ids(values: pa.Array) -> bool:
         low, high = pc.min_max(pa.Array.from_buffers(pa.uint8(), data.size, [None, data])).values()
         if low.as_py() > 0x20 and high.as_py() < 0x7F:
             return False
+    try:
+        values.validate(full=True)  # full validation of a string array checks its UTF-8
+    except pa.ArrowInvalid:
+        return True
     return bool(pc.any(bad_ids(values)).as_py())
 
 

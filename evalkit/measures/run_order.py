@@ -95,40 +95,62 @@ def _prefix(starts: IntArray, sizes: IntArray, scores: FloatArray, want: IntArra
     return take, positions
 
 
-def _tie_order(
-    positions: IntArray, row: CodeArray, scores: FloatArray, doc: IntArray, dictionary: pa.Array, descending: bool
-) -> IntArray:
-    """The permutation of ``positions`` (grouped by query, scores descending) that puts each run of equal scores in
-    document-ID order (``doc`` codes into ``dictionary``; descending for the trec_eval policy). Only the IDs that
-    take part in a tie are compared."""
-    r, s = row[positions], scores[positions]
-    tied = np.zeros(len(positions), dtype=bool)
-    tied[1:] = (r[1:] == r[:-1]) & (s[1:] == s[:-1])
+def _tie_order(row: IntArray, scores: FloatArray, identity: IntArray, descending: bool) -> IntArray:
+    """The permutation of lines (grouped by query, scores descending) that puts each run of equal scores in
+    document-ID order (ascending ``identity``; descending for the trec_eval policy)."""
+    tied = np.zeros(len(row), dtype=bool)
+    tied[1:] = (row[1:] == row[:-1]) & (scores[1:] == scores[:-1])
     tied[:-1] |= tied[1:]
-    permutation: IntArray = np.arange(len(positions), dtype=np.int64)
+    permutation: IntArray = np.arange(len(row), dtype=np.int64)
     if not tied.any():
         return permutation
     inside = np.flatnonzero(tied)
+    r, s = row[inside], scores[inside]
     start = np.ones(len(inside), dtype=bool)
-    start[1:] = ~((r[inside][1:] == r[inside][:-1]) & (s[inside][1:] == s[inside][:-1]) & (np.diff(inside) == 1))
-    involved, local = _present(doc[inside], len(dictionary))
-    ranks = np.empty(len(involved), dtype=np.int64)
-    ranks[pc.sort_indices(dictionary.take(pa.array(involved))).to_numpy()] = np.arange(len(involved))
-    order = (len(involved) - 1 - ranks[local]) if descending else ranks[local]
-    key = np.cumsum(start) * max(len(involved), 1) + order  # one int64 key: tie, then document order within it
+    start[1:] = ~((r[1:] == r[:-1]) & (s[1:] == s[:-1]) & (np.diff(inside) == 1))
+    width = int(identity.max()) + 1
+    order = (width - 1 - identity[inside]) if descending else identity[inside]
+    key = np.cumsum(start) * width + order  # one int64 key: tie, then document order within it
     permutation[inside] = inside[np.argsort(key, kind="stable")]
     return permutation
 
 
-def _present(codes: IntArray, size: int) -> tuple[IntArray, IntArray]:
-    """The distinct values of ``codes`` (each in ``range(size)``), ascending, and each code's position among them:
-    ``np.unique(codes, return_inverse=True)`` by a mask over the range, in linear time."""
-    mask = np.zeros(size, dtype=bool)
-    mask[codes] = True
-    distinct: IntArray = np.flatnonzero(mask)
-    position = np.cumsum(mask, dtype=np.int64) - 1
-    inverse: IntArray = position[codes]
-    return distinct, inverse
+@dataclass(frozen=True)
+class _Judged:
+    """The judgments of a block's queries: each one's query row, document ID and grade."""
+
+    row: IntArray
+    docs: pa.ChunkedArray
+    grades: IntArray
+
+
+def _match(row: IntArray, returned: pa.Array, judged: _Judged) -> tuple[IntArray, IntArray, BoolArray]:
+    """Each returned line's identity (equal for two lines with the same query and document; ascending in
+    document-ID order within a query), and per identity its grade and whether it is judged.
+
+    One stable sort of the lines and the judgments together by (query row, document ID) puts a line next to the
+    judgment of its document, if any, and next to its repeats: no hash table of document IDs is built."""
+    count = len(row)
+    rows = np.concatenate((row, judged.row))
+    docs = pa.concat_arrays([returned.cast(judged.docs.type), *judged.docs.chunks])  # one array: takes are faster
+    if len(rows) == 0:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros(0, dtype=bool)
+    order = pc.sort_indices(
+        pa.table({"row": rows, "doc": docs}), sort_keys=[("row", "ascending"), ("doc", "ascending")]
+    ).to_numpy()
+    ordered_rows, ordered_docs = rows[order], docs.take(order)
+    new = np.ones(len(order), dtype=bool)
+    new[1:] = (ordered_rows[1:] != ordered_rows[:-1]) | ~pc.equal(
+        ordered_docs.slice(1), ordered_docs.slice(0, len(order) - 1)
+    ).to_numpy(zero_copy_only=False)
+    identity = np.empty(len(order), dtype=np.int64)
+    identity[order] = np.cumsum(new) - 1
+    width = int(identity.max()) + 1
+    grade = np.zeros(width, dtype=np.int64)
+    judged_identity = np.zeros(width, dtype=bool)
+    grade[identity[count:]] = judged.grades
+    judged_identity[identity[count:]] = True
+    return identity[:count], grade, judged_identity
 
 
 def _take(column: pa.ChunkedArray, positions: IntArray) -> pa.Array:
@@ -202,22 +224,20 @@ def _rank_block(
 ) -> _Block:
     """Order, deduplicate, cut and join one block of query groups (see :func:`rank_run`)."""
     want = np.full(len(starts), int(sizes.sum()) if depth is None else depth, dtype=np.int64)
-    candidates = _candidates(lines.row[starts], qrels)
-    judged_ids = qrels.doc_values.take(pa.array(candidates))
+    rows = lines.row[starts].astype(np.int64)
+    at, _ = _judgments_of(qrels, rows[rows >= 0])
+    judged = _Judged(qrels.query[at], qrels.docs.take(pa.array(at)), qrels.grades[at])
     low = int(starts[0]) if len(starts) else 0  # the block's lines are one range: slice it (no copy) and take from
     high = int(starts[-1] + sizes[-1]) if len(starts) else 0  # the slice, since a take may join what it takes from
     block = lines.doc_ids.slice(low, high - low)
     while True:
         take, chosen = _prefix(starts, sizes, lines.scores, want)
-        # The judged documents of the block's queries first, then the chosen lines' documents: one hash pass codes
-        # both, and a line's code below len(candidates) names the judged document it is.
-        returned = _take(block, chosen - low).cast(judged_ids.type)
-        codes = pc.dictionary_encode(pa.concat_arrays([judged_ids, returned]))
-        doc = codes.indices.to_numpy(zero_copy_only=False)[len(candidates) :].astype(np.int64)
-        permutation = _tie_order(chosen, lines.row, lines.scores, doc, codes.dictionary, lines.descending_ids)
-        chosen, doc = chosen[permutation], doc[permutation]
+        returned = _take(block, chosen - low)
         q = lines.row[chosen].astype(np.int64)
-        repeated = _repeated(q * max(len(codes.dictionary), 1) + doc)
+        identity, grade_of, judged_of = _match(q, returned, judged)
+        permutation = _tie_order(q, lines.scores[chosen], identity, lines.descending_ids)
+        identity = identity[permutation]
+        repeated = _repeated(identity)
         group_of = np.repeat(np.arange(len(starts)), take)
         unique_per_group = np.bincount(group_of[~repeated], minlength=len(starts))
         short = (unique_per_group < want) & (take < sizes)
@@ -225,18 +245,14 @@ def _rank_block(
             break
         want = np.where(short, want * 2, want)
     kept = ~repeated
-    q, doc, group_of = q[kept], doc[kept], group_of[kept]
+    line, identity, group_of = permutation[kept], identity[kept], group_of[kept]
     first = np.concatenate(([0], np.cumsum(np.bincount(group_of, minlength=len(starts)))[:-1]))
-    rank = np.arange(len(q), dtype=np.int64) - first[group_of] + 1
+    rank = np.arange(len(line), dtype=np.int64) - first[group_of] + 1
     if depth is not None:
         within = rank <= depth
-        q, doc, rank = q[within], doc[within], rank[within]
-    qrels_doc = np.full(len(doc), -1, dtype=np.int64)
-    from_qrels = doc < len(candidates)
-    qrels_doc[from_qrels] = candidates[doc[from_qrels]]
-    grade, judged = _join(q, qrels_doc, qrels)
-    ids = codes.dictionary.take(pa.array(doc)).to_pylist() if with_ids else []
-    return _Block(q, rank, grade, judged, ids, int(repeated.sum()))
+        line, identity, rank = line[within], identity[within], rank[within]
+    ids = returned.take(pa.array(line)).to_pylist() if with_ids else []
+    return _Block(q[line], rank, grade_of[identity], judged_of[identity], ids, int(repeated.sum()))
 
 
 @dataclass
@@ -348,13 +364,6 @@ def rank_run(
     return RankedRun(n, in_run, counts, lines, starts, sizes, depth, qrels, summation, with_ids)
 
 
-def _candidates(rows: CodeArray, qrels: Qrels) -> IntArray:
-    """The qrels codes of the documents judged for the queries ``rows`` (-1: not judged; ignored), ascending."""
-    at, _ = _judgments_of(qrels, rows[rows >= 0].astype(np.int64))
-    distinct, _ = _present(qrels.doc[at], len(qrels.doc_values))
-    return distinct
-
-
 def _judgments_of(qrels: Qrels, rows: IntArray) -> tuple[IntArray, IntArray]:
     """The qrels lines of the query rows ``rows`` (each query's judgments are one range, the qrels being sorted by
     query), in the order of ``rows``, and how many each row has."""
@@ -362,19 +371,6 @@ def _judgments_of(qrels: Qrels, rows: IntArray) -> tuple[IntArray, IntArray]:
     counts = np.searchsorted(qrels.query, rows, side="right") - low
     at: IntArray = np.repeat(low - np.concatenate(([0], np.cumsum(counts)[:-1])), counts) + np.arange(int(counts.sum()))
     return at, counts
-
-
-def _join(q: IntArray, doc: IntArray, qrels: Qrels) -> tuple[IntArray, BoolArray]:
-    """Each position's grade (0 when unjudged) and whether it is judged, from its query row and its document's
-    qrels code (-1: a document no judged query of the block names), by a sorted search of the qrels' keys."""
-    if len(q) == 0 or len(qrels) == 0:
-        return np.zeros(len(q), dtype=np.int64), np.zeros(len(q), dtype=bool)
-    wanted = q * max(len(qrels.doc_values), 1) + doc
-    keys = qrels.keys
-    at = np.minimum(np.searchsorted(keys, wanted), len(keys) - 1)
-    judged: BoolArray = (doc >= 0) & (keys[at] == wanted)
-    grade: IntArray = np.where(judged, qrels.grades[at], 0).astype(np.int64)
-    return grade, judged
 
 
 def qrels_judgments(qrels: Qrels) -> list[dict[str, int]]:

@@ -66,7 +66,6 @@ def _content_sha256(*parts: object) -> str:
 
 
 def _qrels_sha256(qrels: Qrels) -> str:
-    qrels = qrels.in_id_order()  # the same judgments hash alike, whatever the order of their lines
     return _content_sha256("qrels", qrels.queries.to_pylist(), qrels.query, qrels.docs.to_pylist(), qrels.grades)
 
 
@@ -168,10 +167,11 @@ class ScoreResult:
         means: dict[tuple[str, str], dict[str, float]] = {}
         for run in self.runs:
             for slice_name in self.slices:
-                rows = self._rows[self._slice_rows(slice_name)]
+                rows = self._rows if slice_name == "all" else self._rows[self._slice_rows(slice_name)]
                 row: dict[str, float] = {}
                 for m in self.measures:
-                    column = [v for v in run.values[m.name][rows].tolist() if not math.isnan(v)]
+                    values = run.values[m.name][rows]
+                    column = values[~np.isnan(values)].tolist()
                     row[m.name] = math.fsum(column) / len(column) if column else math.nan
                 means[(run.name, slice_name)] = row
         return means

@@ -61,13 +61,18 @@ def test_the_qrels_object_is_sorted_and_columnar(tmp_path: Path) -> None:
     qrels = read_qrels_file(_write(tmp_path, "j.qrels", "q2 0 b 1\nq1 0 z 2\nq1 0 a 0\n"))
     assert qrels.queries.to_pylist() == ["q1", "q2"]
     assert qrels.query.tolist() == [0, 0, 1]
-    assert qrels.docs.to_pylist() == ["z", "a", "b"]  # within a query: documents in order of first appearance
-    assert qrels.grades.tolist() == [2, 0, 1]
-    canonical = qrels.in_id_order()
-    assert canonical.docs.to_pylist() == ["a", "z", "b"]
-    assert canonical.grades.tolist() == [0, 2, 1]
-    assert canonical.as_dict() == qrels.as_dict()
+    assert qrels.docs.to_pylist() == ["a", "z", "b"]  # within a query: documents in ID order
+    assert qrels.grades.tolist() == [0, 2, 1]
     assert (len(qrels), qrels.duplicates, qrels.source) == (3, 0, "j.qrels")
+    shuffled = read_qrels_file(_write(tmp_path, "k.qrels", "q1 0 a 0\nq2 0 b 1\nq1 0 z 2\n"))
+    assert shuffled.docs.to_pylist() == qrels.docs.to_pylist()  # the order of the lines read does not matter
+    assert shuffled.grades.tolist() == qrels.grades.tolist()
+
+
+def test_documents_sort_by_code_point_within_each_query(tmp_path: Path) -> None:
+    text = "q 0 é 1\nq 0 b 1\nq 0 文 1\nq 0 B 1\nq 0 ab 1\nq 0 a 1\n"
+    qrels = read_qrels_file(_write(tmp_path, "j.qrels", text))
+    assert qrels.docs.to_pylist() == ["B", "a", "ab", "b", "é", "文"]
 
 
 # --- BEIR --------------------------------------------------------------------------------------------------------

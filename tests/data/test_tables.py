@@ -411,3 +411,24 @@ def test_a_large_file_is_read_block_by_block_to_the_same_run(tmp_path: Path, mon
     counted = read_run(path)
     assert counted.rankings == whole.rankings and len(counted.scores) == 40 * 30
     assert tables.count_lines(path) == 40 * 30
+
+
+@pytest.mark.parametrize("counted", [False, True], ids=["blocks-joined", "arrays-sized-by-count"])
+def test_a_large_file_whose_separators_change_late_is_read_again_from_the_start(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, counted: bool
+) -> None:
+    import evalkit.data.runs as runs
+    import evalkit.data.tables as tables
+
+    lines = [f"q{q} Q0 d{(q * 7 + r) % 50} {r} {1.0 / (r + 1)!r} sys\n" for q in range(300) for r in range(30)]
+    lines[-1] = lines[-1].replace(" ", "\t")  # past the head that is looked at first, and past many blocks
+    path = tmp_path / "late.trec"
+    path.write_text("".join(lines), encoding="utf-8")
+    whole = read_run(path)
+    monkeypatch.setattr(tables, "STREAM_BYTES", 0)
+    monkeypatch.setattr(tables, "_STREAM_BLOCK", 1 << 12)  # many blocks kept before the tab is met
+    if counted:
+        monkeypatch.setattr(runs, "STREAM_BYTES", 0)
+    streamed = read_run(path)
+    assert streamed.lines == whole.lines == 300 * 30
+    assert streamed.rankings == whole.rankings
