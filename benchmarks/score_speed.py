@@ -19,7 +19,9 @@ process. "wall s" is the work above, after the imports; "process s" the whole ch
 included. BLAS, OpenMP, numba and Arrow thread pools are pinned to ``--threads`` (default 1) in every child; Arrow's
 pool follows ``OMP_NUM_THREADS``. The script imports numpy, pyarrow and pandas inside the functions that generate
 and compare the data, so that a child starts from a bare interpreter. Time ratios (peer s / evalkit s, above 1:
-evalkit is faster) are what to compare: absolute times on a shared machine move by 2x between runs.
+evalkit is faster) are what to compare: absolute times on a shared machine move by 2x between runs. So every
+tool runs ``--repeat`` times (default 3), in turn, round after round, and the table shows each tool's median and
+its range; the ratios divide medians.
 
 Data, seeded (``numpy.random.Generator``) and written to a temporary folder (or ``--workdir``, where files of the
 same size and seed are reused): ``--queries`` queries x ``--depth`` results, document IDs ``d<int>`` drawn without
@@ -46,6 +48,7 @@ import os
 import platform
 import shlex
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -383,6 +386,30 @@ def count_mismatches(evalkit_values: Path, pytrec_values: Path) -> str:
     return f"{len(ours):,} queries; mismatches: " + ", ".join(parts)
 
 
+def summarise(rounds: list[list[Result]]) -> list[Result]:
+    """One row per tool: the median wall and process seconds over the rounds (each tool runs once a round, in
+    turn, so that a slow spell of the shared machine falls on every tool alike), every round's wall, and the
+    largest peak RSS. A tool that failed in any round shows that failure."""
+    merged = []
+    for position in range(len(rounds[0])):
+        runs = [r[position] for r in rounds]
+        failed = next((r for r in runs if "error" in r), None)
+        if failed is not None:
+            merged.append(failed)
+            continue
+        walls = [r["wall"] for r in runs]
+        merged.append(
+            {
+                **runs[-1],
+                "wall": statistics.median(walls),
+                "process": statistics.median(r["process"] for r in runs),
+                "peak_mb": max(r["peak_mb"] for r in runs),
+                "walls": walls,
+            }
+        )
+    return merged
+
+
 def _ratio(row: Result, reference: Result | None) -> str:
     if reference is None or "wall" not in row or "wall" not in reference:
         return "-"
@@ -393,7 +420,7 @@ def print_table(rows: list[Result]) -> None:
     ours = next((r for r in rows if r["label"] == "evalkit"), None)
     trec = next((r for r in rows if r["label"] == "evalkit trec names"), None)
     header = (
-        f"{'tool':<20} {'version':>10} {'wall s':>9} {'process s':>10} {'peak RSS MB':>12} "
+        f"{'tool':<20} {'version':>10} {'wall s':>9} {'wall range':>13} {'process s':>10} {'peak RSS MB':>12} "
         f"{'vs evalkit':>11} {'vs evalkit trec':>16}"
     )
     print(header)
@@ -402,13 +429,16 @@ def print_table(rows: list[Result]) -> None:
         if "error" in row:
             print(f"{row['label']:<20} {row['error'].splitlines()[0]}")
             continue
+        walls = row.get("walls", [row["wall"]])
+        spread = f"{min(walls):.2f}-{max(walls):.2f}"
         print(
-            f"{row['label']:<20} {row.get('version', '')[:10]:>10} {row['wall']:>9.2f} {row['process']:>10.2f} "
-            f"{row['peak_mb']:>12,.0f} {_ratio(row, ours):>11} {_ratio(row, trec):>16}"
+            f"{row['label']:<20} {row.get('version', '')[:10]:>10} {row['wall']:>9.2f} {spread:>13} "
+            f"{row['process']:>10.2f} {row['peak_mb']:>12,.0f} {_ratio(row, ours):>11} {_ratio(row, trec):>16}"
         )
     print(
-        "vs evalkit: the tool's wall s / evalkit's (above 1: evalkit is faster); 'vs evalkit trec' divides by "
-        "evalkit with trec_eval's names and ties (the definitions pytrec_eval and trec_eval compute)"
+        "wall s: the median over the rounds (wall range: fastest-slowest); vs evalkit: the tool's median wall s / "
+        "evalkit's (above 1: evalkit is faster); 'vs evalkit trec' divides by evalkit with trec_eval's names and "
+        "ties (the definitions pytrec_eval and trec_eval compute)"
     )
 
 
@@ -420,7 +450,7 @@ def print_details(rows: list[Result]) -> None:
             continue
         phases = ", ".join(f"{name} {s:.2f} s" for name, s in row.get("phases", {}).items())
         means = ", ".join(f"{name} {v:.4f}" for name, v in row["means"].items())
-        print(f"{row['label']}: {phases or 'one process'}; means: {means}")
+        print(f"{row['label']}: {phases or 'one process'} (last round); means: {means}")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -431,6 +461,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--peers", default=",".join(PEERS), help="comma-separated, from " + ", ".join(PEERS))
     parser.add_argument("--skip", default="", help="comma-separated peers to leave out (slow ones at scale)")
     parser.add_argument("--threads", type=int, default=1, help="BLAS/OpenMP/numba/Arrow threads in every child")
+    parser.add_argument(
+        "--repeat", type=int, default=3, help="rounds; each tool runs once a round, in turn, and its median is shown"
+    )
     parser.add_argument("--workdir", type=Path, help="keep the data here (default: a temporary folder)")
     parser.add_argument("--budget-mb", type=float, default=4096, help="evalkit's peak RSS is checked against this")
     parser.add_argument("--child", choices=sorted(CHILDREN), help=argparse.SUPPRESS)
@@ -440,6 +473,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     unknown = {p for p in (args.peers + "," + args.skip).split(",") if p} - set(PEERS)
     if unknown:
         parser.error(f"unknown peer(s) {', '.join(sorted(unknown))}; valid: {', '.join(PEERS)}")
+    if args.repeat < 1:
+        parser.error("--repeat must be at least 1")
     return args
 
 
@@ -460,12 +495,16 @@ def measure(args: argparse.Namespace, folder: Path) -> None:
         plan.append(("pytrec_eval", "pytrec_eval", pytrec))
     if "ranx" in peers:
         plan.append(("ranx", "ranx", ["--measures", ",".join(EVALKIT_MEASURES)]))
-    rows = []
-    for tool, label, extra in plan:
-        print(f"running {label} ...", flush=True)
-        rows.append(run_child(tool, label, paths, extra, args.threads))
-    if "trec_eval" in peers:
-        rows.append(run_trec_eval(paths, args.threads))
+    rounds = []
+    for round_number in range(1, args.repeat + 1):
+        rows = []
+        for tool, label, extra in plan:
+            print(f"round {round_number}/{args.repeat}: running {label} ...", flush=True)
+            rows.append(run_child(tool, label, paths, extra, args.threads))
+        if "trec_eval" in peers:
+            rows.append(run_trec_eval(paths, args.threads))
+        rounds.append(rows)
+    rows = summarise(rounds)
     print()
     print_details(rows)
     if compare and evalkit_values.exists() and pytrec_values.exists():

@@ -54,24 +54,25 @@ def _dense_descending(values: FloatArray) -> IntArray:
     return ranks
 
 
-def _groups(row: CodeArray, scores: FloatArray) -> tuple[IntArray, IntArray] | None:
+def _groups(query: CodeArray, scores: FloatArray) -> tuple[IntArray, IntArray] | None:
     """Start and size of each query's lines when the run is written the usual way (each query's lines together,
     scores descending), checked in one linear pass; None when it is not."""
-    if len(row) == 0:
+    if len(query) == 0:
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-    change = row[1:] != row[:-1]
-    if np.any(~change & (scores[1:] > scores[:-1])):
+    change = query[1:] != query[:-1]
+    rising = np.flatnonzero(scores[1:] > scores[:-1])  # in a usual run, only where one query's lines end
+    if len(rising) and not change[rising].all():
         return None
-    starts = np.flatnonzero(np.concatenate(([True], change)))
-    if len(np.unique(row[starts])) != len(starts):
+    starts = np.concatenate(([0], np.flatnonzero(change) + 1))
+    if len(np.unique(query[starts])) != len(starts):
         return None  # a query's lines are split in two places
-    sizes = np.diff(np.append(starts, len(row)))
+    sizes = np.diff(np.append(starts, len(query)))
     return starts, sizes
 
 
-def _regroup(row: CodeArray, scores: FloatArray) -> IntArray:
+def _regroup(query: CodeArray, scores: FloatArray) -> IntArray:
     """The order that puts each query's lines together, scores descending (equal scores keep their file order)."""
-    key = row.astype(np.int64) * (len(row) + 1) + _dense_descending(scores)
+    key = query.astype(np.int64) * (len(query) + 1) + _dense_descending(scores)
     order: IntArray = np.argsort(key, kind="stable")
     return order
 
@@ -190,12 +191,19 @@ whole rankings (measures without a cutoff)."""
 
 @dataclass(frozen=True)
 class _Lines:
-    """A run's lines grouped by query (scores descending within a group), as the block step reads them."""
+    """A run's lines grouped by query (scores descending within a group), as the block step reads them: each
+    line's query as the run codes it, and ``position``, the qrels row of each run query (-1: not judged)."""
 
-    row: CodeArray
+    query: CodeArray
+    position: IntArray
     scores: FloatArray
     doc_ids: pa.ChunkedArray
     descending_ids: bool
+
+    def rows(self, lines: IntArray) -> IntArray:
+        """The qrels row of each of ``lines`` (-1: a query the qrels do not judge)."""
+        rows: IntArray = self.position[self.query[lines]]
+        return rows
 
 
 @dataclass(frozen=True)
@@ -224,7 +232,7 @@ def _rank_block(
 ) -> _Block:
     """Order, deduplicate, cut and join one block of query groups (see :func:`rank_run`)."""
     want = np.full(len(starts), int(sizes.sum()) if depth is None else depth, dtype=np.int64)
-    rows = lines.row[starts].astype(np.int64)
+    rows = lines.rows(starts)
     at, _ = _judgments_of(qrels, rows[rows >= 0])
     judged = _Judged(qrels.query[at], qrels.docs.take(pa.array(at)), qrels.grades[at])
     low = int(starts[0]) if len(starts) else 0  # the block's lines are one range: slice it (no copy) and take from
@@ -233,7 +241,7 @@ def _rank_block(
     while True:
         take, chosen = _prefix(starts, sizes, lines.scores, want)
         returned = _take(block, chosen - low)
-        q = lines.row[chosen].astype(np.int64)
+        q = lines.rows(chosen)
         identity, grade_of, judged_of = _match(q, returned, judged)
         permutation = _tie_order(q, lines.scores[chosen], identity, lines.descending_ids)
         identity = identity[permutation]
@@ -281,7 +289,7 @@ class RankedRun:
             starts, sizes = self._starts[a:b], self._sizes[a:b]
             part = _rank_block(self._lines, starts, sizes, self._depth, self._qrels, self._with_ids)
             duplicates += part.duplicates
-            rows = np.sort(self._lines.row[starts].astype(np.int64))
+            rows = np.sort(self._lines.rows(starts))
             covered[rows] = True
             yield rows, self._local(rows, np.searchsorted(rows, part.q), part.rank, part.grade, part.judged, part.ids)
         self.counts = replace(self.counts, duplicates=duplicates)
@@ -336,21 +344,21 @@ def rank_run(
     position = lookup(run.queries, qrels.queries)
     in_run = np.zeros(n, dtype=bool)
     in_run[position[position >= 0]] = True
-    row = position.astype(np.int32)[run.query]  # 32 bits a line: a run may have 100 million lines
+    query = run.query  # the run's own codes: a line's qrels row is looked up only where it is needed
     scores = run.scores
     if ties == "trec_eval":
         with np.errstate(over="ignore"):  # beyond float32's range is +-inf, as trec_eval's C cast gives
             scores = scores.astype(np.float32).astype(np.float64)
     doc_ids = run.doc_ids
-    grouped = _groups(row, scores)
+    grouped = _groups(query, scores)
     if grouped is None:
-        order = _regroup(row, scores)
-        row, scores, doc_ids = row[order], scores[order], doc_ids.take(pa.array(order))
-        grouped = _groups(row, scores)
+        order = _regroup(query, scores)
+        query, scores, doc_ids = query[order], scores[order], doc_ids.take(pa.array(order))
+        grouped = _groups(query, scores)
         if grouped is None:
             raise RuntimeError("regrouped run lines are not grouped: a bug in evalkit.measures.ranked")
     starts, sizes = grouped
-    judged_groups = row[starts] >= 0
+    judged_groups = position[query[starts]] >= 0
     starts, sizes = starts[judged_groups], sizes[judged_groups]
     ends = starts + sizes - 1
     counts = RunCounts(
@@ -360,7 +368,7 @@ def rank_run(
         missing_queries=int(n - in_run.sum()),
         all_ties=int(np.sum((sizes >= 2) & (scores[starts] == scores[np.maximum(ends, 0)]))),
     )
-    lines = _Lines(row, scores, doc_ids, ties == "trec_eval")
+    lines = _Lines(query, position, scores, doc_ids, ties == "trec_eval")
     return RankedRun(n, in_run, counts, lines, starts, sizes, depth, qrels, summation, with_ids)
 
 
