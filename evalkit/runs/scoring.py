@@ -31,6 +31,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from evalkit.common.pages import small_pages
 from evalkit.data.inputs import clip
 from evalkit.data.loading import QrelsInput, load_languages, load_qrels, load_run, load_runs
 from evalkit.data.qrels import Qrels
@@ -381,6 +382,20 @@ def score(
     scores: a query whose best score is below it returns no results (it stays named, with an empty ranking), so
     no_answer_fpr and every other measure are those of the system with the floor.
     """
+    with small_pages():  # see evalkit.common.pages: first-touched huge pages cost more than they save here
+        return _score(qrels, run, measures, ties, languages, missing, max_bytes, floor)
+
+
+def _score(
+    qrels: QrelsInput,
+    run: Any,
+    measures: Sequence[str] | None,
+    ties: str,
+    languages: Mapping[str, str] | str | Path | None,
+    missing: str,
+    max_bytes: int,
+    floor: float | None,
+) -> ScoreResult:
     judged = load_qrels(qrels, max_bytes)
     runs = load_runs(run, max_bytes)
     floored = [abstain_below(r, floor) for r in runs]
