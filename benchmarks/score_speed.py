@@ -20,8 +20,12 @@ included. BLAS, OpenMP, numba and Arrow thread pools are pinned to ``--threads``
 pool follows ``OMP_NUM_THREADS``. The script imports numpy, pyarrow and pandas inside the functions that generate
 and compare the data, so that a child starts from a bare interpreter. Time ratios (peer s / evalkit s, above 1:
 evalkit is faster) are what to compare: absolute times on a shared machine move by 2x between runs. So every
-tool runs ``--repeat`` times (default 3), in turn, round after round, and the table shows each tool's median and
-its range; the ratios divide medians.
+tool runs ``--repeat`` times (default 6), in turn, round after round, and the table shows each tool's median and
+its range; the ratios divide medians. Each round starts one tool later than the one before, so that every tool
+runs after every other one equally often: on the virtual machines these figures come from, a process that starts
+right after another has freed gigabytes pays for first touching memory the host has taken back (evalkit's
+reading took 0.5 to 0.7 s longer right after pytrec_eval than right after evalkit), and a fixed order would
+charge that to one tool only.
 
 Data, seeded (``numpy.random.Generator``) and written to a temporary folder (or ``--workdir``, where files of the
 same size and seed are reused): ``--queries`` queries x ``--depth`` results, document IDs ``d<int>`` drawn without
@@ -387,9 +391,9 @@ def count_mismatches(evalkit_values: Path, pytrec_values: Path) -> str:
 
 
 def summarise(rounds: list[list[Result]]) -> list[Result]:
-    """One row per tool: the median wall and process seconds over the rounds (each tool runs once a round, in
-    turn, so that a slow spell of the shared machine falls on every tool alike), every round's wall, and the
-    largest peak RSS. A tool that failed in any round shows that failure."""
+    """One row per tool: the median wall and process seconds over the rounds (each tool runs once a round, in a
+    rotating order, so that a slow spell of the shared machine falls on every tool alike), every round's wall, and
+    the largest peak RSS. A tool that failed in any round shows that failure."""
     merged = []
     for position in range(len(rounds[0])):
         runs = [r[position] for r in rounds]
@@ -462,7 +466,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--skip", default="", help="comma-separated peers to leave out (slow ones at scale)")
     parser.add_argument("--threads", type=int, default=1, help="BLAS/OpenMP/numba/Arrow threads in every child")
     parser.add_argument(
-        "--repeat", type=int, default=3, help="rounds; each tool runs once a round, in turn, and its median is shown"
+        "--repeat",
+        type=int,
+        default=6,
+        help="rounds; each tool runs once a round, the order rotating, and its median is shown",
     )
     parser.add_argument("--workdir", type=Path, help="keep the data here (default: a temporary folder)")
     parser.add_argument("--budget-mb", type=float, default=4096, help="evalkit's peak RSS is checked against this")
@@ -496,11 +503,13 @@ def measure(args: argparse.Namespace, folder: Path) -> None:
     if "ranx" in peers:
         plan.append(("ranx", "ranx", ["--measures", ",".join(EVALKIT_MEASURES)]))
     rounds = []
-    for round_number in range(1, args.repeat + 1):
-        rows = []
-        for tool, label, extra in plan:
-            print(f"round {round_number}/{args.repeat}: running {label} ...", flush=True)
-            rows.append(run_child(tool, label, paths, extra, args.threads))
+    for round_number in range(args.repeat):
+        shift = round_number % len(plan)  # each round starts one tool later: every tool follows every other one
+        results: dict[str, Result] = {}
+        for tool, label, extra in [*plan[shift:], *plan[:shift]]:
+            print(f"round {round_number + 1}/{args.repeat}: running {label} ...", flush=True)
+            results[label] = run_child(tool, label, paths, extra, args.threads)
+        rows = [results[label] for _, label, _ in plan]
         if "trec_eval" in peers:
             rows.append(run_trec_eval(paths, args.threads))
         rounds.append(rows)
