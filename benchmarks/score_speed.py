@@ -21,11 +21,12 @@ pool follows ``OMP_NUM_THREADS``. The script imports numpy, pyarrow and pandas i
 and compare the data, so that a child starts from a bare interpreter. Time ratios (peer s / evalkit s, above 1:
 evalkit is faster) are what to compare: absolute times on a shared machine move by 2x between runs. So every
 tool runs ``--repeat`` times (default 6), in turn, round after round, and the table shows each tool's median and
-its range; the ratios divide medians. Each round starts one tool later than the one before, so that every tool
-runs after every other one equally often: on the virtual machines these figures come from, a process that starts
-right after another has freed gigabytes pays for first touching memory the host has taken back (evalkit's
-reading took 0.5 to 0.7 s longer right after pytrec_eval than right after evalkit), and a fixed order would
-charge that to one tool only.
+its range; the ratios divide medians. The rounds run the tools in every rotation of their order, forwards then
+backwards, so that over ``2 x tools`` rounds every tool runs right after every other one equally often (the
+default of 6 balances the three tools without ranx). On the virtual machines these figures come from, a
+process that starts right after another has freed gigabytes pays for first touching memory the host has taken
+back (evalkit's reading took 0.5 to 0.7 s longer right after pytrec_eval than right after evalkit), and a fixed
+order would charge that to one tool only.
 
 Data, seeded (``numpy.random.Generator``) and written to a temporary folder (or ``--workdir``, where files of the
 same size and seed are reused): ``--queries`` queries x ``--depth`` results, document IDs ``d<int>`` drawn without
@@ -390,9 +391,17 @@ def count_mismatches(evalkit_values: Path, pytrec_values: Path) -> str:
     return f"{len(ours):,} queries; mismatches: " + ", ".join(parts)
 
 
+def balanced_orders(plan: list[Any]) -> list[list[Any]]:
+    """The orders the rounds run the tools in: every rotation of ``plan``, then every rotation of it reversed. Over
+    these ``2 * len(plan)`` rounds each tool runs right after each other tool equally often (twice)."""
+    backwards = plan[::-1]
+    forwards = [[*plan[i:], *plan[:i]] for i in range(len(plan))]
+    return forwards + [[*backwards[i:], *backwards[:i]] for i in range(len(plan))]
+
+
 def summarise(rounds: list[list[Result]]) -> list[Result]:
     """One row per tool: the median wall and process seconds over the rounds (each tool runs once a round, in a
-    rotating order, so that a slow spell of the shared machine falls on every tool alike), every round's wall, and
+    balanced order, so that a slow spell of the shared machine falls on every tool alike), every round's wall, and
     the largest peak RSS. A tool that failed in any round shows that failure."""
     merged = []
     for position in range(len(rounds[0])):
@@ -469,7 +478,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--repeat",
         type=int,
         default=6,
-        help="rounds; each tool runs once a round, the order rotating, and its median is shown",
+        help="rounds; each tool runs once a round, in balanced orders, and its median is shown",
     )
     parser.add_argument("--workdir", type=Path, help="keep the data here (default: a temporary folder)")
     parser.add_argument("--budget-mb", type=float, default=4096, help="evalkit's peak RSS is checked against this")
@@ -503,10 +512,10 @@ def measure(args: argparse.Namespace, folder: Path) -> None:
     if "ranx" in peers:
         plan.append(("ranx", "ranx", ["--measures", ",".join(EVALKIT_MEASURES)]))
     rounds = []
+    orders = balanced_orders(plan)
     for round_number in range(args.repeat):
-        shift = round_number % len(plan)  # each round starts one tool later: every tool follows every other one
         results: dict[str, Result] = {}
-        for tool, label, extra in [*plan[shift:], *plan[:shift]]:
+        for tool, label, extra in orders[round_number % len(orders)]:
             print(f"round {round_number + 1}/{args.repeat}: running {label} ...", flush=True)
             results[label] = run_child(tool, label, paths, extra, args.threads)
         rows = [results[label] for _, label, _ in plan]
