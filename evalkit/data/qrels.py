@@ -79,13 +79,14 @@ def _build(
     One stable sort of (query code, document ID) puts every repeated pair next to its first copy: no hash table of
     document IDs is built (a sort of short strings within each query costs less than hashing them all)."""
     query = encode(query_ids)
-    docs = doc_ids if isinstance(doc_ids, pa.ChunkedArray) else pa.chunked_array([doc_ids], type=pa.string())
+    docs = _one_chunk(doc_ids if isinstance(doc_ids, pa.ChunkedArray) else pa.chunked_array([doc_ids]))
     grades = np.asarray(grades, dtype=np.int64)
     order = pc.sort_indices(
         pa.table({"query": query.codes, "doc": docs}), sort_keys=[("query", "ascending"), ("doc", "ascending")]
     )
-    q = query.codes[order.to_numpy()].astype(np.int64)
-    d, g = _one_chunk(docs.take(order)), grades[order.to_numpy()]
+    rows = order.to_numpy()
+    q, d, g = query.codes[rows].astype(np.int64), docs.take(order), grades[rows]
+    del rows
     del order
     same = (q[1:] == q[:-1]) & _equal_neighbours(d) if len(q) else np.zeros(0, dtype=bool)
     conflicts = np.flatnonzero(same & (g[1:] != g[:-1]))

@@ -328,6 +328,29 @@ def test_a_duplicate_counts_once_at_its_best_place(ties: str) -> None:
     assert _first_relevant_rank([("b", 1.0), ("a", 0.5), ("a", 2.0), ("a", 0.1)], ties) == 1.0
 
 
+IDS = ["文档", "é", "e", "E", "Z", "a", "ab", "a\u00e9", "b", "ß", "10", "9", "𝔘", "\uff21"]
+"""Document IDs whose code-point order differs from locale, case-folded and numeric orders."""
+
+
+@pytest.mark.parametrize("ties", ["evalkit", "trec_eval"])
+@pytest.mark.parametrize("seed", range(20))
+def test_ties_among_non_ascii_ids_follow_code_point_order(ties: str, seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    picks = rng.choice(len(IDS), size=9)  # with repeats: duplicates among the tied lines too
+    pairs = [(IDS[i], float(rng.choice([1.0, 1.0, 0.5]))) for i in picks]
+    relevant = IDS[int(picks[rng.integers(len(picks))])]
+    qrels = qrels_from_mapping({"q": {relevant: 1, **{d: 0 for d in IDS if d != relevant}}})
+    scores = score_run(qrels, run_from_rankings("r", {"q": pairs}), RECIP_RANK, ties)
+    best: dict[str, float] = {}
+    for doc, score in pairs:  # the best-placed copy of a duplicate: its highest score
+        best[doc] = max(best.get(doc, -math.inf), score)
+    if ties == "evalkit":
+        order = sorted(best, key=lambda d: (-best[d], d))
+    else:  # float32 scores are equal here; IDs descending
+        order = sorted(best, key=lambda d: (-best[d], [-ord(c) for c in d] + [1]))
+    assert float(scores.values["recip_rank"][0]) == 1 / (order.index(relevant) + 1)
+
+
 # ----------------------------------------------------------------------------------------------------
 # Builders and summations
 # ----------------------------------------------------------------------------------------------------
