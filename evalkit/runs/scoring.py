@@ -31,7 +31,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from evalkit.common.pages import small_pages
+from evalkit.common.memory import scoring_memory
 from evalkit.data.inputs import clip
 from evalkit.data.loading import QrelsInput, load_languages, load_qrels, load_run, load_runs
 from evalkit.data.qrels import Qrels
@@ -382,7 +382,7 @@ def score(
     scores: a query whose best score is below it returns no results (it stays named, with an empty ranking), so
     no_answer_fpr and every other measure are those of the system with the floor.
     """
-    with small_pages():  # see evalkit.common.pages: first-touched huge pages cost more than they save here
+    with scoring_memory():  # see evalkit.common.memory: what first touching memory costs
         return _score(qrels, run, measures, ties, languages, missing, max_bytes, floor)
 
 
