@@ -1,5 +1,6 @@
-"""evalkit.common.memory: inside scoring_memory numpy asks for no huge pages and Arrow allocates from the system
-allocator; both come back afterwards, also on an exception, and a user's own setting of either is left alone."""
+"""evalkit.common.memory: inside scoring_memory numpy asks for no huge pages and Arrow allocates from jemalloc
+(or the system allocator); both come back afterwards, also on an exception, and a user's own setting of either is
+left alone."""
 
 from __future__ import annotations
 
@@ -43,7 +44,7 @@ def test_both_are_set_inside_the_block_and_restored_after(before: bool) -> None:
     pa.set_memory_pool(pa.mimalloc_memory_pool())
     with memory.scoring_memory():
         assert _huge_pages() is False
-        assert pa.default_memory_pool().backend_name == "system"
+        assert pa.default_memory_pool().backend_name == memory._pool().backend_name
     assert _huge_pages() is before
     assert pa.default_memory_pool().backend_name == "mimalloc"
 
@@ -65,6 +66,17 @@ def test_the_users_own_settings_are_left_alone(monkeypatch: pytest.MonkeyPatch) 
     with memory.scoring_memory():
         assert _huge_pages() is True
         assert pa.default_memory_pool().backend_name == "mimalloc"
+
+
+@pytest.mark.usefixtures("settings")
+def test_jemalloc_is_used_where_pyarrow_has_it_else_the_system_allocator(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert memory._pool().backend_name == "jemalloc"  # the Linux wheels this project installs have it
+
+    def missing() -> pa.MemoryPool:
+        raise NotImplementedError("built without jemalloc")
+
+    monkeypatch.setattr(pa, "jemalloc_memory_pool", missing)
+    assert memory._pool().backend_name == "system"
 
 
 @pytest.mark.usefixtures("settings")
@@ -91,5 +103,5 @@ def test_scoring_runs_inside_the_block(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(scoring, "score_run", spy)
     result = scoring.score({"q1": {"a": 1}}, {"q1": {"a": 1.0, "b": 0.5}}, measures=["ndcg@10"])
     assert result.aggregate == {"ndcg@10": 1.0}
-    assert seen == [(False, "system")]
+    assert seen == [(False, memory._pool().backend_name)]
     assert pa.default_memory_pool().backend_name == "mimalloc"
