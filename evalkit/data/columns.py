@@ -14,9 +14,10 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-__all__ = ["CodeArray", "Codes", "IntArray", "encode", "lookup"]
+__all__ = ["BoolArray", "CodeArray", "Codes", "IntArray", "encode", "lookup", "sort_pairs"]
 
 IntArray = npt.NDArray[np.int64]
+BoolArray = npt.NDArray[np.bool_]
 CodeArray = npt.NDArray[np.int32]
 """Codes into a dictionary of IDs, one per line: 32 bits, since a run of 100 million lines keeps one per line."""
 
@@ -71,3 +72,22 @@ def lookup(values: pa.Array, among: pa.Array) -> IntArray:
     found = pc.index_in(values, value_set=among)
     positions: IntArray = np.asarray(found.fill_null(-1).to_numpy(zero_copy_only=False), dtype=np.int64)
     return positions
+
+
+def sort_pairs(
+    codes: IntArray | CodeArray, ids: pa.Array | pa.ChunkedArray
+) -> tuple[IntArray, pa.Array | pa.ChunkedArray, BoolArray]:
+    """The (code, ID) pairs in one stable sort, codes ascending, then IDs in code-point order: the order (positions
+    into the pairs), the IDs in that order, and for each sorted pair after the first whether it equals the one
+    before it. Equal pairs end up side by side without a hash table of IDs (cheaper than hashing short IDs)."""
+    order = pc.sort_indices(
+        pa.table({"code": codes, "id": ids}), sort_keys=[("code", "ascending"), ("id", "ascending")]
+    )
+    positions: IntArray = order.to_numpy().view(np.int64)  # positions fit in 63 bits: no copy
+    ordered_codes, ordered_ids = codes[positions], ids.take(order)
+    same: BoolArray = np.zeros(max(len(positions) - 1, 0), dtype=bool)
+    if len(positions) > 1:
+        same = (ordered_codes[1:] == ordered_codes[:-1]) & pc.equal(
+            ordered_ids.slice(1), ordered_ids.slice(0, len(positions) - 1)
+        ).to_numpy(zero_copy_only=False)
+    return positions, ordered_ids, same

@@ -21,19 +21,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import numpy.typing as npt
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from evalkit.data import tables
-from evalkit.data.columns import IntArray, encode
+from evalkit.data.columns import IntArray, encode, sort_pairs
 from evalkit.data.inputs import MAX_PROBLEMS, InputError, clip
 from evalkit.data.tables import DEFAULT_MAX_TABLE_BYTES, TableError
 
 __all__ = ["Qrels", "QrelsError", "qrels_from_mapping", "read_qrels_file"]
 
 _BEIR_HEADER = ("query-id", "corpus-id", "score")
-BoolArray = npt.NDArray[np.bool_]
 _INTEGER = re.compile(r"-?[0-9]+")
 """A grade as the columnar parser reads it (Python's int() would also take "+1", "1_0" or non-ASCII digits)."""
 
@@ -81,14 +78,9 @@ def _build(
     query = encode(query_ids)
     docs = _one_chunk(doc_ids if isinstance(doc_ids, pa.ChunkedArray) else pa.chunked_array([doc_ids]))
     grades = np.asarray(grades, dtype=np.int64)
-    order = pc.sort_indices(
-        pa.table({"query": query.codes, "doc": docs}), sort_keys=[("query", "ascending"), ("doc", "ascending")]
-    )
-    rows = order.to_numpy()
-    q, d, g = query.codes[rows].astype(np.int64), docs.take(order), grades[rows]
-    del rows
+    order, d, same = sort_pairs(query.codes, docs)
+    q, g = query.codes[order].astype(np.int64), grades[order]
     del order
-    same = (q[1:] == q[:-1]) & _equal_neighbours(d) if len(q) else np.zeros(0, dtype=bool)
     conflicts = np.flatnonzero(same & (g[1:] != g[:-1]))
     if len(conflicts):
         names = query.values
@@ -128,14 +120,6 @@ def _one_chunk(values: pa.ChunkedArray) -> pa.ChunkedArray:
     if values.num_chunks <= 1 or values.nbytes >= _CHUNK_BYTES:
         return values
     return pa.chunked_array([values.combine_chunks()], type=values.type)
-
-
-def _equal_neighbours(values: pa.ChunkedArray) -> BoolArray:
-    """``values[i + 1] == values[i]`` for every i."""
-    if len(values) < 2:
-        return np.zeros(0, dtype=bool)
-    equal: BoolArray = pc.equal(values.slice(1), values.slice(0, len(values) - 1)).to_numpy(zero_copy_only=False)
-    return equal
 
 
 def qrels_from_mapping(judgments: Mapping[str, Mapping[str, int]], source: str = "qrels") -> Qrels:

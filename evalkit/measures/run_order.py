@@ -18,9 +18,8 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 import pyarrow as pa
-import pyarrow.compute as pc
 
-from evalkit.data.columns import CodeArray, IntArray, lookup
+from evalkit.data.columns import BoolArray, CodeArray, IntArray, lookup, sort_pairs
 from evalkit.data.qrels import Qrels
 from evalkit.data.runs import Run
 from evalkit.measures.ranked import Ranked, ideal_arrays
@@ -28,7 +27,6 @@ from evalkit.measures.ranked import Ranked, ideal_arrays
 __all__ = ["BLOCK_LINES", "RankedRun", "RunCounts", "qrels_judgments", "rank_run"]
 
 FloatArray = npt.NDArray[np.float64]
-BoolArray = npt.NDArray[np.bool_]
 
 
 @dataclass(frozen=True)
@@ -136,14 +134,9 @@ def _match(row: IntArray, returned: pa.Array, judged: _Judged) -> tuple[IntArray
     docs = pa.concat_arrays([returned.cast(judged.docs.type), *judged.docs.chunks])  # one array: takes are faster
     if len(rows) == 0:
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros(0, dtype=bool)
-    order = pc.sort_indices(
-        pa.table({"row": rows, "doc": docs}), sort_keys=[("row", "ascending"), ("doc", "ascending")]
-    ).to_numpy()
-    ordered_rows, ordered_docs = rows[order], docs.take(order)
+    order, _, same = sort_pairs(rows, docs)
     new = np.ones(len(order), dtype=bool)
-    new[1:] = (ordered_rows[1:] != ordered_rows[:-1]) | ~pc.equal(
-        ordered_docs.slice(1), ordered_docs.slice(0, len(order) - 1)
-    ).to_numpy(zero_copy_only=False)
+    new[1:] = ~same
     identity = np.empty(len(order), dtype=np.int64)
     identity[order] = np.cumsum(new) - 1
     width = int(identity.max()) + 1
