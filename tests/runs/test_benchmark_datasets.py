@@ -12,16 +12,11 @@ import pytest
 
 from evalkit.data.fixture import Fixture
 from evalkit.measures.abstention import AbstentionPoint, CalibratedFloor
-from evalkit.measures.metrics import LatencySummary
 from evalkit.measures.results import QueryResult
 from evalkit.runs.benchmark_views import benchmark_targets
 from evalkit.runs.evaluation import Evaluation
 from evalkit.runs.real_data import (
-    BENCHMARK_RETRIEVAL,
     BenchmarkConfig,
-    BenchmarkOptions,
-    BenchmarkSummary,
-    SettingSummary,
     abstention_curves,
     abstention_inputs,
     build_setting_fixture,
@@ -31,11 +26,11 @@ from evalkit.runs.real_data import (
 )
 
 from ..conftest import ROOT
+from .summaries import benchmark_summary, setting_summary
 
 DATA = ROOT.parent / "shared" / "data"
 CMRC = DATA / "cmrc2018-trial" / "cmrc2018_trial.json"
 needs_cmrc = pytest.mark.skipif(not CMRC.is_file(), reason=f"needs the CMRC 2018 trial set at {CMRC}")
-LATENCY = LatencySummary(count=1, min_ms=1.0, median_ms=1.0, p95_ms=1.0, max_ms=1.0, mean_ms=1.0)
 
 
 def _config(data_dir: Path, settings: list[str], ablations: list[str], max_articles: int | None = 6) -> BenchmarkConfig:
@@ -163,28 +158,9 @@ def test_abstention_targets_only_for_monolingual_paragraph_settings() -> None:
         held_out=_point(0.25, 0.03),
     )
 
-    def setting(setting_id: str) -> SettingSummary:
-        return SettingSummary(
-            setting_id=setting_id,
-            fixture_id="x",
-            corpus_sha256="0" * 64,
-            evaluation_definition_hash="1" * 64,
-            chunks=1,
-            answerable_queries=1,
-            no_answer_queries=1,
-            metrics={"lexical": {"ndcg@10": 0.9}},
-            latency_ms={"lexical": LATENCY},
-            wall_seconds=0.0,
-            abstention=calibrated,
-        )
-
-    config = BenchmarkOptions(settings=[], ablations=[], held_out_fraction=0.1, seed=0, max_articles=None, runs=1)
-    summary = BenchmarkSummary(
-        data_sha256={},
-        config=config,
-        retrieval=BENCHMARK_RETRIEVAL,
-        settings=[setting("cmrc/paragraph"), setting("zh->en/paragraph"), setting("en/sentence")],
-        wall_seconds=95.0,
+    settings = ("cmrc/paragraph", "zh->en/paragraph", "en/sentence")
+    summary = benchmark_summary(
+        *(setting_summary(s, {"lexical": 0.9}, abstention=calibrated) for s in settings), wall_seconds=95.0
     )
     outcomes = [(t.target, t.setting_id, t.value, t.met) for t in benchmark_targets(summary)]
     assert outcomes == [
