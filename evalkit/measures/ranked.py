@@ -128,7 +128,13 @@ def ideal_arrays(query: IntArray, grades: IntArray, n: int) -> tuple[IntArray, I
     """The ideal rankings: each query's positive grades sorted descending, as (row, rank, grade) arrays."""
     positive = grades >= 1
     q, g = query[positive], grades[positive]
-    order = np.lexsort((-g, q))
+    if len(g) == 0:
+        return q, group_ranks(q, n), g
+    low, high = int(g.min()), int(g.max())
+    if (high - low + 1) * (int(q.max()) + 1) < 2**62:  # one int64 key, query then grade descending: a stable sort
+        order = np.argsort(q.astype(np.int64) * (high - low + 1) + (high - g), kind="stable")
+    else:
+        order = np.lexsort((-g, q))
     q, g = q[order], g[order]
     return q, group_ranks(q, n), g
 

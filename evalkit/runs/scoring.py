@@ -159,6 +159,8 @@ class ScoreResult:
     @cached_property
     def slices(self) -> tuple[Slice, ...]:
         """``all``, then each language some evaluated query has."""
+        if not self.languages:
+            return ("all",)
         present = {self.languages.get(q) for q in self.query_ids}
         return ("all", *(lang for lang in LANGUAGES if lang in present))
 

@@ -23,7 +23,7 @@ from evalkit.data.runs import run_from_rankings
 from evalkit.measures import registry
 from evalkit.measures.core import depth_of, score_ranked, score_rankings, score_run
 from evalkit.measures.metrics import merge_intervals
-from evalkit.measures.ranked import SUMMATIONS, rank_lists, segment_sums
+from evalkit.measures.ranked import SUMMATIONS, ideal_arrays, rank_lists, segment_sums
 from evalkit.measures.registry import FAMILIES, MeasureDef, QueryCase, parse_measure, parse_measures, reference_value
 from evalkit.measures.ties import order_ranking
 
@@ -392,3 +392,16 @@ def test_depth_is_the_deepest_rank_any_measure_reads() -> None:
     assert depth_of(parse_measures(["context_precision", "P_3"]), context_k=5) == 5
     assert depth_of(parse_measures(["recall@5", "map"])) is None
     assert depth_of(parse_measures(["no_answer_fpr"])) == 1
+
+
+@pytest.mark.parametrize("top_grade", [3, 2**61])
+def test_ideal_rankings_sort_each_querys_positive_grades_descending(top_grade: int) -> None:
+    """One int64 key when query and grade fit in it; a two-key sort when they do not: the same ideal rankings."""
+    rng = np.random.default_rng(7)
+    query = np.sort(rng.integers(0, 50, 2_000))
+    grades = rng.integers(-1, 4, 2_000)
+    grades[rng.integers(0, 2_000, 20)] = top_grade
+    row, rank, grade = ideal_arrays(query, grades, 50)
+    expected = sorted(((int(q), -int(g)) for q, g in zip(query, grades, strict=True) if g >= 1))
+    assert list(zip(row.tolist(), (-grade).tolist(), strict=True)) == expected
+    assert rank.tolist() == [sum(1 for q, _ in expected[:i] if q == expected[i][0]) + 1 for i in range(len(expected))]
