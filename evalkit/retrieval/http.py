@@ -8,8 +8,9 @@ The endpoint is treated as hostile, as well-kept HTTP clients treat it:
 
 - redirects are never followed (a 3xx fails the query, naming the status and the target's host only), so the
   configured headers reach the configured origin and no other; proxies from the environment are not used;
-- each request has a total deadline (``deadline_s``) over connect, headers and body: every socket operation waits
-  at most the time left, so a server trickling bytes cannot stretch it; ``timeout_s`` bounds one wait;
+- each request has a total deadline (``deadline_s``) over name resolution, connect, headers and body: every step
+  waits at most the time left, so neither a stalled DNS server nor a server trickling bytes can stretch it;
+  ``timeout_s`` bounds one wait;
 - the body is read in chunks up to ``max_response_bytes`` (a larger ``Content-Length`` is refused before reading);
 - header values holding control characters are refused when the adapter is made, naming the header, never the
   value; no message ever holds a header value;
@@ -26,6 +27,7 @@ configuration, which holds environment variable names, not their values).
 
 from __future__ import annotations
 
+import functools
 import http.client
 import io
 import json
@@ -91,6 +93,57 @@ def loads_response(payload: bytes) -> Any:
 
 class _DeadlinePassed(TimeoutError):
     pass
+
+
+class _ResolveTimeout(TimeoutError):
+    """The host name did not resolve before the request's deadline."""
+
+
+def _resolve(host: str, port: int, deadline: float) -> list[tuple[Any, ...]]:
+    """``socket.getaddrinfo`` for a TCP connection, waited for at most until ``deadline``.
+
+    The resolver has no timeout of its own (a stalled DNS server holds it for as long as the system's resolver
+    retries), so it runs on a daemon thread that a request past its deadline stops waiting for."""
+    outcome: list[Any] = []
+    done = threading.Event()
+
+    def work() -> None:
+        try:
+            outcome.append(socket.getaddrinfo(host, port, type=socket.SOCK_STREAM))
+        except OSError as exc:
+            outcome.append(exc)
+        finally:
+            done.set()
+
+    threading.Thread(target=work, name="evalkit-http-resolve", daemon=True).start()
+    if not done.wait(max(0.0, deadline - time.monotonic())):
+        raise _ResolveTimeout
+    if isinstance(outcome[0], OSError):
+        raise outcome[0]
+    addresses: list[tuple[Any, ...]] = outcome[0]
+    return addresses
+
+
+def _connect_within(
+    deadline: float, address: tuple[str, int], timeout: float, source_address: Any = None
+) -> socket.socket:
+    """``socket.create_connection`` with the name resolved within ``deadline`` and each connect attempt waiting at
+    most ``timeout`` and the time left (it replaces ``http.client``'s connect step, so TLS still names the host)."""
+    del source_address  # never set by this module
+    last: OSError | None = None
+    for family, kind, proto, _, sockaddr in _resolve(address[0], address[1], deadline):
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise _DeadlinePassed
+        sock = socket.socket(family, kind, proto)
+        try:
+            sock.settimeout(min(timeout, remaining))
+            sock.connect(sockaddr)
+            return sock
+        except OSError as exc:
+            sock.close()
+            last = exc
+    raise last if last is not None else OSError("the host name resolved to no address")
 
 
 class _DeadlineReader(io.RawIOBase):
@@ -232,7 +285,7 @@ class HttpRetriever:
         return chunk_id, float(score)
 
     def _connection(self, deadline: float) -> http.client.HTTPConnection:
-        """A connection to the configured origin, connected within the deadline (name resolution excepted)."""
+        """A connection to the configured origin, name resolution included, made within the deadline."""
         timeout = min(self.config.timeout_s, deadline - time.monotonic())
         if timeout <= 0:
             raise _DeadlinePassed
@@ -240,6 +293,7 @@ class HttpRetriever:
             connection = http.client.HTTPConnection(self._host, self._port, timeout=timeout)
         else:
             connection = http.client.HTTPSConnection(self._host, self._port, timeout=timeout, context=self._tls)
+        connection._create_connection = functools.partial(_connect_within, deadline)  # type: ignore[attr-defined]
         connection.connect()
         connection.sock = _DeadlineSocket(connection.sock, deadline, self.config.timeout_s)
         return connection
@@ -266,6 +320,9 @@ class HttpRetriever:
             if refused is not None:
                 raise refused
             return _read_capped(response, self.config.max_response_bytes)
+        except _ResolveTimeout:
+            detail = f"the host name did not resolve within deadline_s ({self.config.deadline_s:g} s)"
+            raise _failure("timeout", detail) from None
         except TimeoutError:
             if time.monotonic() >= deadline:
                 detail = f"no complete response within deadline_s ({self.config.deadline_s:g} s)"

@@ -229,6 +229,54 @@ def test_the_deadline_is_per_attempt_and_retried(server: str) -> None:
     assert 0.6 <= time.monotonic() - started < 2.0
 
 
+@pytest.fixture
+def stalled_resolver(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
+    """``socket.getaddrinfo`` that hangs (as behind a DNS server that never answers) until the test ends."""
+    release, asked = threading.Event(), []
+
+    def stall(host: str, *args: Any, **kwargs: Any) -> Any:
+        asked.append(host)
+        release.wait()
+        raise socket.gaierror("released")
+
+    monkeypatch.setattr(socket, "getaddrinfo", stall)
+    yield asked
+    release.set()
+
+
+def test_a_stalled_name_resolution_cannot_stretch_a_request_past_its_deadline(stalled_resolver: list[str]) -> None:
+    started = time.monotonic()
+    error = _failure(HttpRetriever(_config("http://search.invalid/q", max_attempts=2), ENV))
+    assert error == QueryError("timeout", None, 2)
+    assert error.detail == "the host name did not resolve within deadline_s (0.5 s)"
+    assert stalled_resolver == ["search.invalid", "search.invalid"]
+    assert 1.0 <= time.monotonic() - started < 3.0
+
+
+def test_a_name_that_does_not_resolve_is_a_connection_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    def unknown(host: str, *args: Any, **kwargs: Any) -> Any:
+        raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+
+    monkeypatch.setattr(socket, "getaddrinfo", unknown)
+    error = _failure(HttpRetriever(_config("http://search.invalid/q"), ENV))
+    assert error == QueryError("connection_error", None, 1)
+    assert error.detail == "gaierror"
+
+
+def test_every_resolved_address_is_tried_in_turn(server: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A name resolving first to an address that refuses, then to the server, connects to the server."""
+    _Hostile.bodies["/ok"] = json.dumps({"data": {"hits": [{"doc": {"id": "c1"}, "score": 1.0}]}}).encode()
+    port = int(server.rsplit(":", 1)[1])
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        refusing = closed.getsockname()[1]
+    tcp = (socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP, "")
+    answers = [(*tcp, ("127.0.0.1", refusing)), (*tcp, ("127.0.0.1", port))]
+    monkeypatch.setattr(socket, "getaddrinfo", lambda *args, **kwargs: answers)
+    retriever = HttpRetriever(_config("http://search.example:1/ok", deadline_s=3.0), ENV)
+    assert _within(GUARD_S, lambda: retriever.search("q", "en", 3)) == [("c1", 1.0)]
+
+
 # 3. A streamed size cap
 
 
