@@ -20,7 +20,7 @@ import pytest
 
 from evalkit.data.qrels import qrels_from_mapping
 from evalkit.data.runs import run_from_rankings
-from evalkit.measures import registry
+from evalkit.measures import registry, run_order
 from evalkit.measures.core import depth_of, score_ranked, score_rankings, score_run
 from evalkit.measures.metrics import merge_intervals
 from evalkit.measures.ranked import SUMMATIONS, ideal_arrays, rank_lists, segment_sums
@@ -405,3 +405,25 @@ def test_ideal_rankings_sort_each_querys_positive_grades_descending(top_grade: i
     expected = sorted(((int(q), -int(g)) for q, g in zip(query, grades, strict=True) if g >= 1))
     assert list(zip(row.tolist(), (-grade).tolist(), strict=True)) == expected
     assert rank.tolist() == [sum(1 for q, _ in expected[:i] if q == expected[i][0]) + 1 for i in range(len(expected))]
+
+
+@pytest.mark.parametrize("ties", ["evalkit", "trec_eval"])
+def test_scoring_block_by_block_gives_the_values_of_one_block(ties: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Blocks of a few lines (queries split across many blocks, duplicates and ties at their edges) give exactly the
+    values and counts of the whole run scored as one block."""
+    rng = np.random.default_rng(11)
+    rankings = {
+        f"q{q}": [(f"d{int(d)}", float(s)) for d, s in zip(rng.integers(0, 30, n), rng.integers(0, 4, n), strict=True)]
+        for q, n in enumerate(rng.integers(0, 40, 60))
+    }
+    judgments = {f"q{q}": {f"d{int(d)}": int(rng.integers(-1, 4)) for d in rng.integers(0, 30, 8)} for q in range(70)}
+    qrels, run = qrels_from_mapping(judgments), run_from_rankings("r", rankings)
+    measures = parse_measures(["ndcg@10", "mrr@5", "recip_rank", "map", "P_20", "Rprec", "ndcg_cut_3", "recall@30"])
+    whole = score_run(qrels, run, measures, ties=ties)
+    for lines in (1, 7, 50):
+        monkeypatch.setattr(run_order, "BLOCK_LINES", lines)
+        blocks = score_run(qrels, run, measures, ties=ties)
+        assert blocks.counts == whole.counts
+        for m in measures:
+            assert np.array_equal(blocks.values[m.name], whole.values[m.name], equal_nan=True), (lines, m.name)
+    assert whole.counts is not None and whole.counts.duplicates > 0
