@@ -432,3 +432,58 @@ def test_a_large_file_whose_separators_change_late_is_read_again_from_the_start(
     streamed = read_run(path)
     assert streamed.lines == whole.lines == 300 * 30
     assert streamed.rankings == whole.rankings
+
+
+def _plain_run(folder: Path) -> tuple[Path, bytes]:
+    lines = "".join(f"q{q} Q0 d{(q * 7 + r) % 50} {r} {1.0 / (r + 1)!r} sys\n" for q in range(40) for r in range(30))
+    return _write(folder, "plain.trec", lines.encode()), lines.encode()
+
+
+@pytest.mark.parametrize("kind", ["plain", "streamed", "gzip", "bom", "tabs", "tab-late"])
+def test_pyarrow_is_only_ever_handed_native_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str) -> None:
+    """A Python file object in pyarrow's threaded CSV reader is released on one of pyarrow's threads, which then
+    takes the GIL; when that happens while the interpreter exits, the process aborts (SIGABRT, exit 134) instead of
+    exiting 0 or 2. So every parse gets a native file or a native in-memory buffer, whatever the file is."""
+    import pyarrow as pa
+
+    plain, data = _plain_run(tmp_path)
+    expected = read_run(plain).rankings
+    sources: list[object] = []
+    for name in ("read_csv", "open_csv"):
+        original = getattr(tables.csv, name)
+
+        def recording(source: object, *args: object, _original: Callable[..., object] = original) -> object:
+            sources.append(source)
+            return _original(source, *args)
+
+        monkeypatch.setattr(tables.csv, name, recording)
+    if kind == "streamed":
+        monkeypatch.setattr(tables, "STREAM_BYTES", 0)
+    variants = {
+        "plain": data,
+        "streamed": data,
+        "gzip": gzip.compress(data),
+        "bom": b"\xef\xbb\xbf" + data,
+        "tabs": data.replace(b" ", b"\t"),
+        "tab-late": data[:-30] + data[-30:].replace(b" ", b"\t"),
+    }
+    path = _write(tmp_path, f"{kind}.trec", variants[kind])
+    assert read_run(path).rankings == expected
+    assert sources, "nothing was parsed by pyarrow"
+    assert all(isinstance(s, pa.NativeFile) and not isinstance(s, pa.PythonFile) for s in sources), sources
+
+
+def test_bytes_passed_through_python_parse_alike_in_blocks_of_any_size(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Gzip, tabs, stretches of blank lines and a header after blank lines: blocks of 64 bytes (many blocks of
+    blank lines only) read the same rows as one block."""
+    _, data = _plain_run(tmp_path)
+    lines = data.replace(b" ", b"\t").split(b"\n")
+    run = _write(tmp_path, "run.trec.gz", gzip.compress(b"\n".join(lines[:300] + [b""] * 200 + lines[300:])))
+    qrels = _write(tmp_path, "qrels.tsv", b"\n" * 150 + b"query-id\tcorpus-id\tscore\n\n" + QRELS.replace(b" 0 ", b" "))
+    whole_run, whole_qrels = read_run(run).rankings, read_qrels_file(qrels)
+    assert len(whole_run) == 40 and whole_qrels.as_dict() == QRELS_DICT
+    monkeypatch.setattr(tables, "_BLOCK", 64)
+    assert read_run(run).rankings == whole_run
+    assert read_qrels_file(qrels).as_dict() == QRELS_DICT
