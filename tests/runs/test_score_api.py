@@ -380,3 +380,18 @@ def test_notes_say_what_was_left_uncounted() -> None:
 def test_wrongly_typed_python_input_is_a_clear_value_error(qrels: object, run: object, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         evalkit.score(qrels, run)  # type: ignore[arg-type]
+
+
+def test_means_under_the_trec_eval_policy_add_query_by_query_as_trec_eval() -> None:
+    """P_1000 of 0.001, 0.001, 0.007 and 0.01: exactly 0.00475, printed 0.0047; trec_eval adds the values one by one
+    in query-ID order (0.004750000000000001) and prints 0.0048. The trec_eval policy prints what trec_eval prints."""
+    sizes = {"q1": 1, "q2": 1, "q3": 7, "q4": 10}
+    qrels = {q: {f"d{i}": 1 for i in range(n)} for q, n in sizes.items()}
+    run = {q: {f"d{i}": 1.0 for i in range(n)} for q, n in sizes.items()}
+    trec = evalkit.score(qrels, run, measures=["P_1000"], ties="trec_eval")
+    exact = evalkit.score(qrels, run, measures=["P_1000"], ties="evalkit")
+    assert trec.per_query["P_1000"].tolist() == exact.per_query["P_1000"].tolist() == [0.001, 0.001, 0.007, 0.01]
+    assert trec.aggregate["P_1000"] == (((0.001 + 0.001) + 0.007) + 0.01) / 4 == 0.004750000000000001
+    assert exact.aggregate["P_1000"] == 0.00475
+    assert trec.format_trec().endswith("\tall\t0.0048")
+    assert exact.format_trec().endswith("\tall\t0.0047")
