@@ -26,6 +26,7 @@ ID, else by its file name.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
@@ -72,6 +73,9 @@ Ranking = tuple[tuple[str, float], ...]
 holds them (in file order). Every system returns it, the shards exchange it and the tie policies order it."""
 FloatArray = npt.NDArray[np.float64]
 _TREC_COLUMNS = ("query", "_q0", "doc", "_rank", "score", "_tag")
+_NUMBER = re.compile(r"[+-]?(?:(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|inf|infinity|nan)", re.IGNORECASE)
+"""A score as the columnar parser reads it (decimal ASCII digits; inf and nan are then refused as not finite).
+Python's float() would also take "1_0" or non-ASCII digits, which trec_eval's atof() reads otherwise."""
 
 
 class RunFileError(ValueError):
@@ -176,6 +180,8 @@ def _trec_line_problem(fields: list[str], where: str) -> str | None:
 
 def _score_problem(text: Any, where: str) -> str | None:
     if isinstance(text, bool) or not isinstance(text, (str, int, float)):
+        return f"{where}: score {clip(repr(text))} is not a number"
+    if isinstance(text, str) and not _NUMBER.fullmatch(text):
         return f"{where}: score {clip(repr(text))} is not a number"
     try:
         value = float(text)

@@ -282,6 +282,15 @@ def test_non_finite_trec_scores_are_refused(tmp_path: Path, score: str) -> None:
         read_run(path)
 
 
+@pytest.mark.parametrize("score", ["1_0", "\uff15", "\u0661", "0x10", "1.5f", "1e", "."])
+def test_scores_python_would_read_but_the_parser_does_not_are_refused(tmp_path: Path, score: str) -> None:
+    """float() takes "1_0" (10) and non-ASCII digits; the columnar parser refuses them, and trec_eval's atof() reads
+    "1_0" as 1: such a line is refused, naming it, rather than read line by line as Python reads it."""
+    path = _write(tmp_path, "ns.trec", f"q1 Q0 d1 1 1 sys\nq1 Q0 d2 2 {score} sys\n".encode())
+    with pytest.raises(RunFileError, match=rf"ns.trec line 2: score '{re.escape(score)}' is not a number"):
+        read_run(path)
+
+
 @pytest.mark.parametrize("score", ["NaN", "Infinity", "-Infinity", "1e400", "-1e400"])
 def test_non_finite_jsonl_scores_are_refused(tmp_path: Path, score: str) -> None:
     line = f'{{"query_id": "q1", "results": [{{"chunk_id": "d1", "score": {score}}}]}}\n'
