@@ -45,6 +45,10 @@ DEFAULT_MAX_TABLE_BYTES: Final = 4 * 1024**3
 """Run and qrels files larger than this (4 GiB, after decompression) are refused; ``--max-input-mb`` raises it."""
 
 _BLOCK = 1 << 22
+MAX_LINE_BYTES: Final = 64 * 1024**2
+"""The longest line any tabular or JSONL input may have: a run, qrels or topics line is a few hundred bytes, a JSONL
+run line with 10,000 results about a megabyte. A longer line is refused while it is read, so that a file without
+line ends is never held whole."""
 _HEAD = 1 << 16
 """Bytes read at a time by the helpers that look only at a file's first lines (its layout, its first tag)."""
 _PARSE_BLOCK = 1 << 21
@@ -95,8 +99,9 @@ class _Guarded(io.RawIOBase):
         self._source: io.BufferedIOBase | io.RawIOBase = self._raw
         self._inflate = zlib.decompressobj(wbits=31) if head == _GZIP_MAGIC else None
         self._seen = 0
-        self._pending = b""
+        self._pending: list[bytes] = []  # read bytes after the last line end, in pieces (never re-joined)
         self._out = b""
+        self._at = 0  # how much of _out readinto has handed on
         self._first = True
         self._eof = False
 
@@ -155,12 +160,22 @@ class _Guarded(io.RawIOBase):
                     continue
             if not data:
                 self._eof = True
-                block, self._pending = self._pending, b""
+                block, self._pending = b"".join(self._pending), []
             else:
-                joined = self._pending + data
-                cut = joined.rfind(b"\n") + 1
-                block, self._pending = joined[:cut], joined[cut:]
-            self._out = _normalise(block) if self._normalise else block
+                cut = data.rfind(b"\n") + 1
+                if cut == 0:  # no line end yet: a long line is joined once, when it ends (never quadratically)
+                    self._pending.append(data)
+                    self._check_line(sum(len(part) for part in self._pending))
+                    continue
+                block, self._pending = b"".join([*self._pending, data[:cut]]), [data[cut:]] if cut < len(data) else []
+            self._out, self._at = (_normalise(block) if self._normalise else block), 0
+
+    def _check_line(self, length: int) -> None:
+        """Refuse a line longer than :data:`MAX_LINE_BYTES` (a file without line ends, or a hostile one)."""
+        if length > MAX_LINE_BYTES:
+            raise InputError(
+                self._label, f"cannot be read: a line is longer than {MAX_LINE_BYTES / 2**20:g} MiB (no line end)"
+            )
 
     def blocks(self) -> Iterator[bytes]:
         """The bytes, block by block, each block ending at a line end (the last one may not)."""
@@ -168,14 +183,16 @@ class _Guarded(io.RawIOBase):
             self._fill()
             if not self._out:
                 return
-            block, self._out = self._out, b""
+            block, self._out = self._out[self._at :] if self._at else self._out, b""
             yield block
 
     def readinto(self, buffer: memoryview) -> int:  # type: ignore[override]
         self._fill()
-        size = min(len(buffer), len(self._out))
-        buffer[:size] = self._out[:size]
-        self._out = self._out[size:]
+        size = min(len(buffer), len(self._out) - self._at)
+        buffer[:size] = memoryview(self._out)[self._at : self._at + size]
+        self._at += size
+        if self._at == len(self._out):
+            self._out, self._at = b"", 0
         return size
 
 
