@@ -236,14 +236,27 @@ def count_lines(path: Path, max_bytes: int = DEFAULT_MAX_TABLE_BYTES) -> int:
 
 
 def text_lines(path: Path, max_bytes: int = DEFAULT_MAX_TABLE_BYTES, head: bool = False) -> Iterator[tuple[int, str]]:
-    """``(line number, text)`` of every line, decoded as UTF-8 (for small files and for :func:`diagnose`); with
-    ``head``, read in small blocks, for a caller that stops after the first lines."""
-    with open_guarded(path, max_bytes, block=_HEAD if head else _BLOCK) as stream:
-        for number, raw in enumerate(stream, 1):
-            try:
-                yield number, raw.decode("utf-8").rstrip("\r\n")
-            except UnicodeDecodeError as exc:
-                raise TableError(f"{Path(path).name} line {number}: not UTF-8 text ({exc.reason})") from None
+    """``(line number, text)`` of every line that is not blank (ASCII whitespace only: every reader skips those),
+    decoded as UTF-8 (for small files and for :func:`diagnose`); with ``head``, read in small blocks, for a caller
+    that stops after the first lines. A block of blank lines is counted and passed over at once, so that a file of
+    millions of blank lines takes no Python loop over them (20 MB of them took 18 s line by line)."""
+    number = 0
+    with _Guarded(Path(path), max_bytes, False, _HEAD if head else _BLOCK) as guarded:
+        for block in guarded.blocks():
+            if not block.strip():
+                number += block.count(b"\n")
+                continue
+            lines = block.split(b"\n")
+            if not lines[-1]:
+                lines.pop()  # the block ended at a line end
+            for raw in lines:
+                number += 1
+                if not raw.strip():
+                    continue
+                try:
+                    yield number, raw.decode("utf-8").rstrip("\r")
+                except UnicodeDecodeError as exc:
+                    raise TableError(f"{Path(path).name} line {number}: not UTF-8 text ({exc.reason})") from None
 
 
 def read_columns(

@@ -221,7 +221,18 @@ def test_open_guarded_normalises_blanks_and_text_lines_numbers_lines(tmp_path: P
     path = _write(tmp_path, "t.txt", gzip.compress(b"\xef\xbb\xbf  a\t\tb  c \r\n\n\x0bd\x0ce\r\nlast"))
     with open_guarded(path, normalise=True) as stream:
         assert stream.read() == b"a b c\n\nd e\nlast"
-    assert list(text_lines(path)) == [(1, "  a\t\tb  c "), (2, ""), (3, "\x0bd\x0ce"), (4, "last")]
+    assert list(text_lines(path)) == [(1, "  a\t\tb  c "), (3, "\x0bd\x0ce"), (4, "last")]  # line 2 is blank
+
+
+def test_stretches_of_blank_lines_are_numbered_and_passed_over(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Blank lines (ASCII whitespace only) are skipped, whole blocks of them at once, and still numbered; so a file
+    of millions of them is no Python loop, and a line after them is named by its true number."""
+    monkeypatch.setattr(tables, "_BLOCK", 64)
+    data = b"\n" * 500 + b" \t\r\n" * 300 + b"q1 Q0 d1 1 1 sys\n" + b"\n" * 400 + b"q1 Q0 d2 2 x sys\n"
+    path = _write(tmp_path, "blank.trec", data)
+    assert list(text_lines(path)) == [(801, "q1 Q0 d1 1 1 sys"), (1202, "q1 Q0 d2 2 x sys")]
+    with pytest.raises(RunFileError, match=r"blank.trec line 1202: score 'x' is not a number"):
+        read_run(path)
 
 
 def test_fields_split_only_where_the_columnar_parser_splits() -> None:
