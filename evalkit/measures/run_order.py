@@ -180,9 +180,10 @@ def _repeated(keys: IntArray) -> BoolArray:
 BLOCK_LINES: Final = 1 << 17
 """Query groups are ordered, deduplicated and joined this many lines at a time, which bounds the memory of scoring
 (whole rankings for measures without a cutoff). Measured on the 10-million-line benchmark run
-(``benchmarks/score_speed.py``, nDCG@10, recall@10 and MRR@10, one thread): peak RSS 712 MB with blocks of 2^20
-lines, 626 MB with 2^18, 610 MB with 2^17 and 609 MB with 2^16, no slower; on this kind of virtual machine,
-memory a process touches for the first time is a large part of its time."""
+(``benchmarks/score_speed.py``, nDCG@10, recall@10 and MRR@10, one thread, 2026-12-03): peak RSS 712 MB with
+blocks of 2^20 lines, 626 MB with 2^18, 610 MB with 2^17 and 609 MB with 2^16; in alternating processes the whole
+``score()`` took 1.91-2.06 s with 2^20 and 1.75-1.89 s with 2^17 (smaller temporaries stay in cache, and memory a
+process touches for the first time is costly on this kind of virtual machine)."""
 
 
 @dataclass(frozen=True)
