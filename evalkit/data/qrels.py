@@ -22,6 +22,7 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from evalkit.data import tables
 from evalkit.data.columns import IntArray, encode, sort_pairs
@@ -197,13 +198,21 @@ def read_qrels_file(path: Path, max_bytes: int = DEFAULT_MAX_TABLE_BYTES) -> Qre
     try:
         layout, header = _layout(path, max_bytes)
         names = ("query", "doc", "grade") if layout == "beir" else ("query", "_iter", "doc", "grade")
-        types = {"query": pa.dictionary(pa.int32(), pa.string()), "doc": pa.string(), "grade": pa.int64()}
+        # Grades are read as text and checked against _INTEGER before they are converted: pyarrow's integer parser
+        # also takes "0x10" (16), which trec_eval's atol() reads as 0.
+        types = {"query": pa.dictionary(pa.int32(), pa.string()), "doc": pa.string(), "grade": pa.string()}
         width = len(names)
         try:
             table = tables.read_columns(path, names, types, max_bytes, skip_rows=header)
-            refused = any(tables.has_bad_ids(chunk.dictionary) for chunk in table.column("query").chunks) or any(
-                tables.has_bad_ids(chunk) for chunk in table.column("doc").chunks
+            refused = (
+                any(tables.has_bad_ids(chunk.dictionary) for chunk in table.column("query").chunks)
+                or any(tables.has_bad_ids(chunk) for chunk in table.column("doc").chunks)
+                or not pc.all(
+                    pc.match_substring_regex(table.column("grade"), f"^{_INTEGER.pattern}$"), min_count=0
+                ).as_py()
             )
+            if not refused:
+                grade_column = pc.cast(table.column("grade"), pa.int64())  # refuses grades past 64 bits
         except pa.ArrowInvalid:
             refused = True
         if refused:
@@ -217,5 +226,5 @@ def read_qrels_file(path: Path, max_bytes: int = DEFAULT_MAX_TABLE_BYTES) -> Qre
         raise QrelsError(str(exc)) from None
     except TableError as exc:
         raise QrelsError(str(exc)) from None
-    grades = table.column("grade").to_numpy().astype(np.int64, copy=False)
+    grades = grade_column.to_numpy().astype(np.int64, copy=False)
     return _build(table.column("query"), table.column("doc"), grades, label)

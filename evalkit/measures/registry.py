@@ -36,6 +36,7 @@ from typing import Final, Literal, NamedTuple
 import numpy as np
 import numpy.typing as npt
 
+from evalkit.data.inputs import clip
 from evalkit.measures import metrics
 from evalkit.measures.ranked import Ranked
 
@@ -360,6 +361,9 @@ FAMILIES: Final[dict[str, Family]] = {
 
 _USER: dict[str, Family] = {}
 
+MAX_CUTOFF: Final = 1_000_000_000
+"""The largest cutoff k a measure name may give (larger ones are refused by name, not overflowed)."""
+
 _EVALKIT_NAME = re.compile(r"(?P<family>[a-z][a-z0-9_]*)(?:@(?P<cutoff>[1-9][0-9]*))?")
 _TREC_CUT = re.compile(r"(?P<family>ndcg_cut|P|recall|success|map_cut)_(?P<cutoff>[1-9][0-9]*)")
 _TREC_CUT_FAMILY: Final = {
@@ -399,7 +403,7 @@ def parse_measure(name: str) -> MeasureDef:
     if cut is not None:
         family = _TREC_CUT_FAMILY[cut["family"]]
         gain: Gain | None = "linear" if family == "ndcg" else None
-        return MeasureDef(text, family, int(cut["cutoff"]), gain)
+        return MeasureDef(text, family, _cutoff(cut["cutoff"], name), gain)
     if (text in _TREC_PLAIN and text != "map") or text == "ndcg":
         family, plain_gain = _TREC_PLAIN[text]
         return MeasureDef(text, family, None, plain_gain)  # type: ignore[arg-type]
@@ -407,11 +411,18 @@ def parse_measure(name: str) -> MeasureDef:
     spec = None if match is None else (FAMILIES.get(match["family"]) or _USER.get(match["family"]))
     if match is None or spec is None:
         raise ValueError(f"unknown measure {name!r}; valid: {_valid_names()}")
-    cutoff = None if match["cutoff"] is None else int(match["cutoff"])
+    cutoff = None if match["cutoff"] is None else _cutoff(match["cutoff"], name)
     if (spec.cutoff == "required" and cutoff is None) or (spec.cutoff == "none" and cutoff is not None):
         form = f"{spec.name}@k" if spec.cutoff == "required" else spec.name
         raise ValueError(f"malformed measure {name!r}: write it {form}; valid: {_valid_names()}")
     return MeasureDef(text, spec.name, cutoff, spec.default_gain)
+
+
+def _cutoff(digits: str, name: str) -> int:
+    """The cutoff ``digits`` spell, refused by name past :data:`MAX_CUTOFF` (never an integer overflow later)."""
+    if len(digits) > len(str(MAX_CUTOFF)) or int(digits) > MAX_CUTOFF:
+        raise ValueError(f"malformed measure {clip(repr(name))}: a cutoff is at most {MAX_CUTOFF:,}")
+    return int(digits)
 
 
 def parse_measures(names: Sequence[str]) -> tuple[MeasureDef, ...]:

@@ -129,8 +129,14 @@ def test_cli_validate_refuses_dev_zero_and_oversize_with_exit_2(
     big.write_bytes(b" " * (2 * 2**20))
     assert main(["validate", str(big), "--max-input-mb", "1"]) == 2
     assert "larger than the input limit" in capsys.readouterr().err
-    assert main(["validate", str(big), "--max-input-mb", "0"]) == 2
-    assert "--max-input-mb must be positive" in capsys.readouterr().err
+    for bad in ("0", "-1", "inf", "nan", "1e400"):  # inf and 1e400 overflowed into a traceback with exit 1
+        for command in (["validate", str(big)], ["score", "--qrels", str(big), "--run", str(big)]):
+            with pytest.raises(SystemExit) as stop:
+                main([*command, "--max-input-mb", bad])
+            assert stop.value.code == 2, (command, bad)
+            err = capsys.readouterr().err
+            assert f"--max-input-mb: must be a finite number of MiB above 0, got '{bad}'" in err
+            assert "Traceback" not in err
 
 
 # --- strict JSON ----------------------------------------------------------------------------------------------

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import re
 from pathlib import Path
 
 import pytest
@@ -244,3 +245,11 @@ def test_written_qrels_read_back_exactly(tmp_path_factory: pytest.TempPathFactor
     qrels = read_qrels_file(path)
     assert qrels.as_dict() == judged
     assert qrels.duplicates == len(repeats)
+
+
+@pytest.mark.parametrize("grade", ["0x10", "0X1F", "0b1", "+2", "1e3", "1.5", "\u0663"])
+def test_grades_are_decimal_integers_as_trec_eval_reads_them(tmp_path: Path, grade: str) -> None:
+    """pyarrow's integer parser reads "0x10" as 16 (trec_eval's atol() as 0): such a grade is refused, naming it."""
+    path = _write(tmp_path, "g.qrels", f"q1 0 d1 1\nq1 0 d2 {grade}\n")
+    with pytest.raises(QrelsError, match=rf"g.qrels line 2: field 'grade': '{re.escape(grade)}' is not an integer"):
+        read_qrels_file(path)

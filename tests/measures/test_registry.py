@@ -7,6 +7,7 @@ asserted with ``==`` against the formula written out.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 
@@ -376,3 +377,11 @@ def test_only_registered_measures_can_be_unregistered() -> None:
         unregister_measure("ndcg")
     with pytest.raises(ValueError, match="'never' is not a registered measure"):
         unregister_measure("never")
+
+
+@pytest.mark.parametrize("name", ["ndcg@9223372036854775808", "P_99999999999999999999", "recall@1000000001"])
+def test_a_cutoff_past_the_limit_is_refused_by_name(name: str) -> None:
+    """A cutoff past 2^63 overflowed numpy deep in scoring (a traceback with exit 1, which means a failed gate)."""
+    with pytest.raises(ValueError, match=rf"malformed measure '{re.escape(name)}': a cutoff is at most 1,000,000,000"):
+        parse_measure(name)
+    assert parse_measure("ndcg@1000000000").cutoff == 1_000_000_000

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 from pathlib import Path
 from typing import TypeAlias
 
@@ -21,14 +22,24 @@ EXIT_OK, EXIT_GATE, EXIT_INPUT = 0, 1, 2
 EXIT_SIGINT, EXIT_SIGTERM = 130, 143
 
 
-def max_bytes(args: argparse.Namespace) -> int:
-    """The input size limit in bytes from ``--max-input-mb`` (the default when the command has no such flag)."""
+def max_bytes(args: argparse.Namespace, default: int = DEFAULT_MAX_INPUT_BYTES) -> int:
+    """The input size limit in bytes from ``--max-input-mb`` (``default`` when not given or the command has no such
+    flag)."""
     megabytes = getattr(args, "max_input_mb", None)
     if megabytes is None:
-        return DEFAULT_MAX_INPUT_BYTES
-    if megabytes <= 0:
-        raise ValueError(f"--max-input-mb must be positive, got {megabytes}")
+        return default
     return int(megabytes * 2**20)
+
+
+def megabytes(text: str) -> float:
+    """``--max-input-mb``'s value: a finite number of MiB above 0 (argparse refuses anything else with exit 2)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a finite number of MiB above 0, got {text!r}")
+    return value
 
 
 def fixture_inputs(fixture: Path) -> list[Path]:
@@ -42,7 +53,7 @@ def add_input_limit(parser: argparse.ArgumentParser) -> None:
     """``--max-input-mb``."""
     parser.add_argument(
         "--max-input-mb",
-        type=float,
+        type=megabytes,
         default=None,
         help=f"refuse input files larger than this many MiB (default: {DEFAULT_MAX_INPUT_BYTES // 2**20})",
     )

@@ -20,8 +20,10 @@ from evalkit.app.cli.options import (
     add_ties_argument,
     enforce,
     fixture_inputs,
+    megabytes,
     write_report,
 )
+from evalkit.app.cli.options import max_bytes as input_limit
 from evalkit.common.output import ENV_VAR, write_atomic
 from evalkit.data.fixture import Fixture, load_fixture
 from evalkit.data.runs import check_run, read_run
@@ -46,14 +48,6 @@ def _measures(text: str | None) -> list[str] | None:
     if not names:
         raise ValueError("--measures names no measure")
     return names
-
-
-def _max_bytes(args: argparse.Namespace) -> int:
-    if args.max_input_mb is None:
-        return DEFAULT_MAX_TABLE_BYTES
-    if args.max_input_mb <= 0:
-        raise ValueError(f"--max-input-mb must be positive, got {args.max_input_mb}")
-    return int(args.max_input_mb * 2**20)
 
 
 def _rendered(result: ScoreResult, args: argparse.Namespace, gates: Sequence[GateOutcome] = ()) -> bytes:
@@ -128,7 +122,7 @@ def score_qrels(args: argparse.Namespace) -> int:
     workspace = Path.cwd()
     inputs = [Path(args.qrels), *(Path(r) for r in args.run), *([Path(args.topics)] if args.topics else [])]
     target = report_target(args.output, workspace, inputs)
-    max_bytes = _max_bytes(args)
+    max_bytes = input_limit(args, DEFAULT_MAX_TABLE_BYTES)
     runs = {Path(r).name: Path(r) for r in args.run}
     run_input = Path(args.run[0]) if len(args.run) == 1 else _named_runs(args.run, max_bytes)
     if len(runs) != len(args.run):
@@ -253,7 +247,7 @@ def _add_qrels_arguments(score_parser: argparse.ArgumentParser) -> None:
     )
     score_parser.add_argument(
         "--max-input-mb",
-        type=float,
+        type=megabytes,
         default=None,
         help=f"refuse a qrels, run or topics file larger than this (default: {DEFAULT_MAX_TABLE_BYTES // 2**20} MiB)",
     )
