@@ -11,10 +11,11 @@ from typing import Any
 
 import pandas as pd
 
+from evalkit.data.inputs import clip
 from evalkit.data.qrels import Qrels, qrels_from_mapping, read_qrels_file
-from evalkit.data.runs import Run, read_run, run_from_rankings
+from evalkit.data.runs import Run, RunFileError, read_run, run_from_rankings
 from evalkit.data.schema import LANGUAGES, Language
-from evalkit.data.tables import DEFAULT_MAX_TABLE_BYTES
+from evalkit.data.tables import DEFAULT_MAX_TABLE_BYTES, given_id_problem
 from evalkit.data.topics import read_topics
 
 __all__ = ["QrelsInput", "RunInput", "load_languages", "load_qrels", "load_run", "load_runs"]
@@ -63,8 +64,12 @@ def load_run(run: RunInput, name: str = "run", max_bytes: int = DEFAULT_MAX_TABL
         rankings: dict[str, list[tuple[str, float]]] = {}
         queries = _column(run, _QUERY_COLUMNS, "run").astype(str)
         docs = _column(run, _DOC_COLUMNS, "run").astype(str)
-        for q, d, s in zip(queries, docs, _column(run, _SCORE_COLUMNS, "run"), strict=True):
-            rankings.setdefault(q, []).append((d, float(s)))
+        for row, (q, d, s) in enumerate(zip(queries, docs, _column(run, _SCORE_COLUMNS, "run"), strict=True)):
+            try:
+                score = float(s)
+            except (TypeError, ValueError):
+                raise RunFileError(f"run DataFrame row {row}: score {clip(repr(s))} is not a number") from None
+            rankings.setdefault(q, []).append((d, score))
         return run_from_rankings(name, rankings)
     return run_from_rankings(name, {q: list(docs.items()) for q, docs in run.items()})
 
@@ -88,6 +93,9 @@ def load_runs(runs: Any, max_bytes: int = DEFAULT_MAX_TABLE_BYTES) -> list[Run]:
         return [load_run(runs, max_bytes=max_bytes)]
     loaded = []
     for name, run in runs.items():
+        problem = given_id_problem(str(name), "run name", "runs")
+        if problem is not None:
+            raise RunFileError(problem)
         one = load_run(run, str(name), max_bytes)
         loaded.append(one if one.name == name else replace(one, name=str(name)))
     return loaded

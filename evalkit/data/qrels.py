@@ -145,13 +145,11 @@ def qrels_from_mapping(judgments: Mapping[str, Mapping[str, int]], source: str =
             docs.append(str(doc_id))
             grades.append(int(grade))
     for value, field in [*((q, "query_id") for q in judgments), *((d, "doc_id") for d in docs)]:
-        problem = (
-            tables.id_problem(value, field, source)
-            if value and not any(c.isspace() for c in value)
-            else (f"{source}: field {field!r}: {clip(repr(value))} is empty or holds whitespace")
-        )
+        problem = tables.given_id_problem(value, field, source)
         if problem is not None:
             raise QrelsError(problem)
+    if grades and not -(2**63) <= min(grades) <= max(grades) < 2**63:
+        raise QrelsError(f"{source}: a grade is past 64 bits ({min(grades)} to {max(grades)})")
     return _build(
         pa.array(queries, type=pa.string()), pa.array(docs, type=pa.string()), np.array(grades, dtype=np.int64), source
     )

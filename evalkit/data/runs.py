@@ -46,6 +46,7 @@ from evalkit.data.tables import (
     TableError,
     count_lines,
     diagnose,
+    given_id_problem,
     has_bad_ids,
     id_problem,
     read_columns,
@@ -148,6 +149,10 @@ def run_from_rankings(name: str, rankings: Mapping[str, Sequence[tuple[str, floa
                 raise RunFileError(f"run {name}: query {query_id!r} document {doc_id!r}: score {score!r} is not finite")
     queries = [q for q, pairs in rankings.items() for _ in pairs]
     docs = [d for pairs in rankings.values() for d, _ in pairs]
+    for value, field in [*((q, "query_id") for q in rankings), *((d, "doc_id") for d in docs)]:
+        problem = given_id_problem(value, field, f"run {clip(name)}")
+        if problem is not None:
+            raise RunFileError(problem)
     scores = np.array([float(s) for pairs in rankings.values() for _, s in pairs], dtype=np.float64)
     query = encode(pa.array([*queries, *rankings], type=pa.string()))
     codes = Codes(query.values, query.codes[: len(queries)])

@@ -482,6 +482,14 @@ def diagnose(
     return TableError(f"{label}: {len(problems)} malformed line(s)\n{listing}", problems)
 
 
+def given_id_problem(value: str, field: str, where: str) -> str | None:
+    """A problem with an ID given in Python (a mapping's key, a DataFrame's cell): empty, whitespace (it could not be
+    written to a TREC file), or a control or bidirectional character; or None."""
+    if not value or any(c.isspace() for c in value):
+        return f"{where}: field {field!r}: {clip(repr(value))} is empty or holds whitespace"
+    return id_problem(value, field, where)
+
+
 def id_problem(value: str, field: str, where: str) -> str | None:
     """A problem with one ID field (control or bidirectional characters), or None."""
     if re.search(_CONTROL, value):
