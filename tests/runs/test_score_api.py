@@ -200,7 +200,9 @@ def files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def test_cli_trec_format_is_trec_eval_layout(files: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code = main(["score", "--qrels", "qrels.txt", "--run", "run.trec", "--measures", "P_2,map", "--format", "trec"])
     assert code == 0
-    assert capsys.readouterr().out == ("P_2                   \tall\t0.3333\nmap                   \tall\t0.4167\n")
+    captured = capsys.readouterr()
+    assert captured.out == ("P_2                   \tall\t0.3333\nmap                   \tall\t0.4167\n")
+    assert "1 judged query(ies) missing from the run" in captured.err  # notes go to stderr, not into the layout
     assert (
         main(
             [

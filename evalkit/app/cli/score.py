@@ -152,6 +152,9 @@ def score_qrels(args: argparse.Namespace) -> int:
     data = _rendered(result, args, outcomes)
     if target is None:
         sys.stdout.write(data.decode("utf-8"))
+        if args.format == "trec":  # stdout stays trec_eval's layout; what was left uncounted goes to stderr
+            for note in result.notes:
+                print(f"note: {note}", file=sys.stderr)
     else:
         write_atomic(target, data)
         if args.format != "json":
