@@ -71,7 +71,10 @@ def score_ranked(ranked: Ranked, measures: Sequence[MeasureDef]) -> tuple[dict[s
     values: dict[str, FloatArray] = {}
     for measure in measures:
         column = np.asarray(measure.spec.kernel(ranked, measure), dtype=np.float64)
-        defined = ~answerable if measure.spec.no_answer else answerable
+        if measure.spec.no_answer:
+            defined = ~answerable
+        else:
+            defined = answerable if measure.no_relevant == "skip" else np.ones(len(answerable), dtype=bool)
         values[measure.name] = np.where(defined, column, np.nan)
     return values, answerable
 

@@ -10,16 +10,20 @@ family declares:
   the no-answer ones for ``no_answer_fpr``).
 
 Names are parsed by :func:`parse_measure` in two vocabularies. evalkit's: ``recall@k``, ``precision@k``,
-``success@k``, ``mrr@k``, ``ndcg@k``, ``map``, ``map@k``, ``rprec``, ``judged@k``, ``context_precision``,
+``success@k``, ``mrr@k``, ``ndcg@k``, ``map@k``, ``rprec``, ``judged@k``, ``context_precision``,
 ``context_recall``, ``no_answer_fpr`` (``recall``, ``mrr`` and ``ndcg`` without ``@k`` use the whole ranking).
 trec_eval's, with trec_eval's meaning: ``ndcg_cut_k`` and ``ndcg`` (linear gain), ``recip_rank`` (no cutoff),
-``P_k``, ``recall_k``, ``success_k``, ``map``, ``map_cut_k``, ``Rprec``. A measure keeps the name it was asked by
+``P_k``, ``recall_k``, ``success_k``, ``map``, ``map_cut_k``, ``Rprec`` (``map``, spelled alike in both, is
+trec_eval's). A measure keeps the name it was asked by
 (the report key, the column name); :attr:`MeasureDef.definition` spells out every parameter, and reports carry
 it, so two reports never compare different definitions under one name.
 
 Common rules: a document is relevant when its grade is at least 1; grades of 0 or below are judged, not
-relevant, and give no gain. Ranking measures are defined on answerable queries (at least one relevant document);
-an empty ranking scores 0. Rankings are deduplicated before any cutoff (first occurrence kept).
+relevant, and give no gain. Under evalkit's names, ranking measures are defined on answerable queries (at least one
+relevant document; the others are no-answer queries, which ``no_answer_fpr`` scores); under trec_eval's names
+(``map`` included) on every judged query, one without a relevant document scoring 0, as trec_eval scores it
+(:attr:`MeasureDef.no_relevant`). An empty ranking scores 0. Rankings are deduplicated before any cutoff (first
+occurrence kept).
 
 :func:`register_measure` adds a user's measure, a function of one ranking and its judgments; it then flows through
 batch scoring (one Python call per query), intervals, ``compare`` and the notebooks.
@@ -56,6 +60,9 @@ __all__ = [
 FloatArray = npt.NDArray[np.float64]
 Cutoff = Literal["required", "optional", "none"]
 Gain = Literal["exponential", "linear"]
+NoRelevant = Literal["skip", "zero"]
+EVERY_JUDGED_QUERY: Final = "no_relevant=zero"
+"""What a measure's definition holds when it is defined on every judged query (trec_eval's names)."""
 
 
 class QueryCase(NamedTuple):
@@ -75,16 +82,21 @@ class MeasureDef:
     family: str
     cutoff: int | None = None
     gain: Gain | None = None
+    no_relevant: NoRelevant = "skip"
+    """A judged query without a relevant document: ``skip`` (evalkit's names: a no-answer query, which
+    ``no_answer_fpr`` scores) or ``zero`` (trec_eval's names: it scores 0 and counts in the mean, as trec_eval's)."""
 
     @property
     def definition(self) -> str:
-        """Every parameter spelled out, e.g. ``ndcg(cutoff=10, gain=linear)``."""
+        """Every parameter spelled out, e.g. ``ndcg(cutoff=10, gain=linear, no_relevant=zero)``."""
         spec = FAMILIES[self.family] if self.family in FAMILIES else _USER[self.family]
         parts = []
         if spec.cutoff != "none":
             parts.append(f"cutoff={self.cutoff if self.cutoff is not None else 'none'}")
         if self.gain is not None:
             parts.append(f"gain={self.gain}")
+        if self.no_relevant != "skip":
+            parts.append(f"no_relevant={self.no_relevant}")
         prefix = "user:" if spec.user else ""
         return f"{prefix}{self.family}({', '.join(parts)})"
 
@@ -403,10 +415,10 @@ def parse_measure(name: str) -> MeasureDef:
     if cut is not None:
         family = _TREC_CUT_FAMILY[cut["family"]]
         gain: Gain | None = "linear" if family == "ndcg" else None
-        return MeasureDef(text, family, _cutoff(cut["cutoff"], name), gain)
-    if (text in _TREC_PLAIN and text != "map") or text == "ndcg":
+        return MeasureDef(text, family, _cutoff(cut["cutoff"], name), gain, "zero")
+    if text in _TREC_PLAIN:  # map too: a script written for trec_eval gets trec_eval's map
         family, plain_gain = _TREC_PLAIN[text]
-        return MeasureDef(text, family, None, plain_gain)  # type: ignore[arg-type]
+        return MeasureDef(text, family, None, plain_gain, "zero")  # type: ignore[arg-type]
     match = _EVALKIT_NAME.fullmatch(text)
     spec = None if match is None else (FAMILIES.get(match["family"]) or _USER.get(match["family"]))
     if match is None or spec is None:
@@ -436,7 +448,10 @@ def parse_measures(names: Sequence[str]) -> tuple[MeasureDef, ...]:
 
 
 def reference_value(measure: MeasureDef, case: QueryCase) -> float:
-    """The measure's value for one query by its reference function."""
+    """The measure's value for one query by its reference function (0 for a query without a relevant document
+    under trec_eval's names)."""
+    if measure.no_relevant == "zero" and not any(g >= 1 for g in case.grades.values()):
+        return 0.0
     return measure.spec.reference(case, measure)
 
 

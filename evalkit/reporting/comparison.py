@@ -33,8 +33,10 @@ from evalkit.measures.statistics import StatisticsSettings, holm_adjust, paired_
 from evalkit.reporting.per_query import (
     ANSWERABLE_MEASURES,
     NO_ANSWER_MEASURES,
+    QUERY_KINDS,
     PerQueryColumns,
     QueryIndex,
+    every_query_measures,
     split_measures,
 )
 from evalkit.reporting.power import (
@@ -249,13 +251,19 @@ def _column(columns: PerQueryColumns, label: str, measure: str, rows: Sequence[i
 
 
 def _slice_rows(
-    index: QueryIndex, pairs: Sequence[Pair], settings: StatisticsSettings, slice_name: Slice, answerable: bool
+    index: QueryIndex,
+    pairs: Sequence[Pair],
+    settings: StatisticsSettings,
+    slice_name: Slice,
+    answerable: bool | None,
+    every: Collection[str] = (),
 ) -> list[ComparisonRow]:
-    """Every pair and measure of one slice and query kind, in one vectorized call (Holm p still unset)."""
+    """Every pair and measure of one slice and query kind (None: measures defined on every query), in one vectorized
+    call (Holm p still unset)."""
     rows = index.members(slice_name, answerable)
     if not rows or not pairs:
         return []
-    measures = split_measures(_measures(pairs))[0 if answerable else 1]
+    measures = split_measures(_measures(pairs), every)[QUERY_KINDS.index(answerable)]
     keys = [(pair, m) for pair in pairs for m in measures]
     if not keys:
         return []
@@ -338,17 +346,19 @@ def compared_rows(
     gated: Sequence[str] | None = None,
     alpha: float = DEFAULT_ALPHA,
     max_drop: float = DEFAULT_MAX_DROP,
+    every: Collection[str] = (),
 ) -> tuple[ComparisonRow, ...]:
     """Rows of every pair, measure and slice in report order, Holm-adjusted within the gated and exploratory families.
 
-    ``gated`` names the gated measures (default :data:`DEFAULT_GATE_MEASURES` among those compared).
+    ``gated`` names the gated measures (default :data:`DEFAULT_GATE_MEASURES` among those compared); ``every`` the
+    measures defined on every query (trec_eval's names), compared over all of a slice's queries.
     """
     check_gate_arguments(alpha, max_drop)
     chosen = gate_measures(pairs, gated)
     raw: list[ComparisonRow] = []
-    steps = [(slice_name, answerable) for slice_name in SLICES for answerable in (True, False)]
+    steps = [(slice_name, answerable) for slice_name in SLICES for answerable in QUERY_KINDS]
     for slice_name, answerable in progress(steps, "comparing", len(steps)):
-        raw += _slice_rows(index, pairs, settings, slice_name, answerable)
+        raw += _slice_rows(index, pairs, settings, slice_name, answerable, every)
     labels = [label for label, _, _ in pairs]
     measures = _measures(pairs)
     raw.sort(key=lambda r: (labels.index(r.ablation), measures.index(r.measure), SLICES.index(r.slice)))
@@ -372,7 +382,8 @@ def compare_reports(
     _check_comparable(base, head)
     shared = _ordered(set(base.ablations) & set(head.ablations))
     pairs = [(a, base.ablations[a].per_query, head.ablations[a].per_query) for a in shared]
-    rows = compared_rows(base.queries, pairs, head.statistics, gated, alpha, max_drop)
+    every = every_query_measures(base.measure_definitions())
+    rows = compared_rows(base.queries, pairs, head.statistics, gated, alpha, max_drop, every)
     return Comparison(
         base=_identity(base, "base"),
         head=_identity(head, "head"),
@@ -428,7 +439,8 @@ def compare_many(
             pairs.append((str(len(pairs)), reports[i].ablations[a].per_query, reports[j].ablations[a].per_query))
             meta.append({"ablation": a, "base_system": labels[i], "head_system": labels[j]})
     statistics = reports[-1].statistics
-    rows = compared_rows(reports[0].queries, pairs, statistics, gated, alpha, max_drop)
+    every = every_query_measures(reports[0].measure_definitions())
+    rows = compared_rows(reports[0].queries, pairs, statistics, gated, alpha, max_drop, every)
     two_sided = _two_sided_holm(rows)
     out = [
         PairRow(**{**dict(r), **meta[int(r.ablation)], "p_holm_two_sided": two_sided[k]}) for k, r in enumerate(rows)
@@ -466,7 +478,8 @@ def compare_ablations(report: Report, base: str, head: str) -> tuple[ComparisonR
         if name not in report.ablations:
             raise ValueError(f"ablation {name!r} is not in the report; it holds {', '.join(report.ablations)}")
     pair = (f"{head} vs {base}", report.ablations[base].per_query, report.ablations[head].per_query)
-    return compared_rows(report.queries, [pair], report.statistics)
+    every = every_query_measures(report.measure_definitions())
+    return compared_rows(report.queries, [pair], report.statistics, every=every)
 
 
 def comparison_json(comparison: Comparison | PairwiseComparison) -> bytes:

@@ -2,13 +2,14 @@
 
 The report lists the evaluated queries once (:class:`QueryIndex`: IDs, languages, answerability, in query-ID
 order); each ablation then holds one column per measure, aligned with that index, with ``None`` where a measure
-is not defined (the ranking and context measures on a no-answer query, ``no_answer_fpr`` on an answerable one).
+is not defined (the ranking and context measures on a no-answer query, unless defined on every query as
+trec_eval's names are, ``no_answer_fpr`` on an answerable one).
 Values are rounded to :data:`PER_QUERY_DECIMALS` places, which keeps a 20,000-query report a few megabytes.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Final
 
 import numpy as np
@@ -17,6 +18,7 @@ from pydantic import Field, model_validator
 from evalkit.data.fixture import Query
 from evalkit.data.schema import SLICES, Identifier, Language, Slice, StrictModel
 from evalkit.measures.metrics import NO_ANSWER_FPR, STANDARD_MEASURES
+from evalkit.measures.registry import EVERY_JUDGED_QUERY
 from evalkit.measures.statistics import StatisticsSettings, bootstrap_mean_intervals
 
 PER_QUERY_DECIMALS: Final = 6
@@ -49,12 +51,12 @@ class QueryIndex(StrictModel):
             raise ValueError("queries: query_ids must be unique and ascending")
         return self
 
-    def members(self, slice_name: Slice, answerable: bool) -> list[int]:
-        """Row positions of the slice's answerable (or no-answer) queries."""
+    def members(self, slice_name: Slice, answerable: bool | None) -> list[int]:
+        """Row positions of the slice's answerable (or no-answer; None: all) queries."""
         return [
             row
             for row, (language, has_answer) in enumerate(zip(self.languages, self.answerable, strict=True))
-            if has_answer == answerable and slice_name in ("all", language)
+            if answerable in (None, has_answer) and slice_name in ("all", language)
         ]
 
 
@@ -84,27 +86,42 @@ def per_query_columns(
     return columns
 
 
-def check_columns(index: QueryIndex, name: str, columns: PerQueryColumns) -> None:
-    """Raise ``ValueError`` naming the ablation and measure when a column does not match the query index."""
+def every_query_measures(definitions: Mapping[str, str]) -> frozenset[str]:
+    """The measures defined on every judged query (trec_eval's names), by their recorded definitions."""
+    return frozenset(name for name, definition in definitions.items() if EVERY_JUDGED_QUERY in definition)
+
+
+def check_columns(index: QueryIndex, name: str, columns: PerQueryColumns, every: Collection[str] = ()) -> None:
+    """Raise ``ValueError`` naming the ablation and measure when a column does not match the query index (``every``:
+    the measures defined on every query, see :func:`every_query_measures`)."""
     for measure, column in columns.items():
         if len(column) != len(index.query_ids):
             raise ValueError(
                 f"ablation {name}: per_query[{measure!r}] has {len(column)} values for {len(index.query_ids)} queries"
             )
         expected = measure in NO_ANSWER_MEASURES
+        everywhere = measure in every and not expected
         for query_id, answerable, value in zip(index.query_ids, index.answerable, column, strict=True):
-            if (value is not None) == (answerable != expected):
+            if (value is not None) == (everywhere or answerable != expected):
                 continue
             state = "missing" if value is None else "present"
             raise ValueError(f"ablation {name}: per_query[{measure!r}] value {state} for query {query_id}")
 
 
-def split_measures(measures: Sequence[str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """The measures defined on answerable queries and those defined on no-answer queries, order kept."""
+def split_measures(
+    measures: Sequence[str], every: Collection[str] = ()
+) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
+    """The measures defined on answerable queries, on no-answer queries and (``every``) on every query, order
+    kept."""
     return (
-        tuple(m for m in measures if m not in NO_ANSWER_MEASURES),
+        tuple(m for m in measures if m not in NO_ANSWER_MEASURES and m not in every),
         tuple(m for m in measures if m in NO_ANSWER_MEASURES),
+        tuple(m for m in measures if m in every and m not in NO_ANSWER_MEASURES),
     )
+
+
+QUERY_KINDS: Final[tuple[bool | None, ...]] = (True, False, None)
+"""The kinds of queries a measure is defined on, in :func:`split_measures`' order: answerable, no-answer, all."""
 
 
 def aggregate_intervals(
@@ -112,6 +129,7 @@ def aggregate_intervals(
     per_query: Mapping[str, Mapping[str, Mapping[str, float]]],
     settings: StatisticsSettings,
     measures: Sequence[str] = (*ANSWERABLE_MEASURES, *NO_ANSWER_MEASURES),
+    every: Collection[str] = (),
 ) -> dict[str, dict[Slice, dict[str, Interval]]]:
     """Bootstrap interval of every aggregate: ablation -> slice -> measure -> (low, high).
 
@@ -120,9 +138,8 @@ def aggregate_intervals(
     resamples; a slice without queries of a kind has no aggregate of that kind and no interval.
     """
     intervals: dict[str, dict[Slice, dict[str, Interval]]] = {name: {} for name in per_query}
-    answerable_measures, no_answer_measures = split_measures(measures)
     for slice_name in SLICES:
-        for answerable, kind in ((True, answerable_measures), (False, no_answer_measures)):
+        for answerable, kind in zip(QUERY_KINDS, split_measures(measures, every), strict=True):
             query_ids = [index.query_ids[row] for row in index.members(slice_name, answerable)]
             if not query_ids or not kind:
                 continue

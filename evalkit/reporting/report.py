@@ -58,6 +58,7 @@ from evalkit.reporting.per_query import (
     QueryIndex,
     aggregate_intervals,
     check_columns,
+    every_query_measures,
     per_query_columns,
     query_index,
 )
@@ -202,7 +203,9 @@ class Report(StrictModel):
     @model_validator(mode="after")
     def _per_query_matches_queries(self) -> Report:
         for ablation_id, ablation in self.ablations.items():
-            check_columns(self.queries, ablation_id, ablation.per_query)
+            check_columns(
+                self.queries, ablation_id, ablation.per_query, every_query_measures(self.measure_definitions())
+            )
         check_report_integrity(self)
         return self
 

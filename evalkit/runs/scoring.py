@@ -206,7 +206,12 @@ class ScoreResult:
     def intervals(self) -> dict[str, dict[Slice, dict[str, Interval]]]:
         """Run -> slice -> measure -> 95% percentile bootstrap interval of the mean (seeded: the same every time)."""
         index, per_query = self._index_and_values()
-        return aggregate_intervals(index, per_query, self.statistics, [m.name for m in self.measures])
+        return aggregate_intervals(index, per_query, self.statistics, [m.name for m in self.measures], self._every)
+
+    @property
+    def _every(self) -> frozenset[str]:
+        """The measures defined on every judged query (trec_eval's names)."""
+        return frozenset(m.name for m in self.measures if m.no_relevant == "zero")
 
     def _index_and_values(self) -> tuple[QueryIndex, dict[str, dict[str, dict[str, float]]]]:
         answerable = self.runs[0].answerable[self._rows].tolist()
@@ -238,7 +243,7 @@ class ScoreResult:
             )
         index, per_query = self._index_and_values()
         names = [m.name for m in self.measures]
-        intervals = aggregate_intervals(index, per_query, self.statistics, names)
+        intervals = aggregate_intervals(index, per_query, self.statistics, names, self._every)
         counts = self._query_counts(index)
         ablations = {}
         for run in self.runs:

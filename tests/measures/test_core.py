@@ -79,10 +79,11 @@ def _random_queries(seed: int, count: int = QUERIES) -> tuple[tuple[Pairs, Query
 
 
 def _reference(measure: MeasureDef, case: QueryCase) -> float:
-    """The reference value, NaN where the measure is not defined (ranking measures on no-answer queries, and
-    ``no_answer_fpr`` on answerable ones); the context is the first CONTEXT_K deduplicated results."""
+    """The reference value, NaN where the measure is not defined (ranking measures under evalkit's names on
+    no-answer queries, and ``no_answer_fpr`` on answerable ones); the context is the first CONTEXT_K deduplicated
+    results."""
     answerable = any(g >= 1 for g in case.grades.values())
-    if answerable == measure.spec.no_answer:
+    if answerable == measure.spec.no_answer and (answerable or measure.no_relevant == "skip"):
         return math.nan
     if measure.spec.needs_spans:
         case = case._replace(ranking=tuple(dict.fromkeys(case.ranking))[:CONTEXT_K])
@@ -222,7 +223,7 @@ def _differences(ties: str) -> tuple[int, list[tuple[str, str, float, float]]]:
     scores = score_run(qrels, run_from_rankings("r", rankings), parse_measures(TREC_EVAL_ALIASES), ties)
     compared, differences = 0, []
     for row, query_id in enumerate(qrels.queries.to_pylist()):
-        if query_id not in peer or max(judgments[query_id].values()) < 1:
+        if query_id not in peer:
             continue
         compared += 1
         for alias in TREC_EVAL_ALIASES:
@@ -233,8 +234,11 @@ def _differences(ties: str) -> tuple[int, list[tuple[str, str, float, float]]]:
 
 
 def test_trec_eval_aliases_equal_pytrec_eval_under_the_trec_eval_policy() -> None:
+    """Every query pytrec_eval scores, those without a relevant document (0, as trec_eval scores them) included."""
     compared, differences = _differences("trec_eval")
+    judgments, _ = _tied_run(seed=20261202)
     assert compared >= 2_000
+    assert sum(max(grades.values()) < 1 for grades in judgments.values()) >= 40
     assert differences == []
 
 

@@ -43,7 +43,6 @@ EVALKIT_NAMES = [
     ("mrr@10", "mrr", 10, None, "mrr(cutoff=10)"),
     ("mrr", "mrr", None, None, "mrr(cutoff=none)"),
     ("ndcg@10", "ndcg", 10, "exponential", "ndcg(cutoff=10, gain=exponential)"),
-    ("map", "map", None, None, "map(cutoff=none)"),
     ("map@5", "map", 5, None, "map(cutoff=5)"),
     ("rprec", "rprec", None, None, "rprec()"),
     ("judged@10", "judged", 10, None, "judged(cutoff=10)"),
@@ -52,14 +51,15 @@ EVALKIT_NAMES = [
     ("no_answer_fpr", "no_answer_fpr", None, None, "no_answer_fpr()"),
 ]
 TREC_EVAL_NAMES = [
-    ("ndcg_cut_10", "ndcg", 10, "linear", "ndcg(cutoff=10, gain=linear)"),
-    ("ndcg", "ndcg", None, "linear", "ndcg(cutoff=none, gain=linear)"),
-    ("recip_rank", "mrr", None, None, "mrr(cutoff=none)"),
-    ("P_10", "precision", 10, None, "precision(cutoff=10)"),
-    ("recall_100", "recall", 100, None, "recall(cutoff=100)"),
-    ("success_5", "success", 5, None, "success(cutoff=5)"),
-    ("map_cut_10", "map", 10, None, "map(cutoff=10)"),
-    ("Rprec", "rprec", None, None, "rprec()"),
+    ("ndcg_cut_10", "ndcg", 10, "linear", "ndcg(cutoff=10, gain=linear, no_relevant=zero)"),
+    ("ndcg", "ndcg", None, "linear", "ndcg(cutoff=none, gain=linear, no_relevant=zero)"),
+    ("recip_rank", "mrr", None, None, "mrr(cutoff=none, no_relevant=zero)"),
+    ("P_10", "precision", 10, None, "precision(cutoff=10, no_relevant=zero)"),
+    ("recall_100", "recall", 100, None, "recall(cutoff=100, no_relevant=zero)"),
+    ("success_5", "success", 5, None, "success(cutoff=5, no_relevant=zero)"),
+    ("map", "map", None, None, "map(cutoff=none, no_relevant=zero)"),
+    ("map_cut_10", "map", 10, None, "map(cutoff=10, no_relevant=zero)"),
+    ("Rprec", "rprec", None, None, "rprec(no_relevant=zero)"),
 ]
 
 
@@ -77,11 +77,11 @@ def test_every_built_in_family_has_an_evalkit_name_under_test() -> None:
     assert {family for _, family, *_ in EVALKIT_NAMES} == set(FAMILIES)
 
 
-def test_evalkit_and_trec_eval_ndcg_differ_in_gain_only() -> None:
+def test_evalkit_and_trec_eval_ndcg_differ_in_gain_and_in_queries_without_relevant_documents() -> None:
     ours, theirs = parse_measure("ndcg@10"), parse_measure("ndcg_cut_10")
     assert ours.definition == "ndcg(cutoff=10, gain=exponential)"
-    assert theirs.definition == "ndcg(cutoff=10, gain=linear)"
-    assert (ours.family, ours.cutoff) == (theirs.family, theirs.cutoff)
+    assert theirs.definition == "ndcg(cutoff=10, gain=linear, no_relevant=zero)"
+    assert (ours.family, ours.cutoff, ours.no_relevant) == (theirs.family, theirs.cutoff, "skip")
 
 
 def test_surrounding_spaces_are_dropped_from_the_name() -> None:
@@ -239,13 +239,20 @@ def test_duplicates_are_removed_before_the_cutoff() -> None:
 
 
 @pytest.mark.parametrize("name", RANKING_MEASURES)
-def test_a_query_without_relevant_documents_has_no_ranking_measure(name: str) -> None:
+def test_a_query_without_relevant_documents_is_skipped_by_evalkit_names_and_scores_0_under_trec_evals(
+    name: str,
+) -> None:
     grades = {"z": 0, "w": -1}
-    with pytest.raises(ValueError, match="no chunk with grade >= 1"):
-        reference_value(parse_measure(name), QueryCase(["z", "a"], grades))
-    values, answerable = score_rankings([["z", "a"]], [grades], [parse_measure(name)])
-    assert math.isnan(values[name][0])
+    measure = parse_measure(name)
+    values, answerable = score_rankings([["z", "a"]], [grades], [measure])
     assert not answerable[0]
+    if measure.no_relevant == "zero":  # trec_eval's names: as trec_eval scores such a query
+        assert reference_value(measure, QueryCase(["z", "a"], grades)) == 0.0
+        assert values[name][0] == 0.0
+    else:
+        with pytest.raises(ValueError, match="no chunk with grade >= 1"):
+            reference_value(measure, QueryCase(["z", "a"], grades))
+        assert math.isnan(values[name][0])
 
 
 def test_no_answer_fpr_is_defined_on_no_answer_queries_only() -> None:

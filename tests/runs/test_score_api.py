@@ -53,7 +53,8 @@ def test_hand_computed_values_and_counts() -> None:
     assert frame.loc["q1", "P_2"] == 0.5 and frame.loc["q1", "judged@2"] == 1.0
     assert frame.loc["q1", "map"] == (1 / 2) / 2
     assert frame.loc["q2"].tolist() == [1.0, 1.0, 0.5, 0.5, 1.0]
-    assert frame.loc["q3"].isna().all(), "ranking measures are not defined on a no-answer query"
+    assert frame.loc["q3", ["recall@2", "mrr@10", "judged@2"]].isna().all(), "evalkit's names skip a no-answer query"
+    assert frame.loc["q3", ["P_2", "map"]].tolist() == [0.0, 0.0], "trec_eval's names score it 0, as trec_eval does"
     assert frame.loc["q4"].tolist() == [0.0, 0.0, 0.0, 0.0, 0.0], "a judged query missing from the run scores 0"
     assert result.aggregate["recall@2"] == (0.5 + 1.0 + 0.0) / 3
     notes = " ".join(result.notes)
@@ -155,6 +156,27 @@ def test_report_round_trips_and_compares() -> None:
         compare_reports(base, redefined)
 
 
+def test_trec_eval_names_carry_queries_without_a_relevant_document_through_report_and_compare() -> None:
+    """q3 has no relevant document: P_2 (trec_eval's name) scores it 0 in the report, its interval and compare rows
+    cover all four queries; recall@2 (evalkit's) leaves it out. A report missing such a value is refused."""
+    better = {**RUN, "q4": {"d6": 1.0}}
+    base = evalkit.score(QRELS, {"sys": RUN}, measures=["P_2", "recall@2"]).to_report()
+    head = evalkit.score(QRELS, {"sys": better}, measures=["P_2", "recall@2"]).to_report()
+    assert parse_report(report_json(base)) == base
+    columns = base.ablations["sys"].per_query
+    assert columns["P_2"] == (0.5, 0.5, 0.0, 0.0) and columns["recall@2"][2] is None
+    assert base.ablations["sys"].metrics["all"]["P_2"] == 0.25
+    rows = {(r.measure, r.slice): r for r in compare_reports(base, head).rows}
+    assert rows[("P_2", "all")].queries == 4 and rows[("recall@2", "all")].queries == 3
+    assert rows[("P_2", "all")].difference == pytest.approx(0.5 / 4)
+    metrics = {"all": {**base.ablations["sys"].metrics["all"], "P_2": 1 / 3}}
+    holed = base.ablations["sys"].model_copy(
+        update={"per_query": {**columns, "P_2": (0.5, 0.5, None, 0.0)}, "metrics": metrics}
+    )
+    with pytest.raises(ValueError, match=r"per_query\['P_2'\] value missing for query q3"):
+        parse_report(report_json(base.model_copy(update={"ablations": {"sys": holed}})))
+
+
 def test_report_holds_ids_and_numbers_only() -> None:
     report = report_json(evalkit.score(QRELS, {"sys": RUN}).to_report()).decode("utf-8")
     for document in ("d1", "d2", "d4", "d9"):
@@ -201,7 +223,8 @@ def test_cli_trec_format_is_trec_eval_layout(files: Path, capsys: pytest.Capture
     code = main(["score", "--qrels", "qrels.txt", "--run", "run.trec", "--measures", "P_2,map", "--format", "trec"])
     assert code == 0
     captured = capsys.readouterr()
-    assert captured.out == ("P_2                   \tall\t0.3333\nmap                   \tall\t0.4167\n")
+    # q3 has no relevant document: trec_eval's names score it 0 and count it, as trec_eval does (q1..q4: 4 queries)
+    assert captured.out == ("P_2                   \tall\t0.2500\nmap                   \tall\t0.3125\n")
     assert "1 judged query(ies) missing from the run" in captured.err  # notes go to stderr, not into the layout
     assert (
         main(
@@ -224,8 +247,9 @@ def test_cli_trec_format_is_trec_eval_layout(files: Path, capsys: pytest.Capture
     assert lines == [
         "P_2                   \tq1\t0.5000",
         "P_2                   \tq2\t0.5000",
+        "P_2                   \tq3\t0.0000",
         "P_2                   \tq4\t0.0000",
-        "P_2                   \tall\t0.3333",
+        "P_2                   \tall\t0.2500",
     ]
 
 
@@ -352,8 +376,8 @@ def test_cli_trec_format_names_each_run_when_there_are_several(files: Path, caps
     argv = ["score", "--qrels", "qrels.txt", "--run", "run.trec", "--run", "other.trec", "--measures", "P_1"]
     assert main([*argv, "--format", "trec", "--per-query"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0] == "runid                 \tall\tsys"  # q3 has no relevant document: no P_1 line
-    assert "runid                 \tall\tother" in lines and len(lines) == 2 * (1 + 3 + 1)
+    assert lines[0] == "runid                 \tall\tsys"  # q3, without a relevant document, scores 0 (trec_eval)
+    assert "runid                 \tall\tother" in lines and len(lines) == 2 * (1 + 4 + 1)
 
 
 def test_measures_given_as_one_string_is_one_name() -> None:

@@ -221,7 +221,7 @@ def _add_qrels_arguments(score_parser: argparse.ArgumentParser) -> None:
     score_parser.add_argument(
         "--measures",
         default=None,
-        help="comma-separated measures, evalkit's (ndcg@10, recall@10, mrr@10, precision@k, success@k, map, "
+        help="comma-separated measures, evalkit's (ndcg@10, recall@10, mrr@10, precision@k, success@k, "
         "map@k, rprec, judged@k) or trec_eval's (ndcg_cut_10, recip_rank, P_10, recall_100, map, Rprec) "
         "(default: recall@1,recall@5,recall@10,mrr@10,ndcg@10)",
     )
