@@ -370,8 +370,8 @@ def _parse_blocks(
 
     pyarrow never gets a Python file object, only a copy of each block in memory it owns: its threaded reader can be
     dropped on one of pyarrow's threads after the read returns, and one that holds a Python object then takes the
-    GIL; while the interpreter is exiting, that thread is stopped and the process aborts (a run of ``evalkit score``
-    on a gzip or tab-separated file ended with SIGABRT about once in 400 runs)."""
+    GIL; while the interpreter is exiting, that thread is stopped and the process aborts (``evalkit score`` on a
+    gzip, BOM-prefixed or tab-separated file ended with SIGABRT in between one run in three and one in 400)."""
     skip_rows = read_options.skip_rows
     with _Guarded(path, max_bytes, normalise, _BLOCK) as guarded:
         for block in guarded.blocks():
