@@ -241,9 +241,9 @@ class ScoreResult:
                 f"(letters, digits and . _ : -, starting with a letter or digit, at most {MAX_ID_LENGTH} characters): "
                 "a report cannot carry it; score with --format table or trec instead"
             )
-        index, per_query = self._index_and_values()
+        index, _ = self._index_and_values()
         names = [m.name for m in self.measures]
-        intervals = aggregate_intervals(index, per_query, self.statistics, names, self._every)
+        intervals = self.intervals  # the same bootstrap as the property's: computed once when both are used
         counts = self._query_counts(index)
         ablations = {}
         for run in self.runs:
