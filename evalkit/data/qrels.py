@@ -189,6 +189,16 @@ def _line_problem(layout: str, width: int):  # type: ignore[no-untyped-def]
     return check
 
 
+def _integers(grades: pa.StringArray) -> bool:
+    """Whether every grade is a decimal integer (:data:`_INTEGER`). Grades of digits only, the usual case, are
+    confirmed from the smallest and largest byte (a regular expression over a million grades took 30 ms of a 270 ms
+    read); others, such as negative grades, are matched one by one."""
+    low, high = tables.byte_range(grades)
+    if ord("0") <= low and high <= ord("9"):
+        return True
+    return bool(pc.all(pc.match_substring_regex(grades, f"^{_INTEGER.pattern}$"), min_count=0).as_py())
+
+
 def read_qrels_file(path: Path, max_bytes: int = DEFAULT_MAX_TABLE_BYTES) -> Qrels:
     """Read TREC or BEIR qrels (see the module docstring), columnar; errors name the file and the lines."""
     path = Path(path)
@@ -205,9 +215,7 @@ def read_qrels_file(path: Path, max_bytes: int = DEFAULT_MAX_TABLE_BYTES) -> Qre
             refused = (
                 any(tables.has_bad_ids(chunk.dictionary) for chunk in table.column("query").chunks)
                 or any(tables.has_bad_ids(chunk) for chunk in table.column("doc").chunks)
-                or not pc.all(
-                    pc.match_substring_regex(table.column("grade"), f"^{_INTEGER.pattern}$"), min_count=0
-                ).as_py()
+                or not all(_integers(chunk) for chunk in table.column("grade").chunks)
             )
             if not refused:
                 grade_column = pc.cast(table.column("grade"), pa.int64())  # refuses grades past 64 bits

@@ -430,6 +430,17 @@ def _extra_columns(path: Path, expected: int, max_bytes: int, skip_rows: int) ->
     return None
 
 
+def byte_range(values: pa.Array) -> tuple[int, int]:
+    """The smallest and largest byte in a string array's data buffer ((256, -1) when it holds no byte): one pass at C
+    speed that confirms the common case (printable ASCII IDs, decimal digits) without looking at each value. The
+    buffer may hold bytes of values outside a sliced array: callers use it only to skip a check, never to fail one."""
+    data = values.buffers()[2]
+    if data is None or not data.size:
+        return 256, -1
+    low, high = pc.min_max(pa.Array.from_buffers(pa.uint8(), data.size, [None, data])).values()
+    return int(low.as_py()), int(high.as_py())
+
+
 def has_bad_ids(values: pa.Array) -> bool:
     """Whether any ID is not valid UTF-8 or holds a control or bidirectional-control character.
 
@@ -437,11 +448,9 @@ def has_bad_ids(values: pa.Array) -> bool:
     maximum alone; anything else is validated, then checked character by character."""
     if len(values) == 0:
         return False
-    data = values.buffers()[2]
-    if data is not None and data.size:
-        low, high = pc.min_max(pa.Array.from_buffers(pa.uint8(), data.size, [None, data])).values()
-        if low.as_py() > 0x20 and high.as_py() < 0x7F:
-            return False
+    low, high = byte_range(values)
+    if low > 0x20 and high < 0x7F:
+        return False
     try:
         values.validate(full=True)  # full validation of a string array checks its UTF-8
     except pa.ArrowInvalid:

@@ -253,3 +253,25 @@ def test_grades_are_decimal_integers_as_trec_eval_reads_them(tmp_path: Path, gra
     path = _write(tmp_path, "g.qrels", f"q1 0 d1 1\nq1 0 d2 {grade}\n")
     with pytest.raises(QrelsError, match=rf"g.qrels line 2: field 'grade': '{re.escape(grade)}' is not an integer"):
         read_qrels_file(path)
+
+
+@pytest.mark.parametrize(
+    ("grades", "expected"),
+    [(["12", "007", "3"], [12, 7, 3]), (["-1", "2", "-20"], [-1, 2, -20]), (["0", "-0"], [0, 0])],
+)
+def test_integer_grades_are_read_whichever_check_confirms_them(
+    tmp_path: Path, grades: list[str], expected: list[int]
+) -> None:
+    """Digits-only grades are confirmed from their bytes' range, others (a minus sign) by the full pattern: both
+    read the same values."""
+    lines = "".join(f"q1 0 d{i} {g}\n" for i, g in enumerate(grades))
+    qrels = read_qrels_file(_write(tmp_path, "g.qrels", lines))
+    assert qrels.as_dict() == {"q1": {f"d{i}": e for i, e in enumerate(expected)}}
+
+
+@pytest.mark.parametrize("grade", ["1-2", "-", "--1", "1/2", "1.0"])
+def test_grades_of_digits_and_signs_in_the_wrong_places_are_refused(tmp_path: Path, grade: str) -> None:
+    """A grade whose bytes all lie between '-' and '9' is not thereby an integer: it is matched in full."""
+    path = _write(tmp_path, "g.qrels", f"q1 0 d1 1\nq1 0 d2 {grade}\n")
+    with pytest.raises(QrelsError, match=r"g.qrels line 2: field 'grade'"):
+        read_qrels_file(path)
