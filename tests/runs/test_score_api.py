@@ -371,6 +371,21 @@ def test_cli_gate_on_a_measure_not_scored_is_refused(files: Path, capsys: pytest
     assert "--gate names measure 'ndcg@10'" in captured.err and "P_1" in captured.err and captured.out == ""
 
 
+def test_cli_gate_on_a_slice_without_queries_is_refused(files: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A gate on a language slice that no query is in cannot be evaluated: the command line is refused (exit 2),
+    naming the gate and the slices there are, rather than failing as a gate (exit 1)."""
+    argv = ["score", "--qrels", "qrels.txt", "--run", "run.trec", "--measures", "recall@10"]
+    assert main([*argv, "--gate", "sys recall@10[zh] >= 0.1"]) == 2
+    captured = capsys.readouterr()
+    assert "slice 'zh', which has no queries here (slices: all): give --topics" in captured.err
+    assert captured.out == "" and "Traceback" not in captured.err
+    _write(files, "topics.tsv", "q1\tHow do I reset my password\nq2\tWhere is the bin\n")
+    with_topics = [*argv, "--topics", "topics.tsv"]
+    assert main([*with_topics, "--gate", "sys recall@10[zh] >= 0.1"]) == 2
+    assert "(slices: all, en): no evaluated query has it" in capsys.readouterr().err
+    assert main([*with_topics, "--gate", "sys recall@10[en] >= 0.1"]) == 0
+
+
 def test_cli_trec_format_names_each_run_when_there_are_several(files: Path, capsys: pytest.CaptureFixture[str]) -> None:
     _write(files, "other.trec", _trec_run({"q2": {"d4": 1.0}}, tag="other"))
     argv = ["score", "--qrels", "qrels.txt", "--run", "run.trec", "--run", "other.trec", "--measures", "P_1"]

@@ -148,6 +148,13 @@ def score_qrels(args: argparse.Namespace) -> int:
             f"--gate names measure {unscored[0]!r}, which is not one of the measures scored here "
             f"({', '.join(scored)}); add it to --measures"
         )
+    empty = [g for g in gates if g.slice not in result.slices]
+    if empty:
+        how = "give --topics to have language slices" if not result.languages else "no evaluated query has it"
+        raise ValueError(
+            f"--gate {empty[0].label!r} is on slice {empty[0].slice!r}, which has no queries here "
+            f"(slices: {', '.join(result.slices)}): {how}"
+        )
     outcomes = evaluate_gates(result.to_report(), gates) if gates else ()
     data = _rendered(result, args, outcomes)
     if target is None:
