@@ -33,6 +33,9 @@ __all__ = ["Qrels", "QrelsError", "qrels_from_mapping", "read_qrels_file"]
 
 _BEIR_HEADER = ("query-id", "corpus-id", "score")
 _INTEGER = re.compile(r"-?[0-9]+")
+_TYPES = {"query": pa.dictionary(pa.int32(), pa.string()), "doc": pa.string(), "grade": pa.string()}
+"""Grades are read as text and checked against _INTEGER before they are converted: pyarrow's integer parser also
+takes "0x10" (16), which trec_eval's atol() reads as 0."""
 """A grade as the columnar parser reads it (Python's int() would also take "+1", "1_0" or non-ASCII digits)."""
 
 
@@ -199,6 +202,26 @@ def _integers(grades: pa.StringArray) -> bool:
     return bool(pc.all(pc.match_substring_regex(grades, f"^{_INTEGER.pattern}$"), min_count=0).as_py())
 
 
+def _bad_values(batch: pa.RecordBatch) -> bool:
+    """Whether a parsed block of qrels holds an ID the readers refuse or a grade that is not a decimal integer."""
+    return (
+        tables.has_bad_ids(batch.column("query").dictionary)
+        or tables.has_bad_ids(batch.column("doc"))
+        or not _integers(batch.column("grade"))
+    )
+
+
+def _refuses(batch: pa.RecordBatch) -> bool:
+    """:func:`_bad_values`, or a grade past 64 bits (for :func:`evalkit.data.tables.diagnose`)."""
+    if _bad_values(batch):
+        return True
+    try:
+        pc.cast(batch.column("grade"), pa.int64())
+    except pa.ArrowInvalid:
+        return True
+    return False
+
+
 def read_qrels_file(path: Path, max_bytes: int = DEFAULT_MAX_TABLE_BYTES) -> Qrels:
     """Read TREC or BEIR qrels (see the module docstring), columnar; errors name the file and the lines."""
     path = Path(path)
@@ -206,17 +229,10 @@ def read_qrels_file(path: Path, max_bytes: int = DEFAULT_MAX_TABLE_BYTES) -> Qre
     try:
         layout, header = _layout(path, max_bytes)
         names = ("query", "doc", "grade") if layout == "beir" else ("query", "_iter", "doc", "grade")
-        # Grades are read as text and checked against _INTEGER before they are converted: pyarrow's integer parser
-        # also takes "0x10" (16), which trec_eval's atol() reads as 0.
-        types = {"query": pa.dictionary(pa.int32(), pa.string()), "doc": pa.string(), "grade": pa.string()}
         width = len(names)
         try:
-            table = tables.read_columns(path, names, types, max_bytes, skip_rows=header)
-            refused = (
-                any(tables.has_bad_ids(chunk.dictionary) for chunk in table.column("query").chunks)
-                or any(tables.has_bad_ids(chunk) for chunk in table.column("doc").chunks)
-                or not all(_integers(chunk) for chunk in table.column("grade").chunks)
-            )
+            table = tables.read_columns(path, names, _TYPES, max_bytes, skip_rows=header)
+            refused = any(_bad_values(batch) for batch in table.to_batches())
             if not refused:
                 grade_column = pc.cast(table.column("grade"), pa.int64())  # refuses grades past 64 bits
         except pa.ArrowInvalid:
@@ -227,7 +243,9 @@ def read_qrels_file(path: Path, max_bytes: int = DEFAULT_MAX_TABLE_BYTES) -> Qre
                 if fields and tuple(f.lower() for f in fields[:3]) != _BEIR_HEADER:
                     width = len(fields)
                     break
-            raise QrelsError(str(tables.diagnose(path, _line_problem(layout, width), max_bytes, skip_rows=header)))
+            clean = tables.block_check(path, names, _TYPES, _refuses, max_bytes, skip_rows=header)
+            error = tables.diagnose(path, _line_problem(layout, width), max_bytes, skip_rows=header, clean=clean)
+            raise QrelsError(str(error))
     except InputError as exc:
         raise QrelsError(str(exc)) from None
     except TableError as exc:

@@ -44,6 +44,7 @@ from evalkit.data.tables import (
     DEFAULT_MAX_TABLE_BYTES,
     STREAM_BYTES,
     TableError,
+    block_check,
     count_lines,
     diagnose,
     given_id_problem,
@@ -74,6 +75,7 @@ Ranking = tuple[tuple[str, float], ...]
 holds them (in file order). Every system returns it, the shards exchange it and the tie policies order it."""
 FloatArray = npt.NDArray[np.float64]
 _TREC_COLUMNS = ("query", "_q0", "doc", "_rank", "score", "_tag")
+_TREC_TYPES = {"query": pa.dictionary(pa.int32(), pa.string()), "doc": pa.string(), "score": pa.float64()}
 _NUMBER = re.compile(r"[+-]?(?:(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|inf|infinity|nan)", re.IGNORECASE)
 """A score as the columnar parser reads it (decimal ASCII digits; inf and nan are then refused as not finite).
 Python's float() would also take "1_0" or non-ASCII digits, which trec_eval's atof() reads otherwise."""
@@ -222,6 +224,16 @@ class _Refused(Exception):
     """A block of a run file with a value the checks refuse (the lines are named afterwards)."""
 
 
+def _refuses(batch: pa.RecordBatch) -> bool:
+    """Whether a parsed block of a TREC run holds a score that is not finite or an ID the readers refuse."""
+    scores = batch.column("score").to_numpy()
+    return (
+        not np.isfinite(scores).all()
+        or has_bad_ids(batch.column("doc"))
+        or has_bad_ids(batch.column("query").dictionary)
+    )
+
+
 class _TrecBlocks:
     """Checks each parsed block of a TREC run and keeps what the run needs of it: each line's query as a 32-bit
     code, its score, and the block's document-ID column (the rest of the block is dropped at once).
@@ -248,12 +260,10 @@ class _TrecBlocks:
             self.filled = (np.empty(capacity, dtype=np.int32), np.empty(capacity, dtype=np.float64))
 
     def __call__(self, batch: pa.RecordBatch) -> pa.RecordBatch:
+        if _refuses(batch):
+            raise _Refused
         scores = batch.column("score").to_numpy()
-        if not np.isfinite(scores).all() or has_bad_ids(batch.column("doc")):
-            raise _Refused
         query = batch.column("query")
-        if has_bad_ids(query.dictionary):
-            raise _Refused
         codes = query.indices.to_numpy(zero_copy_only=False) + np.int32(self.entries)
         self.dictionaries.append(query.dictionary)
         self.entries += len(query.dictionary)
@@ -300,17 +310,13 @@ class _TrecBlocks:
 def read_trec_run(path: Path, max_bytes: int = DEFAULT_MAX_TABLE_BYTES) -> Run:
     """Read a TREC 6-column run file (``qid Q0 docid rank score tag``), columnar, block by block."""
     path = Path(path)
-    types = {
-        "query": pa.dictionary(pa.int32(), pa.string()),
-        "doc": pa.string(),
-        "score": pa.float64(),
-    }
     large = path.is_file() and path.stat().st_size > STREAM_BYTES  # a stat never blocks, even on a FIFO
     blocks = _TrecBlocks(count_lines(path, max_bytes) if large else None)
     try:
-        table = read_columns(path, _TREC_COLUMNS, types, max_bytes, keep=blocks, restart=blocks.restart)
+        table = read_columns(path, _TREC_COLUMNS, _TREC_TYPES, max_bytes, keep=blocks, restart=blocks.restart)
     except (pa.ArrowInvalid, _Refused):
-        error = diagnose(path, _trec_line_problem, max_bytes)
+        clean = block_check(path, _TREC_COLUMNS, _TREC_TYPES, _refuses, max_bytes)
+        error = diagnose(path, _trec_line_problem, max_bytes, clean=clean)
         if error.problems:
             raise RunFileError(str(error)) from None
         return _irregular_trec(path, max_bytes)

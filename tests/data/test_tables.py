@@ -529,3 +529,71 @@ def test_a_line_longer_than_the_limit_is_refused_while_it_is_read(
     )
     with pytest.raises((RunFileError, InputError), match=r"a line is longer than [0-9.e-]+ MiB \(no line end\)"):
         read_run(path)
+
+
+# --- naming bad lines fast: blocks that parse are passed over ------------------------------------------------------
+
+_BAD_RUN_LINES = (
+    "q{q} Q0 d{i} 1 x{i} sys",  # a score that is not a number
+    "q{q} Q0 d{i} 1 sys",  # five columns
+    "q{q} Q0 d\x01{i} 1 0.5 sys",  # a control character in a document ID
+    "q\u202e{q} Q0 d{i} 1 0.5 sys",  # a bidirectional control in a query ID
+    "q{q} Q0 d{i} 1 1_0 sys",  # a score Python reads but the parser does not
+    "q{q} Q0 d{i} 1 inf sys",  # not finite
+)
+_GOOD_RUN_LINES = ("q{q} Q0 d{i} {i} {s} sys", "q{q}\tQ0  d{i} {i}\t{s} sys", "", "q{q} Q0 d{i} {i} {s} sys\r")
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_bad_lines_found_block_by_block_are_those_found_line_by_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, seed: int
+) -> None:
+    """diagnose() with a block check passes over the blocks that parse and checks the lines of the others: it must
+    name exactly the lines, in order and by number, that checking every line names (tiny blocks, so that blocks
+    are cut again and again, and bad lines fall at every kind of boundary)."""
+    import numpy as np
+
+    from evalkit.data import runs
+
+    rng = np.random.default_rng(seed)
+    monkeypatch.setattr(tables, "_BLOCK", int(rng.integers(200, 2000)))
+    monkeypatch.setattr(tables, "_SUSPECT_BYTES", int(rng.integers(20, 200)))
+    lines = []
+    for i in range(int(rng.integers(50, 400))):
+        bad = rng.random() < rng.choice([0.002, 0.02, 0.2])
+        kinds = _BAD_RUN_LINES if bad else _GOOD_RUN_LINES
+        lines.append(kinds[int(rng.integers(len(kinds)))].format(q=i // 10, i=i, s=round(1 - i / 1000, 3)))
+    path = _write(tmp_path, "mixed.trec", ("\n".join(lines) + "\n").encode())
+    check = runs._trec_line_problem
+    clean = tables.block_check(path, runs._TREC_COLUMNS, runs._TREC_TYPES, runs._refuses)
+    by_blocks = tables.diagnose(path, check, clean=clean)
+    by_lines = tables.diagnose(path, check)
+    assert by_blocks.problems == by_lines.problems
+    assert str(by_blocks) == str(by_lines)
+
+
+def test_a_file_of_the_wrong_kind_is_refused_after_a_thousand_bad_lines(tmp_path: Path) -> None:
+    """A five-column file is refused without a Python check of every line: the first 1,000 bad lines are counted,
+    20 listed, and the message says where the check stopped."""
+    text = "".join(f"q{i} Q0 d{i} 1 0.5\n" for i in range(5000))
+    with pytest.raises(RunFileError) as caught:
+        read_run(_write(tmp_path, "five.trec", text.encode()))
+    message = str(caught.value)
+    assert message.startswith("five.trec: at least 1,000 malformed lines (not checked past line 1,000)\n")
+    assert "five.trec line 20: expected 6 columns" in message and "line 21:" not in message
+    assert message.endswith("\n  - ... and more")
+
+
+def test_qrels_bad_lines_are_found_past_a_header_and_across_blocks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The BEIR header is skipped in whichever block holds it; bad grades further on are named by line."""
+    monkeypatch.setattr(tables, "_BLOCK", 300)
+    monkeypatch.setattr(tables, "_SUSPECT_BYTES", 40)
+    rows = [f"q{i}\td{i}\t{'0x1' if i in (3, 40, 41, 99) else i % 3}" for i in range(100)]
+    path = _write(tmp_path, "qrels.tsv", ("query-id\tcorpus-id\tscore\n" + "\n".join(rows) + "\n").encode())
+    with pytest.raises(QrelsError) as caught:
+        read_qrels_file(path)
+    message = str(caught.value)
+    assert message.startswith("qrels.tsv: 4 malformed line(s)\n")
+    assert [int(n) for n in re.findall(r"qrels.tsv line (\d+):", message)] == [5, 42, 43, 101]
