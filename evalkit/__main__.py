@@ -2,6 +2,6 @@
 
 import sys
 
-from evalkit.app.cli import main
+from evalkit.app.launch import main
 
 sys.exit(main())

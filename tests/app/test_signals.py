@@ -132,3 +132,41 @@ def test_temp_files_of_running_processes_and_other_names_are_kept(tmp_path: Path
     write_atomic(tmp_path / "r.json", b"new")
     assert live.exists() and own.exists() and unrelated.exists()
     assert not is_stale_temp_name(unrelated.name)
+
+
+AMBUSH = r"""
+import importlib.abc, os, signal, sys
+
+class Ambush(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name == "pandas":  # imported by the command, never by launching it
+            os.kill(os.getpid(), getattr(signal, sys.argv[1]))
+        return None
+
+sys.meta_path.insert(0, Ambush())
+from evalkit.app.launch import main
+sys.exit(main(["score", "--help"]))
+"""
+
+
+@pytest.mark.parametrize(("name", "code"), [("SIGINT", 130), ("SIGTERM", 143)])
+def test_a_signal_while_the_command_is_starting_ends_cleanly(tmp_path: Path, name: str, code: int) -> None:
+    """A signal while the command's modules are still being imported (the first half second) ends with the exit
+    code and the one line of a signal later on: no traceback, no bare death by the signal."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run(
+        [sys.executable, "-c", AMBUSH, name], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == code, done.stderr
+    assert done.stderr.splitlines() == [
+        f"evalkit: {'interrupted' if code == 130 else 'terminated'} ({name}); nothing partial was written"
+    ]
+    assert done.stdout == ""
+
+
+def test_the_console_script_and_python_m_start_through_the_launcher() -> None:
+    import tomllib
+
+    scripts = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["scripts"]
+    assert scripts["evalkit"] == "evalkit.app.launch:main"
+    assert "from evalkit.app.launch import main" in (ROOT / "evalkit" / "__main__.py").read_text(encoding="utf-8")

@@ -11,7 +11,6 @@ import signal
 import sys
 import threading
 from collections.abc import Sequence
-from types import FrameType
 
 from evalkit.app.cli import baseline, compare, export, imports, notebook, run, score, validate
 from evalkit.app.cli.options import (
@@ -20,9 +19,8 @@ from evalkit.app.cli.options import (
     EXIT_GATE,
     EXIT_INPUT,
     EXIT_OK,
-    EXIT_SIGINT,
-    EXIT_SIGTERM,
 )
+from evalkit.app.launch import EXIT_SIGINT, EXIT_SIGTERM, INTERRUPTED, TERMINATED, Terminated, raise_terminated
 from evalkit.app.runner import DEFAULT_NOTEBOOK
 from evalkit.common.output import OutputPathError
 from evalkit.data.fixture import FixtureError
@@ -77,28 +75,20 @@ def _document_defaults(parser: argparse.ArgumentParser) -> None:
                 action.help += " (default: %(default)s)"
 
 
-class Terminated(BaseException):
-    """Raised in the main thread on SIGTERM, so that ``finally`` blocks (temporary files) run before exiting."""
-
-
-def _raise_terminated(signum: int, frame: FrameType | None) -> None:
-    raise Terminated
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``evalkit`` console script.
 
     SIGINT (Ctrl-C) prints one line and exits 130; SIGTERM removes any temporary file being written and exits 143.
     """
     in_main_thread = threading.current_thread() is threading.main_thread()
-    previous = signal.signal(signal.SIGTERM, _raise_terminated) if in_main_thread else None
+    previous = signal.signal(signal.SIGTERM, raise_terminated) if in_main_thread else None
     try:
         return _dispatch(argv)
     except KeyboardInterrupt:
-        print("evalkit: interrupted (SIGINT); nothing partial was written", file=sys.stderr)
+        print(INTERRUPTED, file=sys.stderr)
         return EXIT_SIGINT
     except Terminated:
-        print("evalkit: terminated (SIGTERM); nothing partial was written", file=sys.stderr)
+        print(TERMINATED, file=sys.stderr)
         return EXIT_SIGTERM
     finally:
         if previous is not None:

@@ -19,7 +19,6 @@ Commands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 DEFAULT_FIXTURE = Path("fixtures") / "synthetic-bilingual-v1"
 DEFAULT_CACHE_DIR = Path(".cache") / "evalkit"
 EXIT_OK, EXIT_GATE, EXIT_INPUT = 0, 1, 2
-EXIT_SIGINT, EXIT_SIGTERM = 130, 143
 
 
 def max_bytes(args: argparse.Namespace, default: int = DEFAULT_MAX_INPUT_BYTES) -> int:
