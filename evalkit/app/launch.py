@@ -11,13 +11,11 @@ from __future__ import annotations
 import signal
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from types import FrameType
 
 EXIT_SIGINT = 130
 EXIT_SIGTERM = 143
-INTERRUPTED = "evalkit: interrupted (SIGINT); nothing partial was written"
-TERMINATED = "evalkit: terminated (SIGTERM); nothing partial was written"
 
 
 class Terminated(BaseException):
@@ -29,20 +27,30 @@ def raise_terminated(signum: int, frame: FrameType | None) -> None:
     raise Terminated
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Import the command with SIGINT and SIGTERM handled, then run it (:func:`evalkit.app.cli.main`)."""
+def with_signals(command: Callable[[], int]) -> int:
+    """``command()``, ending with one line on stderr and exit 130 on SIGINT (Ctrl-C) or 143 on SIGTERM (raised as
+    :class:`Terminated` in the main thread, so that ``finally`` blocks remove temporary files first)."""
     in_main_thread = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, raise_terminated) if in_main_thread else None
     try:
-        from evalkit.app.cli import main as command
-
-        return command(argv)
+        return command()
     except KeyboardInterrupt:
-        print(INTERRUPTED, file=sys.stderr)
+        print("evalkit: interrupted (SIGINT); nothing partial was written", file=sys.stderr)
         return EXIT_SIGINT
     except Terminated:
-        print(TERMINATED, file=sys.stderr)
+        print("evalkit: terminated (SIGTERM); nothing partial was written", file=sys.stderr)
         return EXIT_SIGTERM
     finally:
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """The console script: import the command with the signals handled, then run it (:func:`evalkit.app.cli.main`)."""
+
+    def command() -> int:
+        from evalkit.app.cli import main as run_command
+
+        return run_command(argv)
+
+    return with_signals(command)

@@ -7,9 +7,7 @@ reported as one clear message on stderr, never a traceback.
 from __future__ import annotations
 
 import argparse
-import signal
 import sys
-import threading
 from collections.abc import Sequence
 
 from evalkit.app.cli import baseline, compare, export, imports, notebook, run, score, validate
@@ -20,7 +18,7 @@ from evalkit.app.cli.options import (
     EXIT_INPUT,
     EXIT_OK,
 )
-from evalkit.app.launch import EXIT_SIGINT, EXIT_SIGTERM, INTERRUPTED, TERMINATED, Terminated, raise_terminated
+from evalkit.app.launch import EXIT_SIGINT, EXIT_SIGTERM, Terminated, with_signals
 from evalkit.app.runner import DEFAULT_NOTEBOOK
 from evalkit.common.output import OutputPathError
 from evalkit.data.fixture import FixtureError
@@ -76,23 +74,11 @@ def _document_defaults(parser: argparse.ArgumentParser) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``evalkit`` console script.
+    """The ``evalkit`` command (the console script enters through :func:`evalkit.app.launch.main`).
 
     SIGINT (Ctrl-C) prints one line and exits 130; SIGTERM removes any temporary file being written and exits 143.
     """
-    in_main_thread = threading.current_thread() is threading.main_thread()
-    previous = signal.signal(signal.SIGTERM, raise_terminated) if in_main_thread else None
-    try:
-        return _dispatch(argv)
-    except KeyboardInterrupt:
-        print(INTERRUPTED, file=sys.stderr)
-        return EXIT_SIGINT
-    except Terminated:
-        print(TERMINATED, file=sys.stderr)
-        return EXIT_SIGTERM
-    finally:
-        if previous is not None:
-            signal.signal(signal.SIGTERM, previous)
+    return with_signals(lambda: _dispatch(argv))
 
 
 def _dispatch(argv: Sequence[str] | None) -> int:
