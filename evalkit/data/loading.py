@@ -18,7 +18,7 @@ from evalkit.data.schema import LANGUAGES, Language
 from evalkit.data.tables import DEFAULT_MAX_TABLE_BYTES, given_id_problem
 from evalkit.data.topics import read_topics
 
-__all__ = ["QrelsInput", "RunInput", "load_languages", "load_qrels", "load_run", "load_runs"]
+__all__ = ["QrelsInput", "RunInput", "is_single_run", "load_languages", "load_qrels", "load_run", "load_runs"]
 
 
 QrelsInput = str | Path | Qrels | Mapping[str, Mapping[str, int]] | pd.DataFrame
@@ -74,7 +74,7 @@ def load_run(run: RunInput, name: str = "run", max_bytes: int = DEFAULT_MAX_TABL
     return run_from_rankings(name, {q: list(docs.items()) for q, docs in run.items()})
 
 
-def _is_single_run(runs: Any) -> bool:
+def is_single_run(runs: Any) -> bool:
     """Whether ``runs`` is one run: not a mapping whose values are runs (a path, a Run, a DataFrame, or a mapping
     of queries to mappings of documents to scores)."""
     if not isinstance(runs, Mapping) or not runs:
@@ -89,7 +89,7 @@ def _is_single_run(runs: Any) -> bool:
 
 def load_runs(runs: Any, max_bytes: int = DEFAULT_MAX_TABLE_BYTES) -> list[Run]:
     """One run, or each run of a ``{name: run}`` mapping, named by its key."""
-    if _is_single_run(runs):
+    if is_single_run(runs):
         return [load_run(runs, max_bytes=max_bytes)]
     loaded = []
     for name, run in runs.items():

@@ -33,7 +33,7 @@ import pyarrow.compute as pc
 
 from evalkit.common.memory import scoring_memory
 from evalkit.data.inputs import clip
-from evalkit.data.loading import QrelsInput, load_languages, load_qrels, load_run, load_runs
+from evalkit.data.loading import QrelsInput, is_single_run, load_languages, load_qrels, load_run, load_runs
 from evalkit.data.qrels import Qrels
 from evalkit.data.runs import Run
 from evalkit.data.schema import LANGUAGES, MAX_ID_LENGTH, SLICES, Language, Slice, is_identifier
@@ -112,6 +112,8 @@ class ScoreResult:
     sources: tuple[Run, ...] = ()
     floor: float | None = None
     """The abstention floor applied to every run's scores (None: none)."""
+    named: bool = False
+    """Whether the runs were given as ``{name: run}``: :attr:`aggregate` is then keyed by run name, even for one."""
 
     @cached_property
     def run_hashes(self) -> dict[str, str]:
@@ -135,17 +137,7 @@ class ScoreResult:
         chosen = tuple(r for r in self.runs if r.name == name)
         if not chosen:
             raise KeyError(f"no run named {name!r}; runs: {', '.join(r.name for r in self.runs)}")
-        return ScoreResult(
-            self.qrels,
-            chosen,
-            self.measures,
-            self.languages,
-            self.ties,
-            self.missing,
-            self.notes,
-            self.statistics,
-            tuple(r for r in self.sources if r.name == name),
-        )
+        return replace(self, runs=chosen, sources=tuple(r for r in self.sources if r.name == name), named=False)
 
     def _frame(self, run: RunScores) -> pd.DataFrame:
         frame = pd.DataFrame(
@@ -157,8 +149,8 @@ class ScoreResult:
     @cached_property
     def per_query(self) -> pd.DataFrame:
         """One row per evaluated query ID, one column per measure as named (NaN: not defined for the query).
-        With several runs, the columns are (run, measure)."""
-        if len(self.runs) == 1:
+        With several runs, or runs given as ``{name: run}``, the columns are (run, measure)."""
+        if len(self.runs) == 1 and not self.named:
             return self._frame(self.runs[0])
         return pd.concat({r.name: self._frame(r) for r in self.runs}, axis=1)
 
@@ -198,9 +190,10 @@ class ScoreResult:
 
     @property
     def aggregate(self) -> dict[str, float] | dict[str, dict[str, float]]:
-        """Measure -> mean over the judged queries (slice ``all``); with several runs, run -> that mapping."""
+        """Measure -> mean over the judged queries (slice ``all``); with several runs, or runs given as
+        ``{name: run}``, run -> that mapping."""
         means = {run.name: dict(self.means[(run.name, "all")]) for run in self.runs}
-        return means[self.runs[0].name] if len(self.runs) == 1 else means
+        return means[self.runs[0].name] if len(self.runs) == 1 and not self.named else means
 
     @cached_property
     def intervals(self) -> dict[str, dict[Slice, dict[str, Interval]]]:
@@ -457,6 +450,7 @@ def _score(
         tuple(notes),
         sources=tuple(runs),
         floor=floor,
+        named=not is_single_run(run),
     )
 
 

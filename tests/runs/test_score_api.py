@@ -123,6 +123,24 @@ def test_several_runs_by_name() -> None:
         result["x"]
 
 
+def test_one_run_given_by_name_is_keyed_by_its_name() -> None:
+    """{name: run} with one entry is shaped like several runs (the caller named it); a bare run is not."""
+    named = evalkit.score(QRELS, {"base": RUN}, measures=["recall@1"])
+    assert named.aggregate == {"base": {"recall@1": 1 / 3}}
+    assert list(named.per_query.columns) == [("base", "recall@1")]
+    assert named["base"].aggregate == {"recall@1": 1 / 3}
+    assert evalkit.score(QRELS, RUN, measures=["recall@1"]).aggregate == {"recall@1": 1 / 3}
+
+
+def test_one_run_taken_from_several_keeps_the_abstention_floor() -> None:
+    """result[name] is that run's result with everything else kept: its report records the floor."""
+    result = evalkit.score(QRELS, {"a": RUN, "b": RUN}, measures=["recall@1"], floor=1.5)
+    alone = result["a"]
+    assert alone.floor == 1.5
+    report = alone.to_report()
+    assert [a.system.abstention_floor for a in report.ablations.values() if a.system] == [1.5]
+
+
 def test_languages_give_slices_and_topics_are_detected(tmp_path: Path) -> None:
     topics = _write(tmp_path, "topics.tsv", "q1\t如何重置两步验证\nq2\tHow do I reset my password\nq3\t回收站在哪里\n")
     result = evalkit.score(QRELS, RUN, measures=["recall@10"], languages=topics)
@@ -191,7 +209,7 @@ def test_registered_measure_flows_to_the_report_and_compare() -> None:
     evalkit.register_measure("top_hit", first_is_relevant)
     try:
         result = evalkit.score(QRELS, {"sys": RUN}, measures=["top_hit", "recall@1"])
-        assert result.per_query["top_hit"].tolist()[:2] == [0.0, 1.0]
+        assert result.per_query[("sys", "top_hit")].tolist()[:2] == [0.0, 1.0]
         report = result.to_report()
         assert report.measures["top_hit"] == "user:top_hit()"
         assert any(r.measure == "top_hit" for r in compare_reports(report, report).rows)
