@@ -26,6 +26,7 @@ ID, else by its file name.
 from __future__ import annotations
 
 import math
+import numbers
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -141,18 +142,33 @@ def _run(name: str, query: Codes, doc_ids: pa.Array | pa.ChunkedArray, scores: F
     return Run(name, query.values, query.codes, doc_ids, scores.astype(np.float64, copy=False), lines)
 
 
+def _given_score_problem(score: object) -> str | None:
+    """What is wrong with a score given in Python (a real number that is finite as a float is right), or None."""
+    if not isinstance(score, numbers.Real) or isinstance(score, (bool, np.bool_)):
+        return "is not a number"
+    try:
+        value = float(score)
+    except OverflowError:
+        return "is out of the floating-point range"
+    return None if math.isfinite(value) else "is not finite"
+
+
 def run_from_rankings(name: str, rankings: Mapping[str, Sequence[tuple[str, float]]]) -> Run:
     """A run from per-query (document ID, score) pairs; a query with no pairs is kept (it returned nothing)."""
     for query_id, pairs in rankings.items():
         if not isinstance(query_id, str) or any(not isinstance(d, str) for d, _ in pairs):
-            raise RunFileError(f"run {name}: query {clip(repr(query_id))}: query and document IDs are strings")
+            raise RunFileError(
+                f"run {clip(repr(name))}: query {clip(repr(query_id))}: query and document IDs are strings"
+            )
         for doc_id, score in pairs:
-            if not isinstance(score, (int, float)) or isinstance(score, bool) or not math.isfinite(score):
-                raise RunFileError(f"run {name}: query {query_id!r} document {doc_id!r}: score {score!r} is not finite")
+            problem = _given_score_problem(score)
+            if problem is not None:
+                where = f"run {clip(repr(name))}: query {clip(repr(query_id))} document {clip(repr(doc_id))}"
+                raise RunFileError(f"{where}: score {clip(repr(score))} {problem}")
     queries = [q for q, pairs in rankings.items() for _ in pairs]
     docs = [d for pairs in rankings.values() for d, _ in pairs]
     for value, field in [*((q, "query_id") for q in rankings), *((d, "doc_id") for d in docs)]:
-        problem = given_id_problem(value, field, f"run {clip(name)}")
+        problem = given_id_problem(value, field, f"run {clip(repr(name))}")
         if problem is not None:
             raise RunFileError(problem)
     scores = np.array([float(s) for pairs in rankings.values() for _, s in pairs], dtype=np.float64)

@@ -123,6 +123,15 @@ def test_several_runs_by_name() -> None:
         result["x"]
 
 
+def test_numpy_scalar_scores_are_numbers() -> None:
+    """Scores computed with numpy (float32, int64) are real numbers: taken, not refused as not finite."""
+    import numpy as np
+
+    run = {"q1": {"d1": np.float32(2.5), "d2": np.int64(3)}, "q2": {"d4": np.float64(1.0)}}
+    values = evalkit.score(QRELS, run, measures=["recall@1"]).per_query["recall@1"]
+    assert values.fillna(-1).tolist() == [0.0, 1.0, -1, 0.0]  # q3 has no relevant document: no recall
+
+
 def test_one_run_given_by_name_is_keyed_by_its_name() -> None:
     """{name: run} with one entry is shaped like several runs (the caller named it); a bare run is not."""
     named = evalkit.score(QRELS, {"base": RUN}, measures=["recall@1"])
@@ -431,12 +440,16 @@ def test_notes_say_what_was_left_uncounted() -> None:
 @pytest.mark.parametrize(
     ("qrels", "run", "message"),
     [
-        ({"q1": {"d1": 1}}, {"q1": {"d1": "x"}}, "score 'x' is not finite"),
+        ({"q1": {"d1": 1}}, {"q1": {"d1": "x"}}, "run 'run': query 'q1' document 'd1': score 'x' is not a number"),
+        ({"q1": {"d1": 1}}, {"q1": {"d1": True}}, "score True is not a number"),
+        ({"q1": {"d1": 1}}, {"q1": {"d1": None}}, "score None is not a number"),
+        ({"q1": {"d1": 1}}, {"q1": {"d1": float("nan")}}, "score nan is not finite"),
+        ({"q1": {"d1": 1}}, {"q1": {"d1": 10**400}}, "(401 characters) is out of the floating-point range"),
         ({1: {"d1": 1}}, {"q1": {"d1": 1.0}}, "query 1: IDs are strings"),
         ({"q1": {2: 1}}, {"q1": {"d1": 1.0}}, "document ID 2 is not a string"),
         ({"q1": {"d1": 1}}, {1: {"d1": 1.0}}, "query 1: query and document IDs are strings"),
         # IDs given in Python are held to what the files are held to (they were accepted as they came)
-        ({"q1": {"d1": 1}}, {"q1": {"d\x01": 1.0}}, r"run run: field 'doc_id': 'd\x01' holds a control"),
+        ({"q1": {"d1": 1}}, {"q1": {"d\x01": 1.0}}, r"run 'run': field 'doc_id': 'd\x01' holds a control"),
         ({"q1": {"d1": 1}}, {"q1": {"d\u202e": 1.0}}, r"field 'doc_id': 'd\u202e' holds a control or bidirectional"),
         ({"q1": {"d1": 1}}, {"q1": {"": 1.0}}, "field 'doc_id': '' is empty or holds whitespace"),
         ({"q1": {"d1": 1}}, {"q\x00": {"d1": 1.0}}, r"field 'query_id': 'q\x00' holds a control"),
