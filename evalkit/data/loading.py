@@ -13,7 +13,7 @@ import pandas as pd
 
 from evalkit.data.inputs import clip
 from evalkit.data.qrels import Qrels, qrels_from_mapping, read_qrels_file
-from evalkit.data.runs import Run, RunFileError, read_run, run_from_rankings
+from evalkit.data.runs import Run, RunFileError, given_score_problem, read_run, run_from_rankings
 from evalkit.data.schema import LANGUAGES, Language
 from evalkit.data.tables import DEFAULT_MAX_TABLE_BYTES, given_id_problem
 from evalkit.data.topics import read_topics
@@ -65,11 +65,10 @@ def load_run(run: RunInput, name: str = "run", max_bytes: int = DEFAULT_MAX_TABL
         queries = _column(run, _QUERY_COLUMNS, "run").astype(str)
         docs = _column(run, _DOC_COLUMNS, "run").astype(str)
         for row, (q, d, s) in enumerate(zip(queries, docs, _column(run, _SCORE_COLUMNS, "run"), strict=True)):
-            try:
-                score = float(s)
-            except (TypeError, ValueError):
-                raise RunFileError(f"run DataFrame row {row}: score {clip(repr(s))} is not a number") from None
-            rankings.setdefault(q, []).append((d, score))
+            problem = given_score_problem(s)
+            if problem is not None:
+                raise RunFileError(f"run DataFrame row {row}: score {clip(repr(s))} {problem}")
+            rankings.setdefault(q, []).append((d, float(s)))
         return run_from_rankings(name, rankings)
     return run_from_rankings(name, {q: list(docs.items()) for q, docs in run.items()})
 

@@ -64,6 +64,7 @@ __all__ = [
     "RunFileError",
     "check_run",
     "check_trec_field",
+    "given_score_problem",
     "read_jsonl_run",
     "read_run",
     "read_trec_run",
@@ -142,7 +143,7 @@ def _run(name: str, query: Codes, doc_ids: pa.Array | pa.ChunkedArray, scores: F
     return Run(name, query.values, query.codes, doc_ids, scores.astype(np.float64, copy=False), lines)
 
 
-def _given_score_problem(score: object) -> str | None:
+def given_score_problem(score: object) -> str | None:
     """What is wrong with a score given in Python (a real number that is finite as a float is right), or None."""
     if not isinstance(score, numbers.Real) or isinstance(score, (bool, np.bool_)):
         return "is not a number"
@@ -161,7 +162,7 @@ def run_from_rankings(name: str, rankings: Mapping[str, Sequence[tuple[str, floa
                 f"run {clip(repr(name))}: query {clip(repr(query_id))}: query and document IDs are strings"
             )
         for doc_id, score in pairs:
-            problem = _given_score_problem(score)
+            problem = given_score_problem(score)
             if problem is not None:
                 where = f"run {clip(repr(name))}: query {clip(repr(query_id))} document {clip(repr(doc_id))}"
                 raise RunFileError(f"{where}: score {clip(repr(score))} {problem}")

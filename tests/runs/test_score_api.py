@@ -469,6 +469,16 @@ def test_notes_say_what_was_left_uncounted() -> None:
             pd.DataFrame({"query_id": ["q1"], "doc_id": ["d1"], "score": ["abc"]}),
             "run DataFrame row 0: score 'abc' is not a number",
         ),
+        (
+            {"q1": {"d1": 1}},
+            pd.DataFrame({"query_id": ["q1", "q1"], "doc_id": ["d1", "d2"], "score": [2.0, "1.5"]}),
+            "run DataFrame row 1: score '1.5' is not a number",  # as in a dict: text is not a score
+        ),
+        (
+            {"q1": {"d1": 1}},
+            pd.DataFrame({"query_id": ["q1", "q1"], "doc_id": ["d1", "d2"], "score": [True, False]}),
+            "run DataFrame row 0: score True is not a number",
+        ),
     ],
 )
 def test_wrongly_typed_python_input_is_a_clear_value_error(qrels: object, run: object, message: str) -> None:
