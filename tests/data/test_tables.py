@@ -540,8 +540,15 @@ _BAD_RUN_LINES = (
     "q\u202e{q} Q0 d{i} 1 0.5 sys",  # a bidirectional control in a query ID
     "q{q} Q0 d{i} 1 1_0 sys",  # a score Python reads but the parser does not
     "q{q} Q0 d{i} 1 inf sys",  # not finite
+    "q{q} Q0 d{i}" + "x" * 300 + " 1 x sys",  # long and bad
 )
-_GOOD_RUN_LINES = ("q{q} Q0 d{i} {i} {s} sys", "q{q}\tQ0  d{i} {i}\t{s} sys", "", "q{q} Q0 d{i} {i} {s} sys\r")
+_GOOD_RUN_LINES = (
+    "q{q} Q0 d{i} {i} {s} sys",
+    "q{q}\tQ0  d{i} {i}\t{s} sys",
+    "",
+    "q{q} Q0 d{i} {i} {s} sys\r",
+    "q{q} Q0 d{i}" + "x" * 300 + " {i} {s} sys",  # longer than a part: a block that is one line
+)
 
 
 @pytest.mark.parametrize("seed", range(12))
@@ -572,6 +579,25 @@ def test_bad_lines_found_block_by_block_are_those_found_line_by_line(
     assert str(by_blocks) == str(by_lines)
 
 
+def test_bad_lines_are_named_among_lines_longer_than_a_block_part(tmp_path: Path) -> None:
+    """A bad line of 70 KB (longer than the parts blocks are cut into) and a valid line of 3 MB (longer than
+    pyarrow's default parse block) beside a bad one: named by line, never a RecursionError or a refused good line."""
+    long_bad = f"q1 Q0 d1 1 1.5 t\nq1 Q0 {'d' * 70_000} 2 abc t\n"
+    with pytest.raises(RunFileError, match=r"^long.trec: 1 malformed line\(s\)\n  - long.trec line 2: score 'abc'"):
+        read_run(_write(tmp_path, "long.trec", long_bad.encode()))
+    valid_and_bad = f"q1 Q0 {'d' * 3_000_000} 1 2.0 t\nq1 Q0 d2 2 1.0 t\nq1 Q0 d3 3 x t\n"
+    with pytest.raises(RunFileError, match=r"^both.trec: 1 malformed line\(s\)\n  - both.trec line 3: score 'x'"):
+        read_run(_write(tmp_path, "both.trec", valid_and_bad.encode()))
+    extra_first = f"q1 Q0 d1 1 2.0 t x\nq1 Q0 {'d' * 70_000} 2 1.0 t\n"  # valid: read line by line
+    assert read_run(_write(tmp_path, "irregular.trec", extra_first.encode())).lines == 2
+
+
+def test_exactly_a_thousand_bad_lines_are_counted_exactly(tmp_path: Path) -> None:
+    text = "q0 Q0 d0 1 1 t\n" + "".join(f"q{i} Q0 d{i} 1 x t\n" for i in range(1, 1001))
+    with pytest.raises(RunFileError, match=r"^thousand.trec: 1000 malformed line\(s\)\n"):
+        read_run(_write(tmp_path, "thousand.trec", text.encode()))
+
+
 def test_a_file_of_the_wrong_kind_is_refused_after_a_thousand_bad_lines(tmp_path: Path) -> None:
     """A five-column file is refused without a Python check of every line: the first 1,000 bad lines are counted,
     20 listed, and the message says where the check stopped."""
@@ -579,7 +605,7 @@ def test_a_file_of_the_wrong_kind_is_refused_after_a_thousand_bad_lines(tmp_path
     with pytest.raises(RunFileError) as caught:
         read_run(_write(tmp_path, "five.trec", text.encode()))
     message = str(caught.value)
-    assert message.startswith("five.trec: at least 1,000 malformed lines (not checked past line 1,000)\n")
+    assert message.startswith("five.trec: more than 1,000 malformed lines (not checked past line 1,001)\n")
     assert "five.trec line 20: expected 6 columns" in message and "line 21:" not in message
     assert message.endswith("\n  - ... and more")
 
