@@ -179,9 +179,11 @@ if not TYPE_CHECKING:  # type checkers see the imports above; at run time a name
             value = getattr(importlib.import_module(home), name)
             globals()[name] = value  # once imported, a plain attribute
             return value
-        if name in _PACKAGES:
+        if name in _PACKAGES:  # evalkit.data.runs and the like: every module the public names need, as before
+            for module in sorted(set(_HOMES.values())):
+                importlib.import_module(module)
             return importlib.import_module(f"evalkit.{name}")
         raise AttributeError(f"module 'evalkit' has no attribute {name!r}")
 
     def __dir__() -> list[str]:
-        return sorted({*globals(), *__all__, *_PACKAGES})
+        return sorted({*(name for name in globals() if name.startswith("__")), *__all__, *_PACKAGES})

@@ -164,6 +164,44 @@ def test_a_signal_while_the_command_is_starting_ends_cleanly(tmp_path: Path, nam
     assert done.stdout == ""
 
 
+SWALLOWING_AMBUSH = r"""
+import importlib.abc, os, signal, sys, time
+
+class Ambush(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name == "pandas":
+            try:  # like C code inside an import that clears whatever exception a signal handler raised
+                os.kill(os.getpid(), getattr(signal, sys.argv[1]))
+                time.sleep(0.05)
+            except BaseException:
+                pass
+        return None
+
+sys.meta_path.insert(0, Ambush())
+from evalkit.app.launch import main
+sys.exit(main(["score", "--help"]))
+"""
+
+
+@pytest.mark.parametrize(("name", "code"), [("SIGINT", 130), ("SIGTERM", 143)])
+def test_a_signal_during_the_imports_is_not_lost_where_exceptions_are_swallowed(
+    tmp_path: Path, name: str, code: int
+) -> None:
+    """While the command is imported, a signal is recorded rather than raised, so code that swallows exceptions
+    cannot lose it: the command stops after the import instead of running to its end with exit 0."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run(
+        [sys.executable, "-c", SWALLOWING_AMBUSH, name],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == code, done.stderr
+    assert done.stdout == "", "the command ran after the signal"
+
+
 def test_the_console_script_and_python_m_start_through_the_launcher() -> None:
     import tomllib
 

@@ -411,6 +411,11 @@ def test_cli_gate_on_a_slice_without_queries_is_refused(files: Path, capsys: pyt
     assert main([*with_topics, "--gate", "sys recall@10[zh] >= 0.1"]) == 2
     assert "(slices: all, en): no evaluated query has it" in capsys.readouterr().err
     assert main([*with_topics, "--gate", "sys recall@10[en] >= 0.1"]) == 0
+    capsys.readouterr()
+    _write(files, "elsewhere.trec", _trec_run({"q9": {"d1": 1.0}}, tag="sys"))
+    skipped = ["score", "--qrels", "qrels.txt", "--run", "elsewhere.trec", "--measures", "recall@10"]
+    assert main([*skipped, "--missing", "skip", "--gate", "sys recall@10 >= 0.1"]) == 2
+    assert "slice 'all', which has no queries here" in capsys.readouterr().err
 
 
 def test_cli_trec_format_names_each_run_when_there_are_several(files: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -148,9 +148,14 @@ def score_qrels(args: argparse.Namespace) -> int:
             f"--gate names measure {unscored[0]!r}, which is not one of the measures scored here "
             f"({', '.join(scored)}); add it to --measures"
         )
-    empty = [g for g in gates if g.slice not in result.slices]
+    empty = [g for g in gates if g.slice not in result.slices or not result.query_ids]
     if empty:
-        how = "give --topics to have language slices" if not result.languages else "no evaluated query has it"
+        if not result.query_ids:
+            how = "no judged query was evaluated (see the notes)"
+        elif not result.languages:
+            how = "give --topics to have language slices"
+        else:
+            how = "no evaluated query has it"
         raise ValueError(
             f"--gate {empty[0].label!r} is on slice {empty[0].slice!r}, which has no queries here "
             f"(slices: {', '.join(result.slices)}): {how}"
