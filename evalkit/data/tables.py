@@ -69,6 +69,7 @@ _GZIP_MAGIC = b"\x1f\x8b"
 _BOM = b"\xef\xbb\xbf"
 _WHITESPACE = bytes.maketrans(b"\t\r\f\v", b"    ")
 _SPACES = re.compile(rb" {2,}")
+_BARE_CR = re.compile(rb"\r(?!\n)")
 _SEPARATORS = re.compile(r"[ \t\r\f\v]+")
 """The column separators the columnar path knows (str.split() would also split at other Unicode whitespace)."""
 _CONTROL = r"[\x00-\x1f\x7f\u0080-\u009f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]"
@@ -108,6 +109,7 @@ class _Guarded(io.RawIOBase):
         self._at = 0  # how much of _out readinto has handed on
         self._first = True
         self._eof = False
+        self._lines = 0  # line ends handed on so far
 
     def readable(self) -> bool:
         return True
@@ -172,7 +174,23 @@ class _Guarded(io.RawIOBase):
                     self._check_line(sum(len(part) for part in self._pending))
                     continue
                 block, self._pending = b"".join([*self._pending, data[:cut]]), [data[cut:]] if cut < len(data) else []
+            if b"\r" in block:
+                self._check_carriage_returns(block)
+            self._lines += block.count(b"\n")
             self._out, self._at = (_normalise(block) if self._normalise else block), 0
+
+    def _check_carriage_returns(self, block: bytes) -> None:
+        """Refuse a carriage return that does not end a line (``\\r`` without ``\\n``; one ending the file is
+        trailing blank): read as a blank it would join lines, and a file whose lines end in ``\\r`` alone would
+        be read as one line."""
+        bare = _BARE_CR.search(block, 0, len(block) - 1 if self._eof else len(block))
+        if bare is not None:
+            line = self._lines + block.count(b"\n", 0, bare.start()) + 1
+            raise InputError(
+                self._label,
+                f"line {line}: a carriage return (\\r) that does not end a line; lines end with \\n or \\r\\n (a "
+                "file whose lines end with \\r alone must be converted)",
+            )
 
     def _check_line(self, length: int) -> None:
         """Refuse a line longer than :data:`MAX_LINE_BYTES` (a file without line ends, or a hostile one)."""

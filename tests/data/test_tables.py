@@ -623,3 +623,32 @@ def test_qrels_bad_lines_are_found_past_a_header_and_across_blocks(
     message = str(caught.value)
     assert message.startswith("qrels.tsv: 4 malformed line(s)\n")
     assert [int(n) for n in re.findall(r"qrels.tsv line (\d+):", message)] == [5, 42, 43, 101]
+
+
+@pytest.mark.parametrize(
+    ("name", "data", "line"),
+    [
+        ("cr-only.trec", b"q1 Q0 d1 1 2.0 sys\rq1 Q0 d2 2 1.0 sys\rq2 Q0 d3 1 1.0 sys\r", 1),
+        ("cr-late.trec", b"q1\tQ0 d1 1 2.0 sys\nq1 Q0 d2 2 1.0 sys\nq1 Q0 d3 3 0.5 sys\rq2 Q0 d4 1 1.0 sys\n", 3),
+        ("cr.qrels", b"q1 0 d1 1\r\nq1 0 d2 0\r\nq2 0 d3 1\rq2 0 d4 0\r\n", 3),
+        ("cr.gz", gzip.compress(b"q1 Q0 d1 1 2.0 sys\nq1 Q0 d2 2 1.0 sys\rq1 Q0 d3 3 0.5 sys\n", mtime=0), 2),
+    ],
+    ids=["cr-only", "cr-late", "qrels", "gzip"],
+)
+def test_a_carriage_return_that_ends_no_line_is_refused_naming_its_line(
+    tmp_path: Path, name: str, data: bytes, line: int
+) -> None:
+    """Read as a blank, a lone \\r would join two lines: a file whose lines end with \\r alone was read as a run of
+    one line, without a word. It is refused, naming the line and what to do."""
+    path = _write(tmp_path, name, data)
+    reader = read_qrels_file if name.endswith(".qrels") else read_run
+    with pytest.raises(ValueError, match=rf"line {line}: a carriage return \(\\r\) that does not end a line"):
+        reader(path)
+
+
+def test_carriage_returns_that_end_lines_are_blanks(tmp_path: Path) -> None:
+    """\\r\\n line ends, and a \\r ending the file, are read as before."""
+    run = read_run(_write(tmp_path, "crlf.trec", b"q1 Q0 d1 1 2.0 sys\r\nq1 Q0 d2 2 1.0 sys\r\nq2 Q0 d3 1 1.0 sys\r"))
+    assert run.lines == 3 and run.name == "sys"
+    qrels = read_qrels_file(_write(tmp_path, "crlf.qrels", b"q1 0 d1 1\r\nq1 0 d2 0\r"))
+    assert qrels.as_dict() == {"q1": {"d1": 1, "d2": 0}}
