@@ -123,8 +123,12 @@ class GateFailure(Exception):
 
 
 def _describe(gate: GateOutcome) -> str:
-    value = "missing" if gate.value is None else f"{gate.value:.4f}"
-    text = f"{gate.gate} = {value}, required {gate.comparison} {gate.threshold:.4f}"
+    decimals = 4  # more where four would print a failed value as its bound (0.74996 is 0.7500, as is 0.75)
+    if gate.value is not None and not gate.passed:
+        while decimals < 12 and f"{gate.value:.{decimals}f}" == f"{gate.threshold:.{decimals}f}":
+            decimals += 1
+    value = "missing" if gate.value is None else f"{gate.value:.{decimals}f}"
+    text = f"{gate.gate} = {value}, required {gate.comparison} {gate.threshold:.{decimals}f}"
     return f"{text} ({gate.detail})" if gate.detail else text
 
 

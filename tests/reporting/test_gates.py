@@ -102,6 +102,17 @@ def test_gate_failure_lists_every_failed_gate_with_value_and_threshold() -> None
     assert len(info.value.failed) == 4
 
 
+def test_a_failed_value_that_rounds_to_its_bound_is_shown_with_the_digits_that_differ() -> None:
+    """0.74996 against >= 0.75 fails; at four decimals both print 0.7500, which reads as a pass."""
+    outcomes = evaluate_gates(_report(0.9, 0.9, 0.74996, 0.0), SEED)
+    failed = [g for g in outcomes if not g.passed]
+    with pytest.raises(GateFailure) as info:
+        check_gates(failed)
+    assert "hybrid-rerank ndcg@10 = 0.74996, required >= 0.75000" in str(info.value)
+    passed = format_gates([g for g in outcomes if g.passed])
+    assert "= 0.9000, required >= 0.7800" in passed  # a passed gate keeps four decimals
+
+
 def test_check_gates_is_quiet_when_all_pass() -> None:
     outcomes = evaluate_gates(_report(0.8, 0.9, 0.8, 0.0), SEED)
     assert check_gates(outcomes) is None
