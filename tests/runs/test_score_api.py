@@ -418,6 +418,24 @@ def test_cli_gate_on_a_slice_without_queries_is_refused(files: Path, capsys: pyt
     assert "slice 'all', which has no queries here" in capsys.readouterr().err
 
 
+def test_cli_runs_in_two_folders_may_share_a_file_name(files: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Two run files called alike in two folders are two runs (they were refused as one file given twice); one
+    file given twice, however spelled, and two runs with one ID are refused, naming the files."""
+    (files / "a").mkdir()
+    (files / "b").mkdir()
+    _write(files, "a/run.trec", _trec_run(RUN, tag="first"))
+    _write(files, "b/run.trec", _trec_run({"q1": {"d1": 1.0}}, tag="second"))
+    argv = ["score", "--qrels", "qrels.txt", "--measures", "recall@1", "--format", "trec"]
+    assert main([*argv, "--run", "a/run.trec", "--run", "b/run.trec"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert sorted(line.split("\t")[2] for line in lines if line.startswith("runid")) == ["first", "second"]
+    assert main([*argv, "--run", "a/run.trec", "--run", "b/../a/run.trec"]) == 2
+    assert "the same run file is given twice: " in capsys.readouterr().err
+    _write(files, "b/other.trec", _trec_run(RUN, tag="first"))
+    assert main([*argv, "--run", "a/run.trec", "--run", "b/other.trec"]) == 2
+    assert "run ID 'first' of b/other.trec is also the ID of a/run.trec" in capsys.readouterr().err
+
+
 def test_cli_trec_format_names_each_run_when_there_are_several(files: Path, capsys: pytest.CaptureFixture[str]) -> None:
     _write(files, "other.trec", _trec_run({"q2": {"d4": 1.0}}, tag="other"))
     argv = ["score", "--qrels", "qrels.txt", "--run", "run.trec", "--run", "other.trec", "--measures", "P_1"]

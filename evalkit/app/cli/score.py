@@ -26,6 +26,7 @@ from evalkit.app.cli.options import (
 from evalkit.app.cli.options import max_bytes as input_limit
 from evalkit.common.output import ENV_VAR, write_atomic
 from evalkit.data.fixture import Fixture, load_fixture
+from evalkit.data.inputs import clip
 from evalkit.data.runs import check_run, read_run
 from evalkit.data.tables import DEFAULT_MAX_TABLE_BYTES
 from evalkit.measures.core import MISSING_POLICIES
@@ -123,10 +124,11 @@ def score_qrels(args: argparse.Namespace) -> int:
     inputs = [Path(args.qrels), *(Path(r) for r in args.run), *([Path(args.topics)] if args.topics else [])]
     target = report_target(args.output, workspace, inputs)
     max_bytes = input_limit(args, DEFAULT_MAX_TABLE_BYTES)
-    runs = {Path(r).name: Path(r) for r in args.run}
+    given = [Path(r).resolve() for r in args.run]
+    twice = sorted({str(p) for p in given if given.count(p) > 1})
+    if twice:
+        raise ValueError(f"the same run file is given twice: {clip(twice[0])}")
     run_input = Path(args.run[0]) if len(args.run) == 1 else _named_runs(args.run, max_bytes)
-    if len(runs) != len(args.run):
-        raise ValueError("the same run file is given twice")
     result = score(
         Path(args.qrels),
         run_input,
@@ -186,11 +188,15 @@ def _named_runs(paths: list[str], max_bytes: int) -> dict[str, object]:
     from evalkit.data.runs import read_run
 
     runs: dict[str, object] = {}
+    named: dict[str, str] = {}
     for path in paths:
         run = read_run(Path(path), max_bytes)
         if run.name in runs:
-            raise ValueError(f"run ID {run.name!r} of {Path(path).name} is used by another run; rename the file or tag")
-        runs[run.name] = run
+            raise ValueError(
+                f"run ID {run.name!r} of {clip(path)} is also the ID of {clip(named[run.name])}; rename a file or "
+                "change a tag"
+            )
+        runs[run.name], named[run.name] = run, path
     return runs
 
 
