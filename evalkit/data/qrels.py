@@ -233,6 +233,9 @@ def read_qrels_file(path: Path, max_bytes: int = DEFAULT_MAX_TABLE_BYTES) -> Qre
         try:
             table = tables.read_columns(path, names, _TYPES, max_bytes, skip_rows=header)
             refused = any(_bad_values(batch) for batch in table.to_batches())
+            if refused:  # a tab at a line's start or end past the first block joins a column: normalise, again
+                table = tables.read_columns(path, names, _TYPES, max_bytes, skip_rows=header, normalise=True)
+                refused = any(_bad_values(batch) for batch in table.to_batches())
             if not refused:
                 grade_column = pc.cast(table.column("grade"), pa.int64())  # refuses grades past 64 bits
         except pa.ArrowInvalid:

@@ -338,7 +338,13 @@ def read_trec_run(path: Path, max_bytes: int = DEFAULT_MAX_TABLE_BYTES) -> Run:
     large = path.is_file() and path.stat().st_size > STREAM_BYTES  # a stat never blocks, even on a FIFO
     blocks = _TrecBlocks(count_lines(path, max_bytes) if large else None)
     try:
-        table = read_columns(path, _TREC_COLUMNS, _TREC_TYPES, max_bytes, keep=blocks, restart=blocks.restart)
+        try:
+            table = read_columns(path, _TREC_COLUMNS, _TREC_TYPES, max_bytes, keep=blocks, restart=blocks.restart)
+        except _Refused:  # a tab at a line's start past the first block joins a column: normalise, again
+            blocks.restart()
+            table = read_columns(
+                path, _TREC_COLUMNS, _TREC_TYPES, max_bytes, keep=blocks, restart=blocks.restart, normalise=True
+            )
     except (pa.ArrowInvalid, _Refused):
         clean = block_check(path, _TREC_COLUMNS, _TREC_TYPES, _refuses, max_bytes)
         error = diagnose(path, _trec_line_problem, max_bytes, clean=clean)

@@ -293,6 +293,7 @@ def read_columns(
     skip_rows: int = 0,
     keep: Callable[[pa.RecordBatch], pa.RecordBatch] | None = None,
     restart: Callable[[], None] | None = None,
+    normalise: bool = False,
 ) -> pa.Table:
     """The whitespace-separated columns ``names`` of the file, typed as ``types`` (names starting ``_`` skipped).
 
@@ -303,14 +304,15 @@ def read_columns(
     than ``names`` keep the first ``len(names)`` (extra columns are ignored, as trec_eval ignores them). Raises
     :class:`pyarrow.ArrowInvalid` on any row the parser refuses (too few columns, a value of the wrong type): the
     caller then names the lines with :func:`diagnose`. String columns are not checked for UTF-8 here: the caller
-    checks every one with :func:`has_bad_ids`.
+    checks every one with :func:`has_bad_ids`. With ``normalise``, separators are normalised from the first block
+    (for a caller whose checks refused values that a tab at a line's start or end may have joined to a column).
     """
     extra = _extra_columns(path, len(names), max_bytes, skip_rows)
     empty = pa.table({n: pa.array([], type=types[n]) for n in names if not n.startswith("_")})
     if extra is None:  # no data line at all (pyarrow refuses an empty file): no rows
         return empty if keep is None else _kept_empty(empty, keep)
     column_names = [*names, *(f"_extra{i}" for i in range(extra))]
-    normalise = _needs_normalising(path, max_bytes)
+    normalise = normalise or _needs_normalising(path, max_bytes)
     while True:
         try:
             return _scan(path, column_names, names, types, max_bytes, skip_rows, normalise, keep or _same)

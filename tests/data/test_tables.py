@@ -652,3 +652,16 @@ def test_carriage_returns_that_end_lines_are_blanks(tmp_path: Path) -> None:
     assert run.lines == 3 and run.name == "sys"
     qrels = read_qrels_file(_write(tmp_path, "crlf.qrels", b"q1 0 d1 1\r\nq1 0 d2 0\r"))
     assert qrels.as_dict() == {"q1": {"d1": 1, "d2": 0}}
+
+
+@pytest.mark.parametrize("blank", ["\t", " ", "\t \t"])
+def test_blanks_at_a_line_end_or_start_past_the_first_block_are_separators(tmp_path: Path, blank: str) -> None:
+    """Only the first 64 KiB decide whether separators need normalising; a tab starting or ending a later line was
+    joined to the grade or the ID, and valid qrels were refused ("could not be parsed"). Both readers now read such
+    a file again, normalising."""
+    head = "".join(f"q{i} 0 d{i} 1\n" for i in range(8000))  # about 100 KB of single spaces
+    qrels = read_qrels_file(_write(tmp_path, "late.qrels", (head + f"qx 0 dx 2{blank}\n{blank}qy 0 dy 3\n").encode()))
+    assert qrels.as_dict()["qx"] == {"dx": 2} and qrels.as_dict()["qy"] == {"dy": 3}
+    lines = "".join(f"q{i} Q0 d{i} 1 1.5 sys\n" for i in range(5000))
+    run = read_run(_write(tmp_path, "late.trec", (lines + f"{blank}qx Q0 dx 1 2.0 sys{blank}\n").encode()))
+    assert run.lines == 5001 and "qx" in run.queries.to_pylist()
