@@ -65,8 +65,22 @@ def depth_of(measures: Sequence[MeasureDef], context_k: int = 0) -> int | None:
     return max(depths, default=1) or 1
 
 
+MAX_EXPONENTIAL_GRADE = 512
+"""The largest grade a measure with exponential gain (``2**grade - 1``: ``ndcg@k``) takes: past about 1,000 the gain
+is past what a float holds, and nDCG came out 0 even for a perfect ranking. Real qrels grade 0 to 16."""
+
+
 def score_ranked(ranked: Ranked, measures: Sequence[MeasureDef]) -> tuple[dict[str, FloatArray], npt.NDArray[np.bool_]]:
-    """Every measure's kernel over ``ranked``; NaN where a measure is not defined. Returns values and answerable."""
+    """Every measure's kernel over ``ranked``; NaN where a measure is not defined. Returns values and answerable.
+
+    A grade past :data:`MAX_EXPONENTIAL_GRADE` is refused (ValueError) for a measure with exponential gain."""
+    exponential = [m.name for m in measures if m.gain == "exponential"]
+    if exponential and len(ranked.ideal_grade) and int(ranked.ideal_grade.max()) > MAX_EXPONENTIAL_GRADE:
+        raise ValueError(
+            f"{exponential[0]} has gain 2^grade - 1, and a grade of {int(ranked.ideal_grade.max())} is past the "
+            f"{MAX_EXPONENTIAL_GRADE} it can take (the gain would overflow a float); use linear gain instead "
+            "(ndcg_cut_10 and the like, as trec_eval)"
+        )
     answerable = ranked.relevant() > 0
     values: dict[str, FloatArray] = {}
     for measure in measures:

@@ -123,6 +123,17 @@ def test_several_runs_by_name() -> None:
         result["x"]
 
 
+def test_a_grade_past_what_exponential_gain_can_take_is_refused_not_scored_zero() -> None:
+    """2^1024 is past a float: ndcg@10 of a perfect ranking came out 0. Exponential gain takes grades up to 512;
+    past that it is refused, naming the measure; linear gain takes any grade."""
+    run = {"q1": {"d1": 2.0, "d2": 1.0}}
+    assert evalkit.score({"q1": {"d1": 512, "d2": 1}}, run, measures=["ndcg@10"]).aggregate == {"ndcg@10": 1.0}
+    with pytest.raises(ValueError, match=r"ndcg@10 has gain 2\^grade - 1, and a grade of 1024 is past the 512"):
+        evalkit.score({"q1": {"d1": 1024}}, run, measures=["ndcg@10", "ndcg_cut_10"])
+    linear = evalkit.score({"q1": {"d1": 10**15, "d2": 1}}, run, measures=["ndcg_cut_10"], ties="trec_eval")
+    assert linear.aggregate == {"ndcg_cut_10": 1.0}
+
+
 def test_numpy_scalar_scores_are_numbers() -> None:
     """Scores computed with numpy (float32, int64) are real numbers: taken, not refused as not finite."""
     import numpy as np
