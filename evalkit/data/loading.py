@@ -70,6 +70,14 @@ def load_run(run: RunInput, name: str = "run", max_bytes: int = DEFAULT_MAX_TABL
                 raise RunFileError(f"run DataFrame row {row}: score {clip(repr(s))} {problem}")
             rankings.setdefault(q, []).append((d, float(s)))
         return run_from_rankings(name, rankings)
+    if not isinstance(run, Mapping):
+        raise RunFileError(
+            f"run {clip(repr(name))}: a {type(run).__name__} is not a run: give a path, a DataFrame, "
+            "{qid: {docid: score}} or, for several runs, {name: run}"
+        )
+    odd = next((q for q, docs in run.items() if not isinstance(docs, Mapping)), None)
+    if odd is not None:
+        raise RunFileError(f"run {clip(repr(name))}: query {clip(repr(odd))}: results must be {{docid: score}}")
     return run_from_rankings(name, {q: list(docs.items()) for q, docs in run.items()})
 
 

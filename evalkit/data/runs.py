@@ -361,11 +361,15 @@ def read_trec_run(path: Path, max_bytes: int = DEFAULT_MAX_TABLE_BYTES) -> Run:
 
 
 def _first_tag(path: Path, max_bytes: int) -> str | None:
-    """The tag (sixth column) of the run's first line, if it has one."""
-    for _, line in text_lines(path, max_bytes, head=True):
-        fields = split_fields(line)
-        if fields:
-            return fields[5] if len(fields) > 5 else None
+    """The tag (sixth column) of the run's first line, if it has one and it is text (the tag is not read
+    otherwise: a tag that is not UTF-8 leaves the run named by its file)."""
+    try:
+        for _, line in text_lines(path, max_bytes, head=True):
+            fields = split_fields(line)
+            if fields:
+                return fields[5] if len(fields) > 5 else None
+    except TableError:  # not UTF-8: the IDs of the line were checked by the parser, so only the tag can be
+        return None
     return None
 
 

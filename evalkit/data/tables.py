@@ -71,6 +71,7 @@ _WHITESPACE = bytes.maketrans(b"\t\r\f\v", b"    ")
 _SPACES = re.compile(rb" {2,}")
 _BARE_CR = re.compile(rb"\r(?!\n)")
 _SEPARATORS = re.compile(r"[ \t\r\f\v]+")
+_BYTE_SEPARATORS = re.compile(rb"[ \t\r\f\v]+")
 """The column separators the columnar path knows (str.split() would also split at other Unicode whitespace)."""
 _CONTROL = r"[\x00-\x1f\x7f\u0080-\u009f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]"
 """Control and bidirectional-control characters, as Python's re spells them."""
@@ -455,12 +456,16 @@ def _needs_normalising(path: Path, max_bytes: int) -> bool:
 
 
 def _extra_columns(path: Path, expected: int, max_bytes: int, skip_rows: int) -> int | None:
-    """How many columns past ``expected`` the first data line has (its width is the file's); None: no data line."""
-    for number, line in text_lines(path, max_bytes, head=True):
-        fields = split_fields(line)
-        if number <= skip_rows or not fields:
-            continue
-        return max(0, len(fields) - expected)
+    """How many columns past ``expected`` the first data line has (its width is the file's); None: no data line.
+    Counted on the bytes: a column that is not UTF-8 is the parser's and the checks' to name, with its field."""
+    before = 0
+    with _Guarded(Path(path), max_bytes, False, _HEAD) as guarded:
+        for block in guarded.blocks():
+            for number, raw in enumerate(block.split(b"\n"), start=before + 1):
+                fields = [field for field in _BYTE_SEPARATORS.split(raw) if field]
+                if number > skip_rows and fields:
+                    return max(0, len(fields) - expected)
+            before += block.count(b"\n")
     return None
 
 

@@ -134,6 +134,25 @@ def test_a_grade_past_what_exponential_gain_can_take_is_refused_not_scored_zero(
     assert linear.aggregate == {"ndcg_cut_10": 1.0}
 
 
+@pytest.mark.parametrize(
+    ("run", "message"),
+    [
+        ([RUN, RUN], "run 'run': a list is not a run: give a path, a DataFrame"),
+        ({"q1": [("d1", 1.0)]}, "run 'run': query 'q1': results must be {docid: score}"),
+    ],
+)
+def test_a_run_of_the_wrong_shape_is_a_clear_value_error(run: object, message: str) -> None:
+    with pytest.raises(ValueError, match=re.escape(message)):
+        evalkit.score(QRELS, run, measures=["recall@1"])
+
+
+def test_a_run_tag_that_is_not_text_leaves_the_run_named_by_its_file(tmp_path: Path) -> None:
+    """The tag is not read, except to name the run: one that is not UTF-8 no longer refuses the file."""
+    path = tmp_path / "named.trec"
+    path.write_bytes(b"q1 Q0 d1 1 2.0 t\xff\nq1 Q0 d2 2 1.0 t\xff\n")
+    assert evalkit.load_run(path).name == "named"
+
+
 def test_numpy_scalar_scores_are_numbers() -> None:
     """Scores computed with numpy (float32, int64) are real numbers: taken, not refused as not finite."""
     import numpy as np
