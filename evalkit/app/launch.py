@@ -2,47 +2,19 @@
 
 Importing the command (pandas, pyarrow, pydantic and the rest) takes about half a second. A signal in that time
 ended in a traceback (SIGINT) or a bare signal death (SIGTERM); here both end as they do later on, with one line on
-stderr and exit 130 or 143. This module imports nothing of evalkit's until its handlers are in place, and
-``import evalkit`` itself imports nothing (see :mod:`evalkit`). A signal in the first tens of milliseconds, while
-Python itself starts, is still Python's to handle.
+stderr and exit 130 or 143 (:mod:`evalkit.app.signals`). Until its handlers are in place this module imports only
+that light module, and ``import evalkit`` itself imports nothing (see :mod:`evalkit`). A signal in the first tens
+of milliseconds, while Python itself starts, is still Python's to handle.
 """
 
 from __future__ import annotations
 
 import signal
-import sys
 import threading
-from collections.abc import Callable, Sequence
-from types import FrameType
+from collections.abc import Sequence
 from typing import Any
 
-EXIT_SIGINT = 130
-EXIT_SIGTERM = 143
-
-
-class Terminated(BaseException):
-    """Raised in the main thread on SIGTERM, so that ``finally`` blocks (temporary files) run before exiting."""
-
-
-def raise_terminated(signum: int, frame: FrameType | None) -> None:
-    """The SIGTERM handler of the command: raise :class:`Terminated`."""
-    raise Terminated
-
-
-def with_signals(command: Callable[[], int]) -> int:
-    """``command()``, ending with one line on stderr and exit 130 on SIGINT (Ctrl-C) or 143 on SIGTERM (raised as
-    :class:`Terminated` in the main thread, so that ``finally`` blocks remove temporary files first)."""
-    in_main_thread = threading.current_thread() is threading.main_thread()
-    previous = signal.signal(signal.SIGTERM, raise_terminated) if in_main_thread else None
-    try:
-        return command()
-    except KeyboardInterrupt:
-        return _stopped(signal.SIGINT)
-    except Terminated:
-        return _stopped(signal.SIGTERM)
-    finally:
-        if previous is not None:
-            signal.signal(signal.SIGTERM, previous)
+from evalkit.app.signals import stopped, with_signals
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -63,14 +35,5 @@ def main(argv: Sequence[str] | None = None) -> int:
         for held, handler in previous.items():
             signal.signal(held, handler)
     if received:
-        return _stopped(received[0])
+        return stopped(received[0])
     return with_signals(lambda: command(argv))
-
-
-def _stopped(signum: int) -> int:
-    """Print the line of a command stopped by ``signum`` and return its exit code."""
-    if signum == signal.SIGINT:
-        print("evalkit: interrupted (SIGINT); nothing partial was written", file=sys.stderr)
-        return EXIT_SIGINT
-    print("evalkit: terminated (SIGTERM); nothing partial was written", file=sys.stderr)
-    return EXIT_SIGTERM
