@@ -11,11 +11,12 @@ from typing import Any
 
 import pandas as pd
 
+from evalkit.data.ids import given_id_problem
 from evalkit.data.inputs import clip
 from evalkit.data.qrels import Qrels, qrels_from_mapping, read_qrels_file
 from evalkit.data.runs import Run, RunFileError, given_score_problem, read_run, run_from_rankings
 from evalkit.data.schema import LANGUAGES, Language
-from evalkit.data.tables import DEFAULT_MAX_TABLE_BYTES, given_id_problem
+from evalkit.data.tables import DEFAULT_MAX_TABLE_BYTES
 from evalkit.data.topics import read_topics
 
 __all__ = ["QrelsInput", "RunInput", "is_single_run", "load_languages", "load_qrels", "load_run", "load_runs"]

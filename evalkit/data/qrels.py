@@ -24,7 +24,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from evalkit.data import tables
+from evalkit.data import ids, tables
+from evalkit.data.bad_lines import block_check, diagnose
 from evalkit.data.columns import IntArray, encode, sort_pairs
 from evalkit.data.inputs import MAX_PROBLEMS, InputError, clip
 from evalkit.data.tables import DEFAULT_MAX_TABLE_BYTES, TableError
@@ -148,7 +149,7 @@ def qrels_from_mapping(judgments: Mapping[str, Mapping[str, int]], source: str =
             docs.append(str(doc_id))
             grades.append(int(grade))
     for value, field in [*((q, "query_id") for q in judgments), *((d, "doc_id") for d in docs)]:
-        problem = tables.given_id_problem(value, field, source)
+        problem = ids.given_id_problem(value, field, source)
         if problem is not None:
             raise QrelsError(problem)
     if grades and not -(2**63) <= min(grades) <= max(grades) < 2**63:
@@ -184,7 +185,7 @@ def _line_problem(layout: str, width: int):  # type: ignore[no-untyped-def]
         if not -(2**63) <= int(grade) < 2**63:
             return f"{where}: field {names[-1]!r}: {clip(repr(grade))} is out of the 64-bit integer range"
         for value, name in ((fields[0], names[0]), (fields[len(names) - 2], names[-2])):
-            problem = tables.id_problem(value, name, where)
+            problem = ids.id_problem(value, name, where)
             if problem is not None:
                 return problem
         return None
@@ -196,7 +197,7 @@ def _integers(grades: pa.StringArray) -> bool:
     """Whether every grade is a decimal integer (:data:`_INTEGER`). Grades of digits only, the usual case, are
     confirmed from the smallest and largest byte (a regular expression over a million grades took 30 ms of a 270 ms
     read); others, such as negative grades, are matched one by one."""
-    low, high = tables.byte_range(grades)
+    low, high = ids.byte_range(grades)
     if ord("0") <= low and high <= ord("9"):
         return True
     return bool(pc.all(pc.match_substring_regex(grades, f"^{_INTEGER.pattern}$"), min_count=0).as_py())
@@ -205,14 +206,14 @@ def _integers(grades: pa.StringArray) -> bool:
 def _bad_values(batch: pa.RecordBatch) -> bool:
     """Whether a parsed block of qrels holds an ID the readers refuse or a grade that is not a decimal integer."""
     return (
-        tables.has_bad_ids(batch.column("query").dictionary)
-        or tables.has_bad_ids(batch.column("doc"))
+        ids.has_bad_ids(batch.column("query").dictionary)
+        or ids.has_bad_ids(batch.column("doc"))
         or not _integers(batch.column("grade"))
     )
 
 
 def _refuses(batch: pa.RecordBatch) -> bool:
-    """:func:`_bad_values`, or a grade past 64 bits (for :func:`evalkit.data.tables.diagnose`)."""
+    """:func:`_bad_values`, or a grade past 64 bits (for :func:`evalkit.data.bad_lines.diagnose`)."""
     if _bad_values(batch):
         return True
     try:
@@ -246,8 +247,8 @@ def read_qrels_file(path: Path, max_bytes: int = DEFAULT_MAX_TABLE_BYTES) -> Qre
                 if fields and tuple(f.lower() for f in fields[:3]) != _BEIR_HEADER:
                     width = len(fields)
                     break
-            clean = tables.block_check(path, names, _TYPES, _refuses, max_bytes, skip_rows=header)
-            error = tables.diagnose(path, _line_problem(layout, width), max_bytes, skip_rows=header, clean=clean)
+            clean = block_check(path, names, _TYPES, _refuses, max_bytes, skip_rows=header)
+            error = diagnose(path, _line_problem(layout, width), max_bytes, skip_rows=header, clean=clean)
             raise QrelsError(str(error))
     except InputError as exc:
         raise QrelsError(str(exc)) from None

@@ -38,19 +38,16 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
+from evalkit.data.bad_lines import block_check, diagnose
 from evalkit.data.columns import CodeArray, Codes, encode
+from evalkit.data.ids import given_id_problem, has_bad_ids, id_problem
 from evalkit.data.inputs import InputError, clip, loads_strict
 from evalkit.data.schema import is_identifier
 from evalkit.data.tables import (
     DEFAULT_MAX_TABLE_BYTES,
     STREAM_BYTES,
     TableError,
-    block_check,
     count_lines,
-    diagnose,
-    given_id_problem,
-    has_bad_ids,
-    id_problem,
     read_columns,
     release_unused,
     split_fields,

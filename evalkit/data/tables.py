@@ -11,15 +11,12 @@ One guarded door for every tabular input:
 
 The bytes are normalised in blocks (tabs and runs of spaces to one space, with C-speed byte operations) and parsed
 by pyarrow's CSV reader, with IDs dictionary-encoded: a 10-million-line run takes a few hundred MB. When the
-parser or a later check refuses the file, :func:`diagnose` looks for the bad lines, only then: blocks that parse
-are passed over, and the lines of the others are checked one by one, to name the first
-:data:`~evalkit.data.inputs.MAX_PROBLEMS` bad lines by number (counting stops at :data:`MAX_COUNTED`).
+parser or a later check refuses the file, :mod:`evalkit.data.bad_lines` names the bad lines, only then.
 """
 
 from __future__ import annotations
 
 import io
-import itertools
 import os
 import re
 import zlib
@@ -28,17 +25,17 @@ from pathlib import Path
 from typing import Final
 
 import pyarrow as pa
-import pyarrow.compute as pc
 from pyarrow import csv
 
-from evalkit.data.inputs import MAX_PROBLEMS, InputError, cap_problems, clip, open_regular
+from evalkit.data.inputs import InputError, open_regular
 
 __all__ = [
     "DEFAULT_MAX_TABLE_BYTES",
-    "MAX_COUNTED",
     "TableError",
-    "block_check",
-    "diagnose",
+    "block_lines",
+    "csv_options",
+    "extra_columns",
+    "guarded_blocks",
     "open_guarded",
     "read_columns",
     "split_fields",
@@ -73,10 +70,6 @@ _BARE_CR = re.compile(rb"\r(?!\n)")
 _SEPARATORS = re.compile(r"[ \t\r\f\v]+")
 """The column separators the columnar path knows (str.split() would also split at other Unicode whitespace)."""
 _BYTE_SEPARATORS = re.compile(rb"[ \t\r\f\v]+")
-_CONTROL = r"[\x00-\x1f\x7f\u0080-\u009f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]"
-"""Control and bidirectional-control characters, as Python's re spells them."""
-_CONTROL_RE2 = r"[\x00-\x1f\x7f\x{80}-\x{9f}\x{61c}\x{200e}\x{200f}\x{202a}-\x{202e}\x{2066}-\x{2069}]"
-"""The same class as RE2 (pyarrow) spells it."""
 
 
 class TableError(ValueError):
@@ -258,19 +251,25 @@ def count_lines(path: Path, max_bytes: int = DEFAULT_MAX_TABLE_BYTES) -> int:
     return count + (last != b"\n")
 
 
+def guarded_blocks(path: Path, max_bytes: int, normalise: bool, block: int | None = None) -> Iterator[bytes]:
+    """The file's bytes through the guarded door (see the module docstring), ``block`` bytes (default
+    :data:`_BLOCK`) at a time, each block ending at a line end (the last may not)."""
+    with _Guarded(Path(path), max_bytes, normalise, block or _BLOCK) as guarded:
+        yield from guarded.blocks()
+
+
 def text_lines(path: Path, max_bytes: int = DEFAULT_MAX_TABLE_BYTES, head: bool = False) -> Iterator[tuple[int, str]]:
     """``(line number, text)`` of every line that is not blank (ASCII whitespace only: every reader skips those),
     decoded as UTF-8 (for small files and for :func:`diagnose`); with ``head``, read in small blocks, for a caller
     that stops after the first lines. A block of blank lines is counted and passed over at once, so that a file of
     millions of blank lines takes no Python loop over them (20 MB of them took 18 s line by line)."""
     before = 0
-    with _Guarded(Path(path), max_bytes, False, _HEAD if head else _BLOCK) as guarded:
-        for block in guarded.blocks():
-            yield from _block_lines(block, before, path)
-            before += block.count(b"\n")
+    for block in guarded_blocks(path, max_bytes, False, _HEAD if head else _BLOCK):
+        yield from block_lines(block, before, path)
+        before += block.count(b"\n")
 
 
-def _block_lines(block: bytes, before: int, path: Path) -> Iterator[tuple[int, str]]:
+def block_lines(block: bytes, before: int, path: Path) -> Iterator[tuple[int, str]]:
     """The non-blank lines of a block that ends at a line end (or the file's end), numbered after ``before``."""
     if not block.strip():
         return
@@ -308,7 +307,7 @@ def read_columns(
     checks every one with :func:`has_bad_ids`. With ``normalise``, separators are normalised from the first block
     (for a caller whose checks refused values that a tab at a line's start or end may have joined to a column).
     """
-    extra = _extra_columns(path, len(names), max_bytes, skip_rows)
+    extra = extra_columns(path, len(names), max_bytes, skip_rows)
     empty = pa.table({n: pa.array([], type=types[n]) for n in names if not n.startswith("_")})
     if extra is None:  # no data line at all (pyarrow refuses an empty file): no rows
         return empty if keep is None else _kept_empty(empty, keep)
@@ -351,7 +350,7 @@ def _scan(
     keep: Callable[[pa.RecordBatch], pa.RecordBatch],
 ) -> pa.Table:
     read_options = csv.ReadOptions(column_names=column_names, skip_rows=skip_rows, block_size=_PARSE_BLOCK)
-    parse_options, convert_options = _options(names, types)
+    parse_options, convert_options = csv_options(names, types)
     native = _native_file(path, max_bytes, normalise)
     if native is None:  # gzip, a byte-order mark or separators to normalise: the bytes pass through Python
         kept = [
@@ -376,7 +375,7 @@ def _scan(
     return pa.Table.from_batches(kept)
 
 
-def _options(names: Sequence[str], types: dict[str, pa.DataType]) -> tuple[csv.ParseOptions, csv.ConvertOptions]:
+def csv_options(names: Sequence[str], types: dict[str, pa.DataType]) -> tuple[csv.ParseOptions, csv.ConvertOptions]:
     """How every tabular input is parsed (one space between columns, no quoting) and which columns are converted."""
     parse_options = csv.ParseOptions(delimiter=" ", quote_char=False, double_quote=False, escape_char=False)
     convert_options = csv.ConvertOptions(
@@ -455,7 +454,7 @@ def _needs_normalising(path: Path, max_bytes: int) -> bool:
     return head.startswith(b" ") or any(mark in head for mark in (b"\t", b"  ", b"\r", b"\n ", b" \n", b"\f", b"\v"))
 
 
-def _extra_columns(path: Path, expected: int, max_bytes: int, skip_rows: int) -> int | None:
+def extra_columns(path: Path, expected: int, max_bytes: int, skip_rows: int) -> int | None:
     """How many columns past ``expected`` the first data line has (its width is the file's); None: no data line.
     Counted on the bytes: a column that is not UTF-8 is the parser's and the checks' to name, with its field."""
     before = 0
@@ -466,172 +465,4 @@ def _extra_columns(path: Path, expected: int, max_bytes: int, skip_rows: int) ->
                 if number > skip_rows and fields:
                     return max(0, len(fields) - expected)
             before += block.count(b"\n")
-    return None
-
-
-def byte_range(values: pa.Array) -> tuple[int, int]:
-    """The smallest and largest byte in a string array's data buffer ((256, -1) when it holds no byte): one pass at C
-    speed that confirms the common case (printable ASCII IDs, decimal digits) without looking at each value. The
-    buffer may hold bytes of values outside a sliced array: callers use it only to skip a check, never to fail one."""
-    data = values.buffers()[2]
-    if data is None or not data.size:
-        return 256, -1
-    low, high = pc.min_max(pa.Array.from_buffers(pa.uint8(), data.size, [None, data])).values()
-    return int(low.as_py()), int(high.as_py())
-
-
-def has_bad_ids(values: pa.Array) -> bool:
-    """Whether any ID is not valid UTF-8 or holds a control or bidirectional-control character.
-
-    The parser leaves UTF-8 to this check: printable ASCII (the usual IDs) is confirmed from the bytes' minimum and
-    maximum alone; anything else is validated, then checked character by character."""
-    if len(values) == 0:
-        return False
-    low, high = byte_range(values)
-    if low > 0x20 and high < 0x7F:
-        return False
-    try:
-        values.validate(full=True)  # full validation of a string array checks its UTF-8
-    except pa.ArrowInvalid:
-        return True
-    return bool(pc.any(bad_ids(values)).as_py())
-
-
-def bad_ids(values: pa.Array) -> pa.Array:
-    """Mask of IDs with control or bidirectional-control characters (whitespace cannot occur: it separates)."""
-    return pc.match_substring_regex(values, _CONTROL_RE2)
-
-
-def block_check(
-    path: Path,
-    names: Sequence[str],
-    types: dict[str, pa.DataType],
-    refuses: Callable[[pa.RecordBatch], bool],
-    max_bytes: int = DEFAULT_MAX_TABLE_BYTES,
-    skip_rows: int = 0,
-) -> Callable[[bytes, int], bool]:
-    """For :func:`diagnose`: whether a block of the file's normalised lines (the first numbered as given) parses as
-    :func:`read_columns` parses the file and no parsed batch is one that ``refuses`` refuses."""
-    extra = _extra_columns(path, len(names), max_bytes, skip_rows) or 0
-    column_names = [*names, *(f"_extra{i}" for i in range(extra))]
-    parse_options, convert_options = _options(names, types)
-
-    def clean(block: bytes, first: int) -> bool:
-        options = csv.ReadOptions(
-            column_names=column_names,
-            skip_rows=max(0, skip_rows - first + 1),
-            use_threads=False,
-            block_size=len(block) + 1,  # one parser block: a long line is never cut
-        )
-        sink = pa.BufferOutputStream()  # a copy pyarrow owns (see _parse_blocks)
-        sink.write(block)
-        try:
-            table = csv.read_csv(pa.BufferReader(sink.getvalue()), options, parse_options, convert_options)
-        except pa.ArrowInvalid:
-            return False
-        return not any(refuses(batch) for batch in table.to_batches())
-
-    return clean
-
-
-_SUSPECT_BYTES = 1 << 16
-_SUSPECT_PARTS = 8
-""":func:`diagnose` cuts a block that does not parse in this many parts, and each part that does not parse again,
-until the parts are :data:`_SUSPECT_BYTES` small; their lines are then checked one by one. A block more than half
-of whose parts fail has its lines checked at once. Both bound the parsing wasted on a file with bad lines all
-over it: a bad line every 1,000 lines of 17 MB took 2.8 s cut in halves down to 64 KiB, 2.3 s cut in eights, 1.9 s
-line by line, and 2.0 s now (2026-12-03, one process at a time)."""
-MAX_COUNTED: Final = 1000
-""":func:`diagnose` stops past this many malformed lines (the first :data:`MAX_PROBLEMS` are listed anyway): a
-file of the wrong kind is refused at once, not after a Python check of every one of its lines."""
-
-
-def diagnose(
-    path: Path,
-    check: Callable[[list[str], str], str | None],
-    max_bytes: int = DEFAULT_MAX_TABLE_BYTES,
-    skip_rows: int = 0,
-    clean: Callable[[bytes, int], bool] | None = None,
-) -> TableError:
-    """The error for a refused file: every line whose fields ``check`` refuses, the first 20 listed by number.
-
-    ``check(fields, where)`` returns a problem (naming the field) or None; blank lines are skipped. With ``clean``
-    (see :func:`block_check`), only the lines of blocks that do not parse are checked: a block is cut in parts
-    until the parts that fail are small (:data:`_SUSPECT_PARTS`), so that a few bad lines in a large file are
-    found in about the time it takes to parse it (one bad line at the end of 17 MB: 0.41 s, 1.95 s line by line).
-    Past :data:`MAX_COUNTED` problems the rest of the file is not checked.
-    """
-    label = clip(Path(path).name)
-    problems: list[str] = []
-    stopped = 0
-    try:
-        for number, line in text_lines(path, max_bytes) if clean is None else _suspect_lines(path, max_bytes, clean):
-            fields = split_fields(line)
-            if number <= skip_rows or not fields:
-                continue
-            problem = check(fields, f"{label} line {number}")
-            if problem is not None:
-                problems.append(problem)
-                if len(problems) > MAX_COUNTED:
-                    stopped = number
-                    break
-    except TableError as exc:
-        problems.append(str(exc))
-    if not problems:
-        return TableError(f"{label}: the file could not be parsed")
-    if stopped:
-        listing = "\n".join(f"  - {p}" for p in [*problems[:MAX_PROBLEMS], "... and more"])
-        return TableError(
-            f"{label}: more than {MAX_COUNTED:,} malformed lines (not checked past line {stopped:,})\n{listing}",
-            problems,
-        )
-    listing = "\n".join(f"  - {p}" for p in cap_problems(problems))
-    return TableError(f"{label}: {len(problems)} malformed line(s)\n{listing}", problems)
-
-
-def _suspect_lines(path: Path, max_bytes: int, clean: Callable[[bytes, int], bool]) -> Iterator[tuple[int, str]]:
-    """The numbered lines of the blocks that ``clean`` refuses, cut down to :data:`_SUSPECT_BYTES` (see
-    :data:`_SUSPECT_PARTS`)."""
-    before = 0
-    with _Guarded(Path(path), max_bytes, True, _BLOCK) as guarded:
-        for block in guarded.blocks():
-            yield from _suspects(block, before, clean, path)
-            before += block.count(b"\n")
-
-
-def _suspects(
-    block: bytes, before: int, clean: Callable[[bytes, int], bool], path: Path, failed: bool = False
-) -> Iterator[tuple[int, str]]:
-    """The numbered lines to check of a block (``failed``: already known not to parse)."""
-    if not failed and (not block.strip() or clean(block, before + 1)):
-        return
-    cuts = [block.find(b"\n", len(block) * part // _SUSPECT_PARTS) + 1 for part in range(1, _SUSPECT_PARTS)]
-    bounds = sorted({0, len(block), *(cut for cut in cuts if 0 < cut < len(block))})
-    if len(block) <= _SUSPECT_BYTES or len(bounds) == 2:  # small, or one line fills it: check its lines
-        yield from _block_lines(block, before, path)
-        return
-    parts = []  # (start, end, lines before it) of each part cut at line ends
-    for start, end in itertools.pairwise(bounds):
-        parts.append((start, end, before))
-        before += block.count(b"\n", start, end)
-    bad = [(a, b, n) for a, b, n in parts if block[a:b].strip() and not clean(block[a:b], n + 1)]
-    if 2 * len(bad) > len(parts):  # bad lines all over: checking every line costs less than cutting again
-        yield from _block_lines(block, parts[0][2], path)
-        return
-    for start, end, lines_before in bad:
-        yield from _suspects(block[start:end], lines_before, clean, path, failed=True)
-
-
-def given_id_problem(value: str, field: str, where: str) -> str | None:
-    """A problem with an ID given in Python (a mapping's key, a DataFrame's cell): empty, whitespace (it could not be
-    written to a TREC file), or a control or bidirectional character; or None."""
-    if not value or any(c.isspace() for c in value):
-        return f"{where}: field {field!r}: {clip(repr(value))} is empty or holds whitespace"
-    return id_problem(value, field, where)
-
-
-def id_problem(value: str, field: str, where: str) -> str | None:
-    """A problem with one ID field (control or bidirectional characters), or None."""
-    if re.search(_CONTROL, value):
-        return f"{where}: field {field!r}: {clip(repr(value))} holds a control or bidirectional character"
     return None

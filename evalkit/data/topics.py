@@ -10,10 +10,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from evalkit.data.ids import id_problem
 from evalkit.data.inputs import InputError, cap_problems, clip, loads_strict
 from evalkit.data.language import detect_language
 from evalkit.data.schema import LANGUAGES, Language
-from evalkit.data.tables import DEFAULT_MAX_TABLE_BYTES, TableError, id_problem, text_lines
+from evalkit.data.tables import DEFAULT_MAX_TABLE_BYTES, TableError, text_lines
 
 __all__ = ["TopicsError", "read_topics"]
 

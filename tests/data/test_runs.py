@@ -145,3 +145,11 @@ def test_written_runs_read_back_to_the_same_floats(rankings: dict[str, list[tupl
 def test_writer_refuses_a_score_its_reader_would_refuse(score: float) -> None:
     with pytest.raises(ValueError, match="is not finite"):
         trec_run_bytes({"q1": [("c1", 1.0), ("c2", score)]}, "sys")
+
+
+def test_a_lone_surrogate_in_a_jsonl_id_is_refused_naming_the_line(tmp_path: Path) -> None:
+    """JSON's "\\ud800" escape gives a string with no UTF-8 form: it ended in a UnicodeEncodeError naming no file."""
+    path = tmp_path / "run.jsonl"
+    path.write_text('{"query_id": "q1", "results": [{"chunk_id": "\\ud800", "score": 0.5}]}\n', encoding="utf-8")
+    with pytest.raises(RunFileError, match=r"run.jsonl line 1 results\[0\]: field 'chunk_id': .* lone surrogate"):
+        read_run(path)

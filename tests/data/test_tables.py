@@ -20,7 +20,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from evalkit.data import tables
+from evalkit.data import bad_lines, tables
 from evalkit.data.inputs import InputError
 from evalkit.data.qrels import QrelsError, read_qrels_file
 from evalkit.data.runs import RunFileError, read_run, read_trec_run, trec_run_bytes
@@ -564,7 +564,7 @@ def test_bad_lines_found_block_by_block_are_those_found_line_by_line(
 
     rng = np.random.default_rng(seed)
     monkeypatch.setattr(tables, "_BLOCK", int(rng.integers(200, 2000)))
-    monkeypatch.setattr(tables, "_SUSPECT_BYTES", int(rng.integers(20, 200)))
+    monkeypatch.setattr(bad_lines, "_SUSPECT_BYTES", int(rng.integers(20, 200)))
     lines = []
     for i in range(int(rng.integers(50, 400))):
         bad = rng.random() < rng.choice([0.002, 0.02, 0.2])
@@ -572,9 +572,9 @@ def test_bad_lines_found_block_by_block_are_those_found_line_by_line(
         lines.append(kinds[int(rng.integers(len(kinds)))].format(q=i // 10, i=i, s=round(1 - i / 1000, 3)))
     path = _write(tmp_path, "mixed.trec", ("\n".join(lines) + "\n").encode())
     check = runs._trec_line_problem
-    clean = tables.block_check(path, runs._TREC_COLUMNS, runs._TREC_TYPES, runs._refuses)
-    by_blocks = tables.diagnose(path, check, clean=clean)
-    by_lines = tables.diagnose(path, check)
+    clean = bad_lines.block_check(path, runs._TREC_COLUMNS, runs._TREC_TYPES, runs._refuses)
+    by_blocks = bad_lines.diagnose(path, check, clean=clean)
+    by_lines = bad_lines.diagnose(path, check)
     assert by_blocks.problems == by_lines.problems
     assert str(by_blocks) == str(by_lines)
 
@@ -615,7 +615,7 @@ def test_qrels_bad_lines_are_found_past_a_header_and_across_blocks(
 ) -> None:
     """The BEIR header is skipped in whichever block holds it; bad grades further on are named by line."""
     monkeypatch.setattr(tables, "_BLOCK", 300)
-    monkeypatch.setattr(tables, "_SUSPECT_BYTES", 40)
+    monkeypatch.setattr(bad_lines, "_SUSPECT_BYTES", 40)
     rows = [f"q{i}\td{i}\t{'0x1' if i in (3, 40, 41, 99) else i % 3}" for i in range(100)]
     path = _write(tmp_path, "qrels.tsv", ("query-id\tcorpus-id\tscore\n" + "\n".join(rows) + "\n").encode())
     with pytest.raises(QrelsError) as caught:

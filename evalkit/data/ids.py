@@ -1,0 +1,70 @@
+"""IDs as every reader holds them: no control or bidirectional-control character, valid UTF-8; and, for IDs given
+in Python, not empty and without whitespace (they could not be written to a TREC file). Whole columns are checked at
+C speed (:func:`has_bad_ids`); single values name the item and the field (:func:`id_problem`)."""
+
+from __future__ import annotations
+
+import re
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from evalkit.data.inputs import clip
+
+__all__ = ["bad_ids", "byte_range", "given_id_problem", "has_bad_ids", "id_problem"]
+
+_CONTROL = r"[\x00-\x1f\x7f\u0080-\u009f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]"
+"""Control and bidirectional-control characters, as Python's re spells them."""
+_SURROGATE = "[\ud800-\udfff]"
+_CONTROL_RE2 = r"[\x00-\x1f\x7f\x{80}-\x{9f}\x{61c}\x{200e}\x{200f}\x{202a}-\x{202e}\x{2066}-\x{2069}]"
+"""The same class as RE2 (pyarrow) spells it."""
+
+
+def byte_range(values: pa.Array) -> tuple[int, int]:
+    """The smallest and largest byte in a string array's data buffer ((256, -1) when it holds no byte): one pass at C
+    speed that confirms the common case (printable ASCII IDs, decimal digits) without looking at each value. The
+    buffer may hold bytes of values outside a sliced array: callers use it only to skip a check, never to fail one."""
+    data = values.buffers()[2]
+    if data is None or not data.size:
+        return 256, -1
+    low, high = pc.min_max(pa.Array.from_buffers(pa.uint8(), data.size, [None, data])).values()
+    return int(low.as_py()), int(high.as_py())
+
+
+def has_bad_ids(values: pa.Array) -> bool:
+    """Whether any ID is not valid UTF-8 or holds a control or bidirectional-control character.
+
+    The parser leaves UTF-8 to this check: printable ASCII (the usual IDs) is confirmed from the bytes' minimum and
+    maximum alone; anything else is validated, then checked character by character."""
+    if len(values) == 0:
+        return False
+    low, high = byte_range(values)
+    if low > 0x20 and high < 0x7F:
+        return False
+    try:
+        values.validate(full=True)  # full validation of a string array checks its UTF-8
+    except pa.ArrowInvalid:
+        return True
+    return bool(pc.any(bad_ids(values)).as_py())
+
+
+def bad_ids(values: pa.Array) -> pa.Array:
+    """Mask of IDs with control or bidirectional-control characters (whitespace cannot occur: it separates)."""
+    return pc.match_substring_regex(values, _CONTROL_RE2)
+
+
+def given_id_problem(value: str, field: str, where: str) -> str | None:
+    """A problem with an ID given in Python (a mapping's key, a DataFrame's cell): empty, whitespace (it could not be
+    written to a TREC file), or a control or bidirectional character; or None."""
+    if not value or any(c.isspace() for c in value):
+        return f"{where}: field {field!r}: {clip(repr(value))} is empty or holds whitespace"
+    return id_problem(value, field, where)
+
+
+def id_problem(value: str, field: str, where: str) -> str | None:
+    """A problem with one ID field (control or bidirectional characters, a lone surrogate), or None."""
+    if re.search(_CONTROL, value):
+        return f"{where}: field {field!r}: {clip(repr(value))} holds a control or bidirectional character"
+    if re.search(_SURROGATE, value):  # JSON's "\ud800" escape: it has no UTF-8 form
+        return f"{where}: field {field!r}: {clip(repr(value))} holds a lone surrogate (not valid Unicode text)"
+    return None
