@@ -11,7 +11,7 @@ import pyarrow.compute as pc
 
 from evalkit.data.inputs import clip
 
-__all__ = ["bad_ids", "byte_range", "given_id_problem", "has_bad_ids", "id_problem"]
+__all__ = ["bad_ids", "byte_range", "check_trec_field", "given_id_problem", "has_bad_ids", "id_problem"]
 
 _CONTROL = r"[\x00-\x1f\x7f\u0080-\u009f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]"
 """Control and bidirectional-control characters, as Python's re spells them."""
@@ -68,3 +68,18 @@ def id_problem(value: str, field: str, where: str) -> str | None:
     if re.search(_SURROGATE, value):  # JSON's "\ud800" escape: it has no UTF-8 form
         return f"{where}: field {field!r}: {clip(repr(value))} holds a lone surrogate (not valid Unicode text)"
     return None
+
+
+def check_trec_field(value: str, field: str) -> str:
+    """`value` when it can stand as one column of a TREC line (run or qrels): not empty, no whitespace (which
+    separates columns) and no control, format or bidirectional character (a newline would start a forged line).
+
+    Raises:
+        ValueError: naming `field` and the value, quoted with every such character escaped.
+    """
+    if not isinstance(value, str) or not value or not value.isprintable() or " " in value:
+        raise ValueError(
+            f"{field} {clip(repr(value))} cannot be written to a TREC file: it is empty or holds whitespace or a "
+            "control character, which would break or forge lines"
+        )
+    return value

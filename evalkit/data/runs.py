@@ -60,13 +60,11 @@ __all__ = [
     "RunCoverage",
     "RunFileError",
     "check_run",
-    "check_trec_field",
     "given_score_problem",
     "read_jsonl_run",
     "read_run",
     "read_trec_run",
     "run_from_rankings",
-    "trec_run_bytes",
 ]
 
 Ranking = tuple[tuple[str, float], ...]
@@ -466,45 +464,3 @@ def check_run(run: Run, query_ids: Iterable[str], chunk_ids: Iterable[str]) -> R
         unknown_chunks=tuple(unknown),
         duplicates=run.duplicates,
     )
-
-
-def check_trec_field(value: str, field: str) -> str:
-    """`value` when it can stand as one column of a TREC line (run or qrels): not empty, no whitespace (which
-    separates columns) and no control, format or bidirectional character (a newline would start a forged line).
-
-    Raises:
-        ValueError: naming `field` and the value, quoted with every such character escaped.
-    """
-    if not isinstance(value, str) or not value or not value.isprintable() or " " in value:
-        raise ValueError(
-            f"{field} {clip(repr(value))} cannot be written to a TREC file: it is empty or holds whitespace or a "
-            "control character, which would break or forge lines"
-        )
-    return value
-
-
-def trec_run_bytes(rankings: Mapping[str, Sequence[tuple[str, float]]], tag: str) -> bytes:
-    """A TREC run: per query (sorted by ID) one line per result in the given order, rank from 1, scores in their
-    shortest exact form (``repr``), so reading the file back gives the same floats.
-
-    Raises:
-        ValueError: a query ID, chunk ID or the tag that :func:`check_trec_field` refuses, or a score that is not
-            finite (the reader would refuse it), before any line is built.
-    """
-    check_trec_field(tag, "run tag")
-    checked: set[str] = set()
-    for query_id in rankings:
-        check_trec_field(query_id, "query ID")
-        for chunk_id, score in rankings[query_id]:
-            if not math.isfinite(float(score)):
-                raise ValueError(
-                    f"query {clip(repr(query_id))} chunk {clip(repr(chunk_id))}: score {score!r} is not finite"
-                )
-            if chunk_id not in checked:
-                checked.add(check_trec_field(chunk_id, f"chunk ID (query {query_id})"))
-    lines = [
-        f"{query_id} Q0 {chunk_id} {rank} {float(score)!r} {tag}\n"
-        for query_id in sorted(rankings)
-        for rank, (chunk_id, score) in enumerate(rankings[query_id], 1)
-    ]
-    return "".join(lines).encode("utf-8")

@@ -23,14 +23,16 @@ The relevance column of the written qrels is chosen by name from :data:`QRELS_GA
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import math
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Final, Literal
 
 from evalkit.data import collection
 from evalkit.data.collection import CollectionOptions, IdMapper, Qrel, QueryRecord
 from evalkit.data.fixture import Fixture
-from evalkit.data.inputs import DEFAULT_MAX_INPUT_BYTES
+from evalkit.data.ids import check_trec_field
+from evalkit.data.inputs import DEFAULT_MAX_INPUT_BYTES, clip
 from evalkit.data.repairs import RepairLog
 from evalkit.data.sources import source_lines
 
@@ -140,10 +142,8 @@ def qrels_text(fixture: Fixture, gains: str = DEFAULT_QRELS_GAINS) -> bytes:
 
     The relevance is each grade mapped by ``QRELS_GAINS[gains]`` (see the module docstring); an unknown `gains`
     raises ``ValueError`` listing the valid names, and so does an ID that would break or forge a line (empty, or
-    with whitespace or a control character; see :func:`evalkit.data.runs.check_trec_field`).
+    with whitespace or a control character; see :func:`evalkit.data.ids.check_trec_field`).
     """
-    from evalkit.data.runs import check_trec_field
-
     gain_fn = QRELS_GAINS.get(gains)
     if gain_fn is None:
         raise ValueError(f"unknown qrels gains {gains!r}; valid gains: {', '.join(sorted(QRELS_GAINS))}")
@@ -177,3 +177,30 @@ def write_trec(
 ) -> list[Path]:
     """Write the fixture's corpus, topics and qrels into `directory` (atomically, all built before any is written)."""
     return collection.write_files(trec_files(fixture, topics_format, gains), directory)
+
+
+def trec_run_bytes(rankings: Mapping[str, Sequence[tuple[str, float]]], tag: str) -> bytes:
+    """A TREC run: per query (sorted by ID) one line per result in the given order, rank from 1, scores in their
+    shortest exact form (``repr``), so reading the file back gives the same floats.
+
+    Raises:
+        ValueError: a query ID, chunk ID or the tag that :func:`check_trec_field` refuses, or a score that is not
+            finite (the reader would refuse it), before any line is built.
+    """
+    check_trec_field(tag, "run tag")
+    checked: set[str] = set()
+    for query_id in rankings:
+        check_trec_field(query_id, "query ID")
+        for chunk_id, score in rankings[query_id]:
+            if not math.isfinite(float(score)):
+                raise ValueError(
+                    f"query {clip(repr(query_id))} chunk {clip(repr(chunk_id))}: score {score!r} is not finite"
+                )
+            if chunk_id not in checked:
+                checked.add(check_trec_field(chunk_id, f"chunk ID (query {query_id})"))
+    lines = [
+        f"{query_id} Q0 {chunk_id} {rank} {float(score)!r} {tag}\n"
+        for query_id in sorted(rankings)
+        for rank, (chunk_id, score) in enumerate(rankings[query_id], 1)
+    ]
+    return "".join(lines).encode("utf-8")

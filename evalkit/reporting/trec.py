@@ -7,7 +7,7 @@ itself orders by 32-bit score descending, then document ID descending: it reprod
 an evaluation run with ``--ties trec_eval`` (and, with the default policy, wherever no two results tie).
 
 Every file's bytes are built (and every query ID, chunk ID and tag checked by
-:func:`~evalkit.data.runs.trec_run_bytes`) before the first one is written, so an ID that would forge lines (a
+:func:`~evalkit.data.trec.trec_run_bytes`) before the first one is written, so an ID that would forge lines (a
 chunk ID with a newline, from a user's retriever) leaves no file behind.
 """
 
@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from evalkit.common.output import write_atomic
-from evalkit.data.runs import trec_run_bytes
+from evalkit.data.trec import trec_run_bytes
 from evalkit.measures.results import ScoredEvaluation, ScoredSystem
 from evalkit.measures.ties import order_ranking
 

@@ -12,7 +12,7 @@ import pytest
 
 from evalkit.app.cli import main
 from evalkit.data.fixture import load_fixture
-from evalkit.data.runs import trec_run_bytes
+from evalkit.data.trec import trec_run_bytes
 from evalkit.reporting.report import build_report, report_json
 from evalkit.runs.evaluation import Evaluation
 

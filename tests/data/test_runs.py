@@ -15,8 +15,8 @@ from evalkit.data.runs import (
     read_jsonl_run,
     read_run,
     read_trec_run,
-    trec_run_bytes,
 )
+from evalkit.data.trec import trec_run_bytes
 
 
 def _write(folder: Path, name: str, text: str) -> Path:

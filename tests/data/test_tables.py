@@ -23,9 +23,10 @@ from hypothesis import strategies as st
 from evalkit.data import bad_lines, tables
 from evalkit.data.inputs import InputError
 from evalkit.data.qrels import QrelsError, read_qrels_file
-from evalkit.data.runs import RunFileError, read_run, read_trec_run, trec_run_bytes
+from evalkit.data.runs import RunFileError, read_run, read_trec_run
 from evalkit.data.tables import open_guarded, split_fields, text_lines
 from evalkit.data.topics import TopicsError, read_topics
+from evalkit.data.trec import trec_run_bytes
 
 T = TypeVar("T")
 

@@ -18,9 +18,9 @@ from hypothesis import strategies as st
 
 from evalkit.app.cli import main
 from evalkit.data.fixture import load_fixture
-from evalkit.data.runs import check_trec_field, trec_run_bytes
+from evalkit.data.ids import check_trec_field
 from evalkit.data.schema import SLICES
-from evalkit.data.trec import qrels_text
+from evalkit.data.trec import qrels_text, trec_run_bytes
 from evalkit.measures.metrics import LatencySummary
 from evalkit.reporting.per_query import ANSWERABLE_MEASURES, NO_ANSWER_MEASURES, QueryIndex
 from evalkit.reporting.report import (
