@@ -34,10 +34,10 @@ __all__ = ["Qrels", "QrelsError", "qrels_from_mapping", "read_qrels_file"]
 
 _BEIR_HEADER = ("query-id", "corpus-id", "score")
 _INTEGER = re.compile(r"-?[0-9]+")
+"""A grade as the columnar parser reads it (Python's int() would also take "+1", "1_0" or non-ASCII digits)."""
 _TYPES = {"query": pa.dictionary(pa.int32(), pa.string()), "doc": pa.string(), "grade": pa.string()}
 """Grades are read as text and checked against _INTEGER before they are converted: pyarrow's integer parser also
 takes "0x10" (16), which trec_eval's atol() reads as 0."""
-"""A grade as the columnar parser reads it (Python's int() would also take "+1", "1_0" or non-ASCII digits)."""
 
 
 class QrelsError(ValueError):
@@ -212,6 +212,13 @@ def _bad_values(batch: pa.RecordBatch) -> bool:
     )
 
 
+def _checked(batch: pa.RecordBatch) -> pa.RecordBatch:
+    """``batch``, unless :func:`_bad_values` refuses it (:class:`~evalkit.data.tables.Refused`)."""
+    if _bad_values(batch):
+        raise tables.Refused
+    return batch
+
+
 def _refuses(batch: pa.RecordBatch) -> bool:
     """:func:`_bad_values`, or a grade past 64 bits (for :func:`evalkit.data.bad_lines.diagnose`)."""
     if _bad_values(batch):
@@ -232,14 +239,10 @@ def read_qrels_file(path: Path, max_bytes: int = DEFAULT_MAX_TABLE_BYTES) -> Qre
         names = ("query", "doc", "grade") if layout == "beir" else ("query", "_iter", "doc", "grade")
         width = len(names)
         try:
-            table = tables.read_columns(path, names, _TYPES, max_bytes, skip_rows=header)
-            refused = any(_bad_values(batch) for batch in table.to_batches())
-            if refused:  # a tab at a line's start or end past the first block joins a column: normalise, again
-                table = tables.read_columns(path, names, _TYPES, max_bytes, skip_rows=header, normalise=True)
-                refused = any(_bad_values(batch) for batch in table.to_batches())
-            if not refused:
-                grade_column = pc.cast(table.column("grade"), pa.int64())  # refuses grades past 64 bits
-        except pa.ArrowInvalid:
+            table = tables.read_columns(path, names, _TYPES, max_bytes, skip_rows=header, keep=_checked)
+            grade_column = pc.cast(table.column("grade"), pa.int64())  # refuses grades past 64 bits
+            refused = False
+        except (pa.ArrowInvalid, tables.Refused):
             refused = True
         if refused:
             for _, line in tables.text_lines(path, max_bytes):

@@ -46,6 +46,7 @@ from evalkit.data.schema import is_identifier
 from evalkit.data.tables import (
     DEFAULT_MAX_TABLE_BYTES,
     STREAM_BYTES,
+    Refused,
     TableError,
     count_lines,
     read_columns,
@@ -232,10 +233,6 @@ def _irregular_trec(path: Path, max_bytes: int) -> Run:
     )
 
 
-class _Refused(Exception):
-    """A block of a run file with a value the checks refuse (the lines are named afterwards)."""
-
-
 def _refuses(batch: pa.RecordBatch) -> bool:
     """Whether a parsed block of a TREC run holds a score that is not finite or an ID the readers refuse."""
     scores = batch.column("score").to_numpy()
@@ -276,7 +273,7 @@ class _TrecBlocks:
 
     def __call__(self, batch: pa.RecordBatch) -> pa.RecordBatch:
         if _refuses(batch):
-            raise _Refused
+            raise Refused
         scores = batch.column("score").to_numpy()
         query = batch.column("query")
         indices = query.indices.to_numpy(zero_copy_only=False)
@@ -333,14 +330,8 @@ def read_trec_run(path: Path, max_bytes: int = DEFAULT_MAX_TABLE_BYTES) -> Run:
     large = path.is_file() and path.stat().st_size > STREAM_BYTES  # a stat never blocks, even on a FIFO
     blocks = _TrecBlocks(count_lines(path, max_bytes) if large else None)
     try:
-        try:
-            table = read_columns(path, _TREC_COLUMNS, _TREC_TYPES, max_bytes, keep=blocks, restart=blocks.restart)
-        except _Refused:  # a tab at a line's start past the first block joins a column: normalise, again
-            blocks.restart()
-            table = read_columns(
-                path, _TREC_COLUMNS, _TREC_TYPES, max_bytes, keep=blocks, restart=blocks.restart, normalise=True
-            )
-    except (pa.ArrowInvalid, _Refused):
+        table = read_columns(path, _TREC_COLUMNS, _TREC_TYPES, max_bytes, keep=blocks, restart=blocks.restart)
+    except (pa.ArrowInvalid, Refused):
         clean = block_check(path, _TREC_COLUMNS, _TREC_TYPES, _refuses, max_bytes)
         error = diagnose(path, _trec_line_problem, max_bytes, clean=clean)
         if error.problems:

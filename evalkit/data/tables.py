@@ -31,6 +31,7 @@ from evalkit.data.inputs import InputError, open_regular
 
 __all__ = [
     "DEFAULT_MAX_TABLE_BYTES",
+    "Refused",
     "TableError",
     "block_lines",
     "csv_options",
@@ -78,6 +79,11 @@ class TableError(ValueError):
     def __init__(self, message: str, problems: Sequence[str] = ()) -> None:
         super().__init__(message)
         self.problems = tuple(problems)
+
+
+class Refused(Exception):
+    """Raised by a :func:`read_columns` ``keep`` callback for a parsed block whose values its checks refuse (the
+    caller names the lines afterwards, with :mod:`evalkit.data.bad_lines`)."""
 
 
 class _Guarded(io.RawIOBase):
@@ -293,7 +299,6 @@ def read_columns(
     skip_rows: int = 0,
     keep: Callable[[pa.RecordBatch], pa.RecordBatch] | None = None,
     restart: Callable[[], None] | None = None,
-    normalise: bool = False,
 ) -> pa.Table:
     """The whitespace-separated columns ``names`` of the file, typed as ``types`` (names starting ``_`` skipped).
 
@@ -304,19 +309,21 @@ def read_columns(
     than ``names`` keep the first ``len(names)`` (extra columns are ignored, as trec_eval ignores them). Raises
     :class:`pyarrow.ArrowInvalid` on any row the parser refuses (too few columns, a value of the wrong type): the
     caller then names the lines with :func:`diagnose`. String columns are not checked for UTF-8 here: the caller
-    checks every one with :func:`has_bad_ids`. With ``normalise``, separators are normalised from the first block
-    (for a caller whose checks refused values that a tab at a line's start or end may have joined to a column).
+    checks every one with :func:`has_bad_ids`. ``keep`` raises :class:`Refused` for a block whose values its
+    checks refuse; as for a row the parser refuses, a file that was not normalised is then read again, normalised
+    (a tab starting or ending a line past the first block is read into a column otherwise), and the error is
+    raised only if the normalised read fails too.
     """
     extra = extra_columns(path, len(names), max_bytes, skip_rows)
     empty = pa.table({n: pa.array([], type=types[n]) for n in names if not n.startswith("_")})
     if extra is None:  # no data line at all (pyarrow refuses an empty file): no rows
         return empty if keep is None else _kept_empty(empty, keep)
     column_names = [*names, *(f"_extra{i}" for i in range(extra))]
-    normalise = normalise or _needs_normalising(path, max_bytes)
+    normalise = _needs_normalising(path, max_bytes)
     while True:
         try:
             return _scan(path, column_names, names, types, max_bytes, skip_rows, normalise, keep or _same)
-        except pa.ArrowInvalid:
+        except (pa.ArrowInvalid, Refused):
             if normalise:
                 raise
             normalise = True  # a separator other than one space further on: read again, normalising
