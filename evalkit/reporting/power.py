@@ -8,7 +8,7 @@ row these as it makes it; the gate (:mod:`evalkit.reporting.regression`) reads t
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Final
+from typing import Final, Protocol
 
 from pydantic import Field
 
@@ -20,13 +20,11 @@ from evalkit.measures.statistics import (
     sign_flip_p_floor,
 )
 
-if TYPE_CHECKING:  # for annotations only: the comparison imports this module to give its rows their power
-    from evalkit.reporting.comparison import ComparisonRow
-
 __all__ = [
     "DEFAULT_ALPHA",
     "DEFAULT_MAX_DROP",
     "GateFamilies",
+    "PairedRow",
     "RowPower",
     "check_gate_arguments",
     "disagreement",
@@ -35,6 +33,24 @@ __all__ = [
 
 DEFAULT_ALPHA: Final = 0.05
 DEFAULT_MAX_DROP: Final = 0.01
+
+
+class PairedRow(Protocol):
+    """What power reads of a compared row (:class:`evalkit.reporting.comparison.ComparisonRow`): its queries, the
+    spread of its paired differences, its interval and two-sided p."""
+
+    @property
+    def queries(self) -> int: ...
+    @property
+    def discordant(self) -> int: ...
+    @property
+    def sd_difference(self) -> float: ...
+    @property
+    def ci_low(self) -> float: ...
+    @property
+    def ci_high(self) -> float: ...
+    @property
+    def p_value(self) -> float: ...
 
 
 class RowPower(StrictModel):
@@ -55,7 +71,7 @@ class RowPower(StrictModel):
 
 
 def row_power(
-    row: ComparisonRow, family_size: int, alpha: float, max_drop: float, settings: StatisticsSettings
+    row: PairedRow, family_size: int, alpha: float, max_drop: float, settings: StatisticsSettings
 ) -> RowPower:
     """A gated row's power at ``alpha / family_size``: its MDE, p floor and the queries an MDE of max_drop needs."""
     level = alpha / max(family_size, 1)
@@ -80,7 +96,7 @@ def row_power(
     )
 
 
-def disagreement(row: ComparisonRow, settings: StatisticsSettings, distinct: int) -> str | None:
+def disagreement(row: PairedRow, settings: StatisticsSettings, distinct: int) -> str | None:
     """Why the interval and the two-sided test at the interval's level (1 - confidence) disagree, or None."""
     level = 1.0 - settings.confidence
     excludes_zero = row.ci_low > 0.0 or row.ci_high < 0.0
