@@ -3,7 +3,7 @@
 The work measured, for every tool alike: parse the qrels and the run from disk, compute nDCG@10, recall@10 and
 MRR@10 for every query, then their means. The tools:
 
-- evalkit, its own names: ``evalkit.runs.scoring.score(qrels, run, measures=["ndcg@10", "recall@10", "mrr@10"])``
+- evalkit, its own names: ``evalkit.runs.precomputed.score(qrels, run, measures=["ndcg@10", "recall@10", "mrr@10"])``
   (default tie policy), then ``.aggregate``;
 - evalkit, trec_eval's names: the same with ``["ndcg_cut_10", "recall_10", "recip_rank"]`` and
   ``ties="trec_eval"``: the definitions pytrec_eval and trec_eval compute;
@@ -229,10 +229,10 @@ def _time_calls(module: Any, names: tuple[str, ...], totals: dict[str, float]) -
 
 
 def child_evalkit(args: argparse.Namespace) -> Result:
-    """``evalkit.runs.scoring.score`` from the two paths, then ``.aggregate``; phases timed by wrapping the functions
-    ``score`` calls (read_qrels_file and read_run, through evalkit.data.loading; score_run)."""
+    """``evalkit.runs.precomputed.score`` from the two paths, then ``.aggregate``; phases timed by wrapping the
+    functions ``score`` calls (read_qrels_file and read_run, through evalkit.data.loading; score_run)."""
     import evalkit.data.loading as loading
-    import evalkit.runs.scoring as scoring
+    import evalkit.runs.precomputed as scoring
 
     phases: dict[str, float] = {}
     _time_calls(loading, ("read_qrels_file", "read_run"), phases)

@@ -43,8 +43,8 @@ if TYPE_CHECKING:
         select_ablations,
     )
     from evalkit.runs.evaluation import DeterminismError, Evaluation, evaluate
+    from evalkit.runs.precomputed import ScoreResult, load_qrels, load_run, score
     from evalkit.runs.real_data import BenchmarkConfig, run_benchmark
-    from evalkit.runs.scoring import ScoreResult, load_qrels, load_run, score
 
 __all__ = [
     "ABLATIONS",
@@ -133,7 +133,7 @@ _HOMES = {
     "Report": "evalkit.reporting.report",
     "RetrievalSettings": "evalkit.data.settings",
     "Retriever": "evalkit.retrieval.retriever",
-    "ScoreResult": "evalkit.runs.scoring",
+    "ScoreResult": "evalkit.runs.precomputed",
     "SentenceTransformerProvider": "evalkit.retrieval.embeddings",
     "SquadImportOptions": "evalkit.data.squad",
     "TokenHashProvider": "evalkit.retrieval.embeddings",
@@ -150,8 +150,8 @@ _HOMES = {
     "import_squad": "evalkit.data.squad",
     "load_baselines": "evalkit.reporting.gates",
     "load_fixture": "evalkit.data.fixture",
-    "load_qrels": "evalkit.runs.scoring",
-    "load_run": "evalkit.runs.scoring",
+    "load_qrels": "evalkit.runs.precomputed",
+    "load_run": "evalkit.runs.precomputed",
     "parse_ablations": "evalkit.runs.ablations",
     "parse_measure": "evalkit.measures.registry",
     "parse_report": "evalkit.reporting.report",
@@ -161,7 +161,7 @@ _HOMES = {
     "report_json": "evalkit.reporting.report",
     "resolve_output_path": "evalkit.common.output",
     "run_benchmark": "evalkit.runs.real_data",
-    "score": "evalkit.runs.scoring",
+    "score": "evalkit.runs.precomputed",
     "select_ablations": "evalkit.runs.ablations",
     "unregister_measure": "evalkit.measures.registry",
 }

@@ -27,12 +27,12 @@ def test_import_has_no_heavy_side_effects() -> None:
 
 def test_import_evalkit_is_light_and_names_and_modules_resolve_on_use() -> None:
     """``import evalkit`` imports none of its modules (the command can then handle a signal from its start);
-    public names, ``from evalkit import X`` and module paths such as ``evalkit.runs.scoring`` resolve when used."""
+    public names, ``from evalkit import X`` and module paths such as ``evalkit.runs.precomputed`` resolve when used."""
     probe = (
         "import json, sys, evalkit; loaded = sorted(m for m in sys.modules if m.startswith('evalkit.'));"
         "heavy = [m for m in ('pandas', 'pyarrow', 'pydantic') if m in sys.modules];"
         "from evalkit import Report; score = evalkit.score;"
-        "paths = [evalkit.runs.scoring.score is score, callable(evalkit.data.runs.read_run)];"
+        "paths = [evalkit.runs.precomputed.score is score, callable(evalkit.data.runs.read_run)];"
         "listed = dir(evalkit);"
         "print(json.dumps([loaded, heavy, Report.__name__, paths, 'score' in listed, 'importlib' in listed]))"
     )

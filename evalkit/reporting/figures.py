@@ -19,8 +19,8 @@ from matplotlib.patches import Patch
 
 from evalkit.common.output import write_atomic
 from evalkit.measures.results import ScoredEvaluation
+from evalkit.reporting.frames import language_metrics_frame, latency_frame, rerank_delta_frame
 from evalkit.reporting.report import Report
-from evalkit.reporting.tables import language_metrics_frame, latency_frame, rerank_delta_frame
 
 CHART_MEASURES = ("recall@10", "mrr@10", "ndcg@10", "context_precision", "context_recall")
 LANGUAGE_COLORS = {"en": "#1f77b4", "zh": "#d62728"}

@@ -16,7 +16,7 @@ import pytest
 from evalkit.app.cli import main
 from evalkit.app.notebook import BenchmarkParameters, EvaluationParameters
 from evalkit.reporting.report import parse_report, report_json
-from evalkit.runs.scoring import score
+from evalkit.runs.precomputed import score
 
 from ..conftest import ROOT, SYNTHETIC_DIR
 

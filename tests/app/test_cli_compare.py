@@ -12,7 +12,7 @@ import nbformat
 import pytest
 
 from evalkit.app.cli import main
-from evalkit.app.runner import run_notebook
+from evalkit.app.headless import run_notebook
 from evalkit.reporting.comparison import parse_comparison
 from evalkit.reporting.report import build_report, report_json
 from evalkit.runs.evaluation import Evaluation

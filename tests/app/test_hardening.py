@@ -24,7 +24,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from evalkit.app.cli import main
-from evalkit.app.runner import NotebookParameterError, check_notebook_run, run_notebook
+from evalkit.app.headless import NotebookParameterError, check_notebook_run, run_notebook
 from evalkit.data.fixture import FixtureError, load_fixture
 from evalkit.data.schema import text_problem
 from evalkit.reporting.gate_specs import MAX_BASELINE_TOLERANCE

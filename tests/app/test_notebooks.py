@@ -16,8 +16,8 @@ import nbformat
 import pytest
 
 from evalkit.app.cli import main
+from evalkit.app.headless import NotebookParameterError, declared_parameters, parse_value, run_notebook
 from evalkit.app.notebook import CompareParameters, EvaluationParameters, UnknownParameterError, injected_names
-from evalkit.app.runner import NotebookParameterError, declared_parameters, parse_value, run_notebook
 from evalkit.reporting.report import parse_report
 
 from ..conftest import ROOT

@@ -90,7 +90,7 @@ def test_a_numpy_without_the_switch_changes_nothing(monkeypatch: pytest.MonkeyPa
 
 @pytest.mark.usefixtures("settings")
 def test_scoring_runs_inside_the_block(monkeypatch: pytest.MonkeyPatch) -> None:
-    import evalkit.runs.scoring as scoring
+    import evalkit.runs.precomputed as scoring
 
     pa.set_memory_pool(pa.mimalloc_memory_pool())
     seen: list[tuple[bool, str]] = []

@@ -150,7 +150,7 @@ def test_a_trec_file_scored_by_pytrec_eval_matches_evalkit(tmp_path: Path) -> No
 
 def test_a_run_exported_by_evalkit_reproduces_its_per_query_values_in_pytrec_eval(tmp_path: Path) -> None:
     from evalkit.data.fixture import load_fixture
-    from evalkit.reporting.trec import write_trec_runs
+    from evalkit.reporting.run_files import write_trec_runs
     from evalkit.runs.ablations import select_ablations
     from evalkit.runs.evaluation import evaluate
 

@@ -14,8 +14,7 @@ from evalkit.reporting.figures import (
     save_all,
     save_figure,
 )
-from evalkit.reporting.report import build_report
-from evalkit.reporting.tables import (
+from evalkit.reporting.frames import (
     drilldown_frame,
     failing_query_ids,
     failures_frame,
@@ -24,6 +23,7 @@ from evalkit.reporting.tables import (
     rank_pivot,
     rerank_delta_frame,
 )
+from evalkit.reporting.report import build_report
 from evalkit.runs.evaluation import Evaluation
 
 

@@ -248,9 +248,9 @@ def test_cli_http_retriever_with_failure_bound(
 
 def test_http_retriever_gets_tables_charts_and_gates(tiny: LoadedFixture, server: str) -> None:
     from evalkit.reporting.figures import plot_language_metrics, plot_latency
+    from evalkit.reporting.frames import failures_frame, metrics_frame
     from evalkit.reporting.gate_specs import GateThresholds
     from evalkit.reporting.gates import assess
-    from evalkit.reporting.tables import failures_frame, metrics_frame
 
     evaluation = evaluate(
         tiny,
@@ -269,7 +269,7 @@ def test_http_retriever_gets_tables_charts_and_gates(tiny: LoadedFixture, server
 
 @pytest.mark.slow  # executes a notebook
 def test_notebook_runs_an_http_retriever(server: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    from evalkit.app.runner import run_notebook
+    from evalkit.app.headless import run_notebook
 
     monkeypatch.setenv("MY_SEARCH_AUTH", SECRET)
     run_id = f"pytest-{uuid.uuid4().hex[:8]}"

@@ -21,7 +21,7 @@ from evalkit.app.plugins import PluginRetriever, load_retriever
 from evalkit.data.fixture import Chunk, LoadedFixture
 from evalkit.data.settings import RetrievalSettings
 from evalkit.reporting.report import build_report, parse_report, report_json
-from evalkit.reporting.trec import ranked_results
+from evalkit.reporting.run_files import ranked_results
 from evalkit.retrieval.adapters import KnowledgeServiceRetriever
 from evalkit.retrieval.database import KnowledgeDatabase
 from evalkit.retrieval.retriever import (
@@ -262,7 +262,7 @@ def test_cli_bad_retriever_is_exit_2(capsys: pytest.CaptureFixture[str]) -> None
 
 @pytest.mark.slow  # executes a notebook
 def test_notebook_runs_with_a_retriever_parameter() -> None:
-    from evalkit.app.runner import run_notebook
+    from evalkit.app.headless import run_notebook
 
     run_id = f"pytest-{uuid.uuid4().hex[:8]}"
     try:

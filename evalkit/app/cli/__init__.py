@@ -18,7 +18,7 @@ from evalkit.app.cli.options import (
     EXIT_INPUT,
     EXIT_OK,
 )
-from evalkit.app.runner import DEFAULT_NOTEBOOK
+from evalkit.app.headless import DEFAULT_NOTEBOOK
 from evalkit.app.signals import EXIT_SIGINT, EXIT_SIGTERM, Terminated, with_signals
 from evalkit.common.output import OutputPathError
 from evalkit.data.fixture import FixtureError

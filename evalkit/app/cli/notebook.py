@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from evalkit.app.cli.options import EXIT_GATE, EXIT_INPUT, EXIT_OK, Commands
-from evalkit.app.runner import DEFAULT_NOTEBOOK, parse_value, run_notebook
+from evalkit.app.headless import DEFAULT_NOTEBOOK, parse_value, run_notebook
 from evalkit.reporting.report import parse_report
 from evalkit.runs.pipeline import format_outcome
 

@@ -27,7 +27,7 @@ from evalkit.data.schema import ablation_order
 from evalkit.reporting.gate_specs import GATE_OPTION_HELP, GateThresholds
 from evalkit.reporting.gates import collect_gates
 from evalkit.reporting.report import Report
-from evalkit.reporting.trec import trec_run_name, trec_runs, write_trec_files
+from evalkit.reporting.run_files import trec_run_name, trec_runs, write_trec_files
 from evalkit.retrieval.embedding_cache import EmbeddingCache
 from evalkit.retrieval.presets import DEFAULT_PRESET, PRESETS, resolve_settings
 from evalkit.runs.ablations import ABLATION_IDS, Ablation, parse_ablations

@@ -1,8 +1,8 @@
 """``evalkit score``: score run files against qrels (no corpus) or against a fixture (with answer spans).
 
-``--qrels`` takes TREC or BEIR qrels and goes through the scoring core alone (:func:`evalkit.runs.scoring.score`): no
-database, analyzer or embedding is built. ``--fixture`` scores the runs as external systems of the fixture, which
-adds the context measures (they need answer spans) and the fixture's gates.
+``--qrels`` takes TREC or BEIR qrels and goes through the scoring core alone
+(:func:`evalkit.runs.precomputed.score`): no database, analyzer or embedding is built. ``--fixture`` scores the runs
+as external systems of the fixture, which adds the context measures (they need answer spans) and the fixture's gates.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from evalkit.reporting.gates import check_gates, collect_gates, evaluate_gates, 
 from evalkit.reporting.report import GateOutcome, report_json
 from evalkit.retrieval.retriever import Retriever, RunRetriever
 from evalkit.runs.pipeline import Request, format_outcome, report_target, run_pipeline, systems_of
-from evalkit.runs.scoring import ScoreResult, score
+from evalkit.runs.precomputed import ScoreResult, score
 
 __all__ = ["FORMATS", "add_parser", "score_fixture", "score_qrels", "score_runs"]
 
