@@ -6,8 +6,11 @@ directory that BEIR's ``GenericDataLoader``, ranx, ir_measures and pyserini read
 :mod:`evalkit.data.collection`; the writer puts languages, document IDs, tags and answer spans into the records'
 ``metadata``, so that a fixture written and read back has the same corpus hash, queries and judgments.
 
-The qrels file is tab-separated ``query-id  corpus-id  score`` with an optional header line (BEIR writes one);
-extra columns are ignored, as trec_eval ignores them.
+The qrels file is ``query-id  corpus-id  score`` (tab-separated as BEIR writes it; any run of spaces or tabs
+separates columns) with an optional header line (BEIR writes one); extra columns are ignored, as trec_eval ignores
+them. It is read by the one qrels reader (:func:`evalkit.data.collection.read_qrels` over
+:func:`evalkit.data.qrels.read_qrels_lines`), so ``evalkit import beir`` and ``evalkit score --qrels`` read it the
+same way.
 """
 
 from __future__ import annotations
@@ -15,44 +18,16 @@ from __future__ import annotations
 from pathlib import Path
 
 from evalkit.data import collection
-from evalkit.data.collection import CollectionOptions, Qrel
+from evalkit.data.collection import CollectionOptions
+from evalkit.data.field_names import BEIR_QRELS_HEADER
 from evalkit.data.fixture import Fixture
 from evalkit.data.inputs import DEFAULT_MAX_INPUT_BYTES
 from evalkit.data.repairs import RepairLog
-from evalkit.data.sources import source_lines
 
-__all__ = ["CORPUS_FILE", "QUERIES_FILE", "beir_files", "qrels_tsv", "read_beir", "read_qrels_tsv", "write_beir"]
+__all__ = ["CORPUS_FILE", "QUERIES_FILE", "beir_files", "qrels_tsv", "read_beir", "write_beir"]
 
 CORPUS_FILE = "corpus.jsonl"
 QUERIES_FILE = "queries.jsonl"
-_HEADER = ("query-id", "corpus-id", "score")
-
-
-def read_qrels_tsv(path: Path, label: str, log: RepairLog, max_bytes: int = DEFAULT_MAX_INPUT_BYTES) -> list[Qrel]:
-    """The graded qrels of a BEIR qrels TSV file of at most `max_bytes`, in file order (see the module docstring).
-
-    The file is read like every source file (:func:`evalkit.data.sources.source_lines`).
-    """
-    qrels: list[Qrel] = []
-    for number, (where, line) in enumerate(source_lines(path, label, max_bytes), start=1):
-        if not line.strip():
-            continue
-        fields = line.split("\t")
-        if number == 1 and tuple(f.strip().lower() for f in fields[:3]) == _HEADER:
-            continue
-        if len(fields) < 3:
-            log.failures.append(
-                f"{where}: needs 3 tab-separated fields (query-id, corpus-id, score), has {len(fields)}"
-            )
-            continue
-        query, chunk, score = (f.strip() for f in fields[:3])
-        if not query or not chunk:
-            log.failures.append(f"{where}: field {'query-id' if not query else 'corpus-id'!r}: must not be blank")
-            continue
-        qrel = collection.parse_qrel(query, chunk, score, where, log)
-        if qrel is not None:
-            qrels.append(qrel)
-    return qrels
 
 
 def read_beir(
@@ -63,7 +38,7 @@ def read_beir(
     max_bytes: int = DEFAULT_MAX_INPUT_BYTES,
 ) -> Fixture:
     """The fixture of the BEIR directory `directory` with the qrels of `split` (``qrels/<split>.tsv``); each file
-    must be a regular file of at most `max_bytes` (see :func:`evalkit.data.sources.source_lines`).
+    must be a regular file of at most `max_bytes` (read through :mod:`evalkit.data.tables`' guarded door).
 
     Raises:
         SourceFormatError: a missing or malformed file, or a problem the log's policy refuses, naming file, line
@@ -75,13 +50,13 @@ def read_beir(
     root = Path(directory)
     corpus = collection.read_corpus(root / CORPUS_FILE, CORPUS_FILE, options, log, max_bytes)
     queries = collection.read_queries(root / QUERIES_FILE, QUERIES_FILE, options, log, max_bytes)
-    qrels = read_qrels_tsv(root / "qrels" / f"{split}.tsv", f"qrels/{split}.tsv", log, max_bytes)
+    qrels = collection.read_qrels(root / "qrels" / f"{split}.tsv", log, "beir", max_bytes)
     return collection.build_fixture(corpus, queries, qrels, options, log, f"BEIR {directory}")
 
 
 def qrels_tsv(fixture: Fixture) -> bytes:
     """The fixture's judgments as BEIR qrels TSV with a header line, in fixture order."""
-    rows = ["\t".join(_HEADER)]
+    rows = ["\t".join(BEIR_QRELS_HEADER)]
     rows += [f"{q.query_id}\t{j.chunk_id}\t{j.grade}" for q in fixture.queries for j in q.judgments]
     return ("\n".join(rows) + "\n").encode("utf-8")
 

@@ -2,7 +2,8 @@
 
 The BEIR (:mod:`evalkit.data.beir`) and TREC (:mod:`evalkit.data.trec`) readers and writers share this module:
 reading JSONL corpus and query files forgivingly (through :mod:`evalkit.data.sources`; every repair and skip goes to
-a :class:`~evalkit.data.repairs.RepairLog`), turning a collection into a strict
+a :class:`~evalkit.data.repairs.RepairLog`), reading qrels through the one qrels reader that scoring uses
+(:func:`read_qrels`), turning a collection into a strict
 :class:`~evalkit.data.fixture.Fixture`, and writing a fixture's corpus and queries back as JSONL.
 
 Mapping (what the writers produce and the readers read back):
@@ -35,10 +36,12 @@ from pydantic import Field
 
 from evalkit.common.output import write_atomic
 from evalkit.data.assembly import ImportOptions, assemble_fixture, replace_id_characters
+from evalkit.data.field_names import QUERY_ID_KEYS, QUERY_TEXT_KEYS
 from evalkit.data.fixture import Fixture
 from evalkit.data.inputs import DEFAULT_MAX_INPUT_BYTES
 from evalkit.data.language import detect_language
-from evalkit.data.repairs import CollectionKind, RepairLog
+from evalkit.data.qrels import Layout, QrelsError, read_qrels_lines
+from evalkit.data.repairs import CollectionKind, RepairLog, SourceFormatError
 from evalkit.data.schema import MAX_ID_LENGTH, Language, is_identifier, privacy_problem
 from evalkit.data.sources import read_jsonl
 
@@ -51,9 +54,9 @@ __all__ = [
     "QueryRecord",
     "build_fixture",
     "corpus_jsonl",
-    "parse_qrel",
     "queries_jsonl",
     "read_corpus",
+    "read_qrels",
     "read_queries",
     "write_files",
 ]
@@ -102,7 +105,7 @@ class QueryRecord:
 
 @dataclass(frozen=True)
 class Qrel:
-    """A graded judgment read from a qrels file (grade already within 1..3)."""
+    """A graded judgment read from a qrels file (grade already within 1..3); `where` names the file and line."""
 
     query_id: str
     chunk_id: str
@@ -259,15 +262,13 @@ def read_queries(
     ids = IdMapper("query", log)
     queries: list[QueryRecord] = []
     for where, record in read_jsonl(path, label, max_bytes):
-        id_key = next((k for k in ("_id", "query_id", "qid") if k in record), "_id")
+        id_key = next((k for k in QUERY_ID_KEYS if k in record), QUERY_ID_KEYS[0])
         source = ids.source_id(record.get(id_key), where, id_key)
         if source is None:
             continue
-        text_keys = ("text", "query", "title")
-        _unknown_keys(
-            record, (id_key, "metadata", next((k for k in text_keys if k in record), "text")), where, source, log
-        )
-        text, metadata = _text_and_metadata(record, text_keys, where, log)
+        text_key = next((k for k in QUERY_TEXT_KEYS if k in record), QUERY_TEXT_KEYS[0])
+        _unknown_keys(record, (id_key, "metadata", text_key), where, source, log)
+        text, metadata = _text_and_metadata(record, QUERY_TEXT_KEYS, where, log)
         if text is None:
             continue
         query_id = _fixture_id(ids, text, source, where, id_key)
@@ -444,27 +445,35 @@ def queries_jsonl(fixture: Fixture) -> bytes:
     )
 
 
-def parse_qrel(query: str, chunk: str, score: str, where: str, log: RepairLog) -> Qrel | None:
-    """One qrels row as a :class:`Qrel` (IDs rewritten like the records'), or None when it is skipped or refused.
+def read_qrels(path: Path, log: RepairLog, layout: Layout, max_bytes: int = DEFAULT_MAX_INPUT_BYTES) -> list[Qrel]:
+    """The graded qrels of a TREC or BEIR qrels file (`layout`) of at most `max_bytes`, in file order.
 
-    A grade of 0 or less (judged not relevant) is skipped (``non_positive_grade``); a grade above 3 is lowered to 3
-    (``grade_above_3``); a score that is not an integer (``2`` or ``2.0``) is refused.
+    The file is read by the one qrels reader, :func:`evalkit.data.qrels.read_qrels_lines` (what ``evalkit score
+    --qrels`` reads with): columns past the grade ignored, grades decimal integers, a pair judged with two different
+    grades refused. Each line it refuses goes to the log's failures, naming the file, the line and the field. Then,
+    for a fixture: a grade of 0 or less (judged not relevant) is skipped and counted (``non_positive_grade``), a
+    grade above 3 is lowered to 3 (``grade_above_3``), and IDs are rewritten like the records'.
+
+    Raises:
+        SourceFormatError: a file that cannot be read at all (missing, not a regular file, over `max_bytes`).
     """
     try:
-        value = float(score)
-    except ValueError:
-        value = float("nan")
-    if not value.is_integer():
-        log.failures.append(f"{where}: field 'score': {score[:40]!r} is not an integer grade")
-        return None
-    grade = int(value)
-    ident = f"{query}/{chunk}"
-    if grade <= 0:
-        log.note("non_positive_grade", ident, f"{where}: field 'score': grade {grade} (not relevant)")
-        return None
-    if grade > 3:
-        action = log.note("grade_above_3", ident, f"{where}: field 'score': grade {grade} is above 3")
-        if action != "repair":
-            return None
-        grade = 3
-    return Qrel(_rewrite(query), _rewrite(chunk), grade, where)
+        rows = read_qrels_lines(path, max_bytes, layout)
+    except QrelsError as exc:
+        if not exc.problems:
+            raise SourceFormatError(str(path), [str(exc)]) from None
+        log.failures.extend(exc.problems)
+        return []
+    qrels: list[Qrel] = []
+    for query, chunk, grade, line in zip(rows.query_ids, rows.doc_ids, rows.grades, rows.lines, strict=True):
+        where, ident = f"{rows.source} line {line}", f"{query}/{chunk}"
+        field = f"field {rows.grade_field!r}"
+        if grade <= 0:
+            log.note("non_positive_grade", ident, f"{where}: {field}: grade {grade} (not relevant)")
+            continue
+        if grade > 3:
+            if log.note("grade_above_3", ident, f"{where}: {field}: grade {grade} is above 3") != "repair":
+                continue
+            grade = 3
+        qrels.append(Qrel(_rewrite(query), _rewrite(chunk), grade, where))
+    return qrels

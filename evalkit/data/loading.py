@@ -11,6 +11,7 @@ from typing import Any
 
 import pandas as pd
 
+from evalkit.data.field_names import FRAME_DOC_COLUMNS, FRAME_GRADE_COLUMNS, FRAME_QUERY_COLUMNS, FRAME_SCORE_COLUMNS
 from evalkit.data.ids import given_id_problem
 from evalkit.data.inputs import clip
 from evalkit.data.qrels import Qrels, qrels_from_mapping, read_qrels_file
@@ -24,10 +25,6 @@ __all__ = ["QrelsInput", "RunInput", "is_single_run", "load_languages", "load_qr
 
 QrelsInput = str | Path | Qrels | Mapping[str, Mapping[str, int]] | pd.DataFrame
 RunInput = str | Path | Run | Mapping[str, Mapping[str, float]] | pd.DataFrame
-_QUERY_COLUMNS = ("query_id", "qid", "query-id")
-_DOC_COLUMNS = ("doc_id", "docid", "corpus-id", "chunk_id")
-_GRADE_COLUMNS = ("grade", "relevance", "rel", "score")
-_SCORE_COLUMNS = ("score",)
 
 
 def _column(frame: pd.DataFrame, names: Sequence[str], what: str) -> pd.Series:
@@ -45,9 +42,9 @@ def load_qrels(qrels: QrelsInput, max_bytes: int = DEFAULT_MAX_TABLE_BYTES) -> Q
         return read_qrels_file(Path(qrels), max_bytes)
     if isinstance(qrels, pd.DataFrame):
         table: dict[str, dict[str, int]] = {}
-        queries = _column(qrels, _QUERY_COLUMNS, "qrels").astype(str)
-        docs = _column(qrels, _DOC_COLUMNS, "qrels").astype(str)
-        for q, d, g in zip(queries, docs, _column(qrels, _GRADE_COLUMNS, "qrels"), strict=True):
+        queries = _column(qrels, FRAME_QUERY_COLUMNS, "qrels").astype(str)
+        docs = _column(qrels, FRAME_DOC_COLUMNS, "qrels").astype(str)
+        for q, d, g in zip(queries, docs, _column(qrels, FRAME_GRADE_COLUMNS, "qrels"), strict=True):
             if d in table.setdefault(q, {}) and table[q][d] != g:
                 raise ValueError(f"qrels: query {q!r} document {d!r}: judged twice with different grades")
             table[q][d] = g
@@ -63,9 +60,9 @@ def load_run(run: RunInput, name: str = "run", max_bytes: int = DEFAULT_MAX_TABL
         return read_run(Path(run), max_bytes)
     if isinstance(run, pd.DataFrame):
         rankings: dict[str, list[tuple[str, float]]] = {}
-        queries = _column(run, _QUERY_COLUMNS, "run").astype(str)
-        docs = _column(run, _DOC_COLUMNS, "run").astype(str)
-        for row, (q, d, s) in enumerate(zip(queries, docs, _column(run, _SCORE_COLUMNS, "run"), strict=True)):
+        queries = _column(run, FRAME_QUERY_COLUMNS, "run").astype(str)
+        docs = _column(run, FRAME_DOC_COLUMNS, "run").astype(str)
+        for row, (q, d, s) in enumerate(zip(queries, docs, _column(run, FRAME_SCORE_COLUMNS, "run"), strict=True)):
             problem = given_score_problem(s)
             if problem is not None:
                 raise RunFileError(f"run DataFrame row {row}: score {clip(repr(s))} {problem}")

@@ -11,28 +11,34 @@ judgments are all 0 or below has no relevant document: it is a no-answer query (
 Duplicate policy: a (query, document) pair judged twice with the same grade is kept once and counted; judged with
 two different grades it is refused, naming the query, the document and both grades, since no rule can tell which
 one the assessor meant.
+
+This is the one reader of qrels files: :func:`read_qrels_file` gives the scoring core its sorted, columnar
+:class:`Qrels`; :func:`read_qrels_lines` gives an importer (``evalkit import trec`` and ``beir``) the same
+judgments, checked the same way, as rows in file order with the number of the line each came from.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from evalkit.data import ids, tables
-from evalkit.data.bad_lines import block_check, diagnose
+from evalkit.data.bad_lines import MAX_COUNTED, block_check, diagnose
 from evalkit.data.columns import IntArray, encode, sort_pairs
+from evalkit.data.field_names import BEIR_QRELS_HEADER, TREC_QRELS_COLUMNS
 from evalkit.data.inputs import MAX_PROBLEMS, InputError, clip
 from evalkit.data.tables import DEFAULT_MAX_TABLE_BYTES, TableError
 
-__all__ = ["Qrels", "QrelsError", "qrels_from_mapping", "read_qrels_file"]
+__all__ = ["Layout", "Qrels", "QrelsError", "QrelsLines", "qrels_from_mapping", "read_qrels_file", "read_qrels_lines"]
 
-_BEIR_HEADER = ("query-id", "corpus-id", "score")
+Layout = Literal["trec", "beir"]
 _INTEGER = re.compile(r"-?[0-9]+")
 """A grade as the columnar parser reads it (Python's int() would also take "+1", "1_0" or non-ASCII digits)."""
 _TYPES = {"query": pa.dictionary(pa.int32(), pa.string()), "doc": pa.string(), "grade": pa.string()}
@@ -41,7 +47,15 @@ takes "0x10" (16), which trec_eval's atol() reads as 0."""
 
 
 class QrelsError(ValueError):
-    """Judgments that cannot be used: names the file (or source), the line or the query and document."""
+    """Judgments that cannot be used: names the file (or source), the line or the query and document.
+
+    ``problems`` lists each refused line or conflicting pair on its own (naming the file), for a caller that
+    collects them with other problems; it is empty when the file as a whole cannot be read (not found, too large).
+    """
+
+    def __init__(self, message: str, problems: Sequence[str] = ()) -> None:
+        super().__init__(message)
+        self.problems = tuple(problems)
 
 
 @dataclass(frozen=True, eq=False)
@@ -92,11 +106,13 @@ def _build(
         problems = [
             f"query {clip(repr(names[int(q[i])].as_py()))} document {clip(repr(d[i].as_py()))}: "
             f"judged twice with different grades ({int(g[i])} and {int(g[i + 1])})"
-            for i in conflicts[:MAX_PROBLEMS].tolist()
+            for i in conflicts[:MAX_COUNTED].tolist()
         ]
         more = [f"... and {len(conflicts) - MAX_PROBLEMS} more"] if len(conflicts) > MAX_PROBLEMS else []
-        listing = "\n".join(f"  - {p}" for p in [*problems, *more])
-        raise QrelsError(f"{source}: {len(conflicts)} conflicting judgment(s)\n{listing}")
+        listing = "\n".join(f"  - {p}" for p in [*problems[:MAX_PROBLEMS], *more])
+        raise QrelsError(
+            f"{source}: {len(conflicts)} conflicting judgment(s)\n{listing}", [f"{source}: {p}" for p in problems]
+        )
     keep = np.concatenate(([True], ~same)) if len(q) else np.zeros(0, dtype=bool)
     duplicates = int(len(keep) - int(keep.sum()))
     if duplicates:
@@ -159,20 +175,30 @@ def qrels_from_mapping(judgments: Mapping[str, Mapping[str, int]], source: str =
     )
 
 
-def _layout(path: Path, max_bytes: int) -> tuple[str, int]:
-    """``("beir" | "trec", header rows)`` from the first data line."""
+def _layout(path: Path, max_bytes: int, given: Layout | None = None) -> tuple[Layout, int]:
+    """``("beir" | "trec", header rows)``: the ``given`` layout, or the one the first data line tells; a BEIR header
+    line is skipped (unless the layout is given as TREC, which has no header)."""
     for number, line in tables.text_lines(path, max_bytes, head=True):
         fields = tables.split_fields(line)
         if not fields:
             continue
-        if tuple(f.lower() for f in fields[:3]) == _BEIR_HEADER:
+        if given != "trec" and _is_beir_header(fields):
             return "beir", number
-        return ("beir" if len(fields) == 3 else "trec"), number - 1
-    return "trec", 0
+        return given or ("beir" if len(fields) == 3 else "trec"), number - 1
+    return given or "trec", 0
+
+
+def _is_beir_header(fields: list[str]) -> bool:
+    return tuple(f.lower() for f in fields[:3]) == BEIR_QRELS_HEADER
+
+
+def _field_names(layout: str) -> tuple[str, ...]:
+    """The names of the layout's columns, as messages give them."""
+    return BEIR_QRELS_HEADER if layout == "beir" else TREC_QRELS_COLUMNS
 
 
 def _line_problem(layout: str, width: int):  # type: ignore[no-untyped-def]
-    names = ("query-id", "corpus-id", "score") if layout == "beir" else ("query-id", "iteration", "doc-id", "grade")
+    names = _field_names(layout)
 
     def check(fields: list[str], where: str) -> str | None:
         if len(fields) < len(names):
@@ -230,12 +256,11 @@ def _refuses(batch: pa.RecordBatch) -> bool:
     return False
 
 
-def read_qrels_file(path: Path, max_bytes: int = DEFAULT_MAX_TABLE_BYTES) -> Qrels:
-    """Read TREC or BEIR qrels (see the module docstring), columnar; errors name the file and the lines."""
-    path = Path(path)
-    label = clip(path.name)
+def _read_columns(path: Path, max_bytes: int, given: Layout | None = None) -> tuple[pa.Table, Layout, int]:
+    """The checked columns ``query``, ``doc`` and ``grade`` (int64), one row per data line in file order; the
+    layout (``given``, or told by the first data line) and how many lines come before the first data line."""
     try:
-        layout, header = _layout(path, max_bytes)
+        layout, header = _layout(path, max_bytes, given)
         names = ("query", "doc", "grade") if layout == "beir" else ("query", "_iter", "doc", "grade")
         width = len(names)
         try:
@@ -245,17 +270,89 @@ def read_qrels_file(path: Path, max_bytes: int = DEFAULT_MAX_TABLE_BYTES) -> Qre
         except (pa.ArrowInvalid, tables.Refused):
             refused = True
         if refused:
-            for _, line in tables.text_lines(path, max_bytes):
+            for number, line in tables.text_lines(path, max_bytes):
                 fields = tables.split_fields(line)
-                if fields and tuple(f.lower() for f in fields[:3]) != _BEIR_HEADER:
+                if number > header and fields:  # the first data line: its width is the file's
                     width = len(fields)
                     break
             clean = block_check(path, names, _TYPES, _refuses, max_bytes, skip_rows=header)
             error = diagnose(path, _line_problem(layout, width), max_bytes, skip_rows=header, clean=clean)
-            raise QrelsError(str(error))
+            raise QrelsError(str(error), error.problems or [str(error)])
     except InputError as exc:
         raise QrelsError(str(exc)) from None
     except TableError as exc:
+        raise QrelsError(str(exc), exc.problems or [str(exc)]) from None
+    return table.set_column(table.column_names.index("grade"), "grade", grade_column), layout, header
+
+
+def read_qrels_file(path: Path, max_bytes: int = DEFAULT_MAX_TABLE_BYTES) -> Qrels:
+    """Read TREC or BEIR qrels (see the module docstring), columnar; errors name the file and the lines."""
+    path = Path(path)
+    table, _, _ = _read_columns(path, max_bytes)
+    grades = table.column("grade").to_numpy().astype(np.int64, copy=False)
+    return _build(table.column("query"), table.column("doc"), grades, clip(path.name))
+
+
+@dataclass(frozen=True)
+class QrelsLines:
+    """A qrels file's judgments as its lines give them, for a reader that keeps file order and names lines (an
+    importer): one row per data line, in file order, repeated lines kept. ``lines[i]`` is the number of row i's
+    line in the file; ``grade_field`` is the grade column's name in the file's layout (``grade`` for TREC,
+    ``score`` for BEIR)."""
+
+    query_ids: list[str]
+    doc_ids: list[str]
+    grades: list[int]
+    lines: list[int]
+    grade_field: str
+    source: str
+
+
+def read_qrels_lines(path: Path, max_bytes: int = DEFAULT_MAX_TABLE_BYTES, layout: Layout | None = None) -> QrelsLines:
+    """The judgments of a TREC or BEIR qrels file in file order, read and checked exactly as
+    :func:`read_qrels_file` reads them: the same layouts, the same refused lines, the same refusal of a pair judged
+    with two different grades. Only the form differs (rows in file order, repeated lines kept, line numbers).
+
+    A caller that knows the format gives its ``layout``: the file is then read as that layout whatever its first
+    line looks like (a three-column line of a TREC file is refused as too short, not read as BEIR), so a file both
+    readers accept is read the same way by both.
+
+    Raises:
+        QrelsError: as :func:`read_qrels_file`; ``problems`` lists each refused line or conflicting pair.
+    """
+    path = Path(path)
+    label = clip(path.name)
+    table, layout, header = _read_columns(path, max_bytes, layout)
+    grades = table.column("grade").to_numpy().astype(np.int64, copy=False)
+    _build(table.column("query"), table.column("doc"), grades, label)  # the duplicate policy: conflicts refused
+    try:
+        lines = _data_lines(path, max_bytes, header)
+    except InputError as exc:  # the file changed since it was parsed
         raise QrelsError(str(exc)) from None
-    grades = grade_column.to_numpy().astype(np.int64, copy=False)
-    return _build(table.column("query"), table.column("doc"), grades, label)
+    if len(lines) != table.num_rows:
+        raise QrelsError(f"{label}: {table.num_rows} rows parsed but {len(lines)} data lines counted (file changed?)")
+    return QrelsLines(
+        query_ids=table.column("query").to_pylist(),
+        doc_ids=table.column("doc").to_pylist(),
+        grades=grades.tolist(),
+        lines=lines.tolist(),
+        grade_field=_field_names(layout)[-1],
+        source=label,
+    )
+
+
+def _data_lines(path: Path, max_bytes: int, header: int) -> IntArray:
+    """The number of each line the columnar parser reads as a row: the lines that are not blank once normalised as
+    :func:`evalkit.data.tables.read_columns` normalises them, past the first ``header`` lines. Counted with numpy
+    over the normalised bytes, a block at a time (no Python loop over lines)."""
+    found: list[IntArray] = []
+    before = 0
+    for block in tables.guarded_blocks(path, max_bytes, True):
+        data = np.frombuffer(block, dtype=np.uint8)
+        ends = np.flatnonzero(data == ord("\n"))
+        starts = np.concatenate(([0], ends + 1))
+        stops = np.append(ends, len(data))
+        found.append(before + 1 + np.flatnonzero(stops > starts).astype(np.int64))
+        before += len(ends)
+    numbers = np.concatenate(found) if found else np.zeros(0, dtype=np.int64)
+    return numbers[numbers > header]

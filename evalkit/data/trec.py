@@ -1,9 +1,12 @@
 """Read and write TREC-style collections: a qrels file, a topics file (TSV or JSONL) and a JSONL corpus.
 
 - **qrels**: whitespace-separated ``query-id iteration doc-id relevance`` lines, as trec_eval reads them; extra
-  columns are ignored and the iteration column is not used.
-- **topics**: TSV ``query-id<TAB>text`` (no header; a first line ``qid``/``query_id``/``id`` is read as a header)
-  or JSONL as in :mod:`evalkit.data.collection` (``_id``/``query_id``/``qid`` and ``text``/``query``/``title``).
+  columns are ignored and the iteration column is not used. They are read by the one qrels reader,
+  :func:`evalkit.data.collection.read_qrels` over :func:`evalkit.data.qrels.read_qrels_lines`, so ``evalkit import
+  trec`` and ``evalkit score --qrels`` read a qrels file the same way.
+- **topics**: TSV ``query-id<TAB>text`` read by the one topics reader, :func:`evalkit.data.topics.read_tsv_topics`
+  (a first line ``qid``/``query_id``/``query-id``/``id`` is a header), or JSONL as in :mod:`evalkit.data.collection`
+  (``_id``/``query_id``/``qid`` and ``text``/``query``/``title``).
 - **corpus**: the JSONL corpus of :mod:`evalkit.data.collection` (TREC has no single corpus format).
 
 :func:`read_trec` forgives and records like every source reader; :func:`write_trec` writes ``corpus.jsonl``,
@@ -29,19 +32,18 @@ from pathlib import Path
 from typing import Final, Literal
 
 from evalkit.data import collection
-from evalkit.data.collection import CollectionOptions, IdMapper, Qrel, QueryRecord
+from evalkit.data.collection import CollectionOptions, IdMapper, QueryRecord
 from evalkit.data.fixture import Fixture
 from evalkit.data.ids import check_trec_field
 from evalkit.data.inputs import DEFAULT_MAX_INPUT_BYTES, clip
-from evalkit.data.repairs import RepairLog
-from evalkit.data.sources import source_lines
+from evalkit.data.repairs import RepairLog, SourceFormatError
+from evalkit.data.topics import TopicsError, read_tsv_topics
 
 __all__ = [
     "DEFAULT_QRELS_GAINS",
     "QRELS_FILE",
     "QRELS_GAINS",
     "qrels_text",
-    "read_qrels",
     "read_topics_tsv",
     "read_trec",
     "trec_files",
@@ -52,47 +54,31 @@ QRELS_FILE = "qrels.txt"
 TopicsFormat = Literal["jsonl", "tsv"]
 
 
-def read_qrels(path: Path, log: RepairLog, max_bytes: int = DEFAULT_MAX_INPUT_BYTES) -> list[Qrel]:
-    """The graded qrels of a TREC qrels file of at most `max_bytes`, in file order (see the module docstring)."""
-    qrels: list[Qrel] = []
-    for where, line in source_lines(path, Path(path).name, max_bytes):
-        fields = line.split()
-        if not fields:
-            continue
-        if len(fields) < 4:
-            log.failures.append(f"{where}: needs 4 fields (query-id iteration doc-id relevance), has {len(fields)}")
-            continue
-        qrel = collection.parse_qrel(fields[0], fields[2], fields[3], where, log)
-        if qrel is not None:
-            qrels.append(qrel)
-    return qrels
-
-
 def read_topics_tsv(
     path: Path, options: CollectionOptions, log: RepairLog, max_bytes: int = DEFAULT_MAX_INPUT_BYTES
 ) -> list[QueryRecord]:
-    """The queries of a TSV topics file of at most `max_bytes`, in file order (see the module docstring)."""
+    """The queries of a TSV topics file of at most `max_bytes`, in file order, read by the one topics reader
+    (:func:`evalkit.data.topics.read_tsv_topics`), whose refused lines go to the log's failures. A query with blank
+    text is skipped (``blank_text``), one listed again is skipped (``duplicate_id``), and IDs are rewritten like the
+    records' (``id_rewritten``); each query's language is the ``language`` option's.
+
+    Raises:
+        SourceFormatError: a file that cannot be read (missing, not a regular file, too large, not UTF-8).
+    """
+    try:
+        topics, problems = read_tsv_topics(path, max_bytes)
+    except TopicsError as exc:
+        raise SourceFormatError(str(path), [str(exc)]) from None
+    log.failures.extend(problems)
     ids = IdMapper("query", log)
     queries: list[QueryRecord] = []
-    for number, (where, line) in enumerate(source_lines(path, Path(path).name, max_bytes), start=1):
-        if not line.strip():
+    for topic in topics:
+        if not topic.text:
+            log.note("blank_text", topic.query_id, f"{topic.where}: field 'text': must not be blank")
             continue
-        fields = line.split("\t")
-        if number == 1 and fields[0].strip().lower() in {"qid", "query_id", "query-id", "id"}:
-            continue
-        if len(fields) < 2:
-            log.failures.append(f"{where}: needs 2 tab-separated fields (query-id, text), has {len(fields)}")
-            continue
-        source, text = fields[0].strip(), "\t".join(fields[1:]).strip()
-        if not source:
-            log.failures.append(f"{where}: field 'query-id': must not be blank")
-            continue
-        if not text:
-            log.note("blank_text", source, f"{where}: field 'text': must not be blank")
-            continue
-        ident = ids.fixture_id(source, where, "query-id")
+        ident = ids.fixture_id(topic.query_id, topic.where, "query-id")
         if ident is not None:
-            queries.append(QueryRecord(ident, text, options.language_of(text)))
+            queries.append(QueryRecord(ident, topic.text, options.language_of(topic.text)))
     return queries
 
 
@@ -106,7 +92,7 @@ def read_trec(
 ) -> Fixture:
     """The fixture of a TREC-style collection; topics ending in ``.tsv`` are TSV, any other name JSONL.
 
-    Each file must be a regular file of at most `max_bytes` (see :func:`evalkit.data.sources.source_lines`).
+    Each file must be a regular file of at most `max_bytes` (read through :mod:`evalkit.data.tables`' guarded door).
 
     Raises:
         SourceFormatError: a missing or malformed file, or a problem the log's policy refuses, naming file, line
@@ -118,7 +104,7 @@ def read_trec(
         queries = read_topics_tsv(topics, options, log, max_bytes)
     else:
         queries = collection.read_queries(topics, Path(topics).name, options, log, max_bytes)
-    judged = read_qrels(qrels, log, max_bytes)
+    judged = collection.read_qrels(qrels, log, "trec", max_bytes)
     return collection.build_fixture(records, queries, judged, options, log, f"TREC {qrels}")
 
 

@@ -12,8 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from evalkit.app.cli import main
-from evalkit.data.beir import read_beir, read_qrels_tsv, write_beir
-from evalkit.data.collection import CollectionOptions
+from evalkit.data.beir import read_beir, write_beir
+from evalkit.data.collection import CollectionOptions, read_qrels
 from evalkit.data.fixture import Fixture, load_fixture
 from evalkit.data.language import detect_language
 from evalkit.data.repairs import SUMMARY_FILE, ImportSummary, RepairLog, RepairPolicy, SourceFormatError
@@ -50,7 +50,7 @@ CORPUS = [
     {"_id": "d1", "title": "Trash", "text": "Deleted notes stay in the trash for 30 days.", "url": "ignored"},
     {"_id": "d2", "title": "", "text": "删除的笔记在回收站中保留 30 天。"},
     {"_id": 3, "title": "Sync", "text": "Sync runs every five minutes."},
-    {"_id": "d 4", "title": "Export", "text": "Export notes as Markdown."},
+    {"_id": "d/4", "title": "Export", "text": "Export notes as Markdown."},
     {"_id": "d5", "title": "Blank", "text": "   "},
     {"_id": "d1", "title": "Again", "text": "A second record with the same ID."},
 ]
@@ -61,7 +61,7 @@ QUERIES = [
     {"_id": "q4", "text": "Where is the dark mode switch?"},
     {"_id": "q5", "text": "深色模式在哪里？", "metadata": {"source": "any key is fine in metadata"}},
 ]
-QRELS = "query-id\tcorpus-id\tscore\nq1\td1\t2\nq1\td2\t0\nq2\td2\t5\nq3\td 4\t1\tignored\nq3\tmissing\t1\nq9\td1\t1\n"
+QRELS = "query-id\tcorpus-id\tscore\nq1\td1\t2\nq1\td2\t0\nq2\td2\t5\nq3\td/4\t1\nq3\tmissing\t1\nq9\td1\t1\n"
 
 
 def test_hand_made_directory_is_read_with_every_repair_counted(tmp_path: Path) -> None:
@@ -193,9 +193,15 @@ GOOD_CORPUS = [{"_id": "d1", "title": "T", "text": "trash"}]
             GOOD_QUERIES,
             "q1\td1\thigh\n",
             [],
-            "qrels/test.tsv line 1: field 'score': 'high' is not an integer",
+            "test.tsv line 1: field 'score': 'high' is not an integer",
         ),
-        (GOOD_CORPUS, GOOD_QUERIES, "q1\td1\n", [], "qrels/test.tsv line 1: needs 3 tab-separated fields"),
+        (
+            GOOD_CORPUS,
+            GOOD_QUERIES,
+            "q1\td1\n",
+            [],
+            "test.tsv line 1: needs 3 columns (query-id corpus-id score), has 2",
+        ),
         (GOOD_CORPUS, GOOD_QUERIES, "q1\td1\t7\n", ["--on-grade-above-3", "fail"], "field 'score': grade 7 is above 3"),
         (
             [{"_id": "d1", "text": "x", "metadata": {"language": "fr"}}],
@@ -268,9 +274,11 @@ def test_qrels_reader_never_raises_and_keeps_grades_in_range(text: str) -> None:
         path = Path(folder) / "test.tsv"
         path.write_text(text, encoding="utf-8")
         log = RepairLog(RepairPolicy())
-        qrels = read_qrels_tsv(path, "qrels/test.tsv", log)
+        qrels = read_qrels(path, log, "beir")
     assert all(1 <= q.grade <= 3 for q in qrels)
-    assert all(problem.startswith("qrels/test.tsv line ") for problem in log.failures)
+    # each refused line is named by number; a pair judged with two grades by query and document
+    assert all(problem.startswith(("test.tsv line ", "test.tsv: query ")) for problem in log.failures)
+    assert all(q.where.startswith("test.tsv line ") for q in qrels)
 
 
 def test_blank_title_skip_drops_the_document_and_its_qrels(tmp_path: Path) -> None:

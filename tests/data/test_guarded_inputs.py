@@ -23,8 +23,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from evalkit.data.beir import beir_files, read_beir, read_qrels_tsv
-from evalkit.data.collection import CollectionOptions
+from evalkit.data.beir import beir_files, read_beir
+from evalkit.data.collection import CollectionOptions, read_qrels
 from evalkit.data.fixture import load_fixture
 from evalkit.data.inputs import MAX_JSON_DEPTH, nesting_depth
 from evalkit.data.qrels import Qrels, read_qrels_file
@@ -160,10 +160,10 @@ def _readers() -> list[Reader]:
         beir_reader("queries.jsonl"),
         beir_reader("qrels/test.tsv"),
         Reader(
-            "read_qrels_tsv",
+            "collection.read_qrels",
             "test.tsv",
             {"test.tsv": beir["qrels/test.tsv"]},
-            lambda d, cap: read_qrels_tsv(d / "test.tsv", "qrels/test.tsv", _log(), **_cap(cap)),
+            lambda d, cap: read_qrels(d / "test.tsv", _log(), "beir", **_cap(cap)),
         ),
         trec_reader("corpus.jsonl", trec),
         trec_reader("topics.jsonl", trec),

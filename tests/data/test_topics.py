@@ -105,11 +105,17 @@ def test_invalid_utf8_names_the_line(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    ("text", "name"),
-    [("q\x1b[31m1\tHow do I reset it\n", "t.tsv"), ('{"query_id": "q 1", "text": "x"}\n', "t.jsonl")],
+    ("text", "name", "field"),
+    [
+        ("q\x1b[31m1\tHow do I reset it\n", "t.tsv", "query-id"),
+        ("q 1\tHow do I reset it\n", "t.tsv", "query-id"),
+        ('{"query_id": "q 1", "text": "x"}\n', "t.jsonl", "query_id"),
+    ],
 )
-def test_a_query_id_with_control_characters_or_whitespace_is_refused(tmp_path: Path, text: str, name: str) -> None:
+def test_a_query_id_with_control_characters_or_whitespace_is_refused(
+    tmp_path: Path, text: str, name: str, field: str
+) -> None:
     path = tmp_path / name
     path.write_text(text, encoding="utf-8")
-    with pytest.raises(TopicsError, match=rf"{name} line 1: field 'query_id'"):
+    with pytest.raises(TopicsError, match=rf"{name} line 1: field '{field}'"):
         read_topics(path)
