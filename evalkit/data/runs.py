@@ -9,18 +9,19 @@ TREC runs are parsed by pyarrow's CSV reader (:mod:`evalkit.data.tables`), never
 
 Policies (the docs' "Score a run file" page declares them):
 
-- a malformed line (too few columns, a score that is not a finite number, a query or document ID with a control
-  character, a JSON line that is not such an object) raises :class:`RunFileError` naming the file and the
-  line number (the first 20 of them);
+- a malformed line (too few columns, a score that is not a finite number, a query ID, document ID or tag with a
+  control or bidirectional character, a JSON line that is not such an object) raises :class:`RunFileError` naming
+  the file, the line number (the first 20 of them) and the field;
 - duplicate (query, document) lines are kept as read; the tie policy later keeps the best-placed one, and the
   scoring core counts them;
 - checked against a fixture (:func:`check_run`): a query the fixture does not have is an error naming it; a query of
   the fixture missing from the run scores as an empty ranking and is counted; a chunk ID the fixture does not have
   is kept (it is simply not relevant) and counted.
 
-The ``Q0``, rank and tag columns are not read, as trec_eval reads none of them: a run is ordered by score (see
+The ``Q0`` and rank columns are not read, as trec_eval reads neither: a run is ordered by score (see
 ``evalkit.measures.ties``), and named by the tag of its first line (trec_eval's ``runid``) when that is a valid
-ID, else by its file name.
+ID, else by its file name. Every line's tag is checked as the IDs are (no control or bidirectional character, valid
+UTF-8), since a tag is text a terminal may be shown.
 """
 
 from __future__ import annotations
@@ -72,8 +73,13 @@ Ranking = tuple[tuple[str, float], ...]
 """The ranked-list type: one query's results as (chunk ID, score) pairs, as a system returned them or a run file
 holds them (in file order). Every system returns it, the shards exchange it and the tie policies order it."""
 FloatArray = npt.NDArray[np.float64]
-_TREC_COLUMNS = ("query", "_q0", "doc", "_rank", "score", "_tag")
-_TREC_TYPES = {"query": pa.dictionary(pa.int32(), pa.string()), "doc": pa.string(), "score": pa.float64()}
+_TREC_COLUMNS = ("query", "_q0", "doc", "_rank", "score", "tag")
+_TREC_TYPES = {
+    "query": pa.dictionary(pa.int32(), pa.string()),
+    "doc": pa.string(),
+    "score": pa.float64(),
+    "tag": pa.dictionary(pa.int32(), pa.string()),  # a run's lines share one or a few tags: checked once each
+}
 _NUMBER = re.compile(r"[+-]?(?:(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|inf|infinity|nan)", re.IGNORECASE)
 """A score as the columnar parser reads it (decimal ASCII digits; inf and nan are then refused as not finite).
 Python's float() would also take "1_0" or non-ASCII digits, which trec_eval's atof() reads otherwise."""
@@ -191,7 +197,7 @@ def _trec_line_problem(fields: list[str], where: str) -> str | None:
     problem = _score_problem(score, where)
     if problem is not None:
         return problem
-    for value, name in ((query_id, "qid"), (doc_id, "docid")):
+    for value, name in ((query_id, "qid"), (doc_id, "docid"), (fields[5], "tag")):
         problem = id_problem(value, name, where)
         if problem is not None:
             return problem
@@ -234,12 +240,13 @@ def _irregular_trec(path: Path, max_bytes: int) -> Run:
 
 
 def _refuses(batch: pa.RecordBatch) -> bool:
-    """Whether a parsed block of a TREC run holds a score that is not finite or an ID the readers refuse."""
+    """Whether a parsed block of a TREC run holds a score that is not finite, or an ID or tag the readers refuse."""
     scores = batch.column("score").to_numpy()
     return (
         not np.isfinite(scores).all()
         or has_bad_ids(batch.column("doc"))
         or has_bad_ids(batch.column("query").dictionary)
+        or has_bad_ids(batch.column("tag").dictionary)
     )
 
 
@@ -347,14 +354,13 @@ def read_trec_run(path: Path, max_bytes: int = DEFAULT_MAX_TABLE_BYTES) -> Run:
 
 
 def _first_tag(path: Path, max_bytes: int) -> str | None:
-    """The tag (sixth column) of the run's first line, if it has one and it is text (the tag is not read
-    otherwise: a tag that is not UTF-8 leaves the run named by its file)."""
+    """The tag (sixth column) of the run's first line, if it has one (every tag was checked by then)."""
     try:
         for _, line in text_lines(path, max_bytes, head=True):
             fields = split_fields(line)
             if fields:
                 return fields[5] if len(fields) > 5 else None
-    except TableError:  # not UTF-8: the IDs of the line were checked by the parser, so only the tag can be
+    except TableError:  # not UTF-8: cannot happen once the parser's columns were checked; no tag then
         return None
     return None
 
@@ -426,25 +432,29 @@ class RunCoverage:
     missing_queries: tuple[str, ...]
     unknown_chunks: tuple[str, ...]
     duplicates: int
+    unknown_queries: int = 0
+    """Queries of the run the fixture does not hold: left out, as on the qrels path (trec_eval's policy)."""
 
     def describe(self) -> str:
         """One line with the counts."""
         return (
             f"{len(self.missing_queries)} fixture query(ies) missing from the run (scored as empty rankings), "
+            f"{self.unknown_queries} run query(ies) not in the fixture (left out), "
             f"{len(self.unknown_chunks)} unknown chunk ID(s) kept as not relevant, {self.duplicates} duplicate line(s)"
         )
 
 
 def check_run(run: Run, query_ids: Iterable[str], chunk_ids: Iterable[str]) -> RunCoverage:
-    """Apply the fixture policies: an unknown query is an error naming it; missing queries and unknown chunks are
-    counted."""
+    """Apply the policy every front door shares: queries of the run the judgments do not hold are left out and
+    counted, and a run none of whose queries they hold is refused (it is the run of another collection); missing
+    queries and unknown chunks are counted."""
     queries = set(query_ids)
     named = run.queries.to_pylist()
     unknown_queries = [q for q in named if q not in queries]
-    if unknown_queries:
+    if named and len(unknown_queries) == len(named):
         raise RunFileError(
-            f"run {run.name}: query {clip(repr(unknown_queries[0]))} is not in the fixture "
-            f"({len(unknown_queries)} unknown query ID(s) in all)"
+            f"run {run.name}: none of its {len(named)} query(ies) is in the fixture (the first: "
+            f"{clip(repr(unknown_queries[0]))}); is it the run of another collection?"
         )
     chunks = set(chunk_ids)
     used = np.unique(run.doc)
@@ -454,4 +464,5 @@ def check_run(run: Run, query_ids: Iterable[str], chunk_ids: Iterable[str]) -> R
         missing_queries=tuple(sorted(queries - set(named))),
         unknown_chunks=tuple(unknown),
         duplicates=run.duplicates,
+        unknown_queries=len(unknown_queries),
     )

@@ -1,7 +1,7 @@
 """The protocol every system under test implements, and the replay of a precomputed run.
 
 A :class:`Retriever` answers ``search(text, language, k)`` with a sequence of ``(chunk_id, score)`` pairs (checked
-and kept as a :data:`~evalkit.data.runs.Ranking`). It may
+and kept as a :data:`~evalkit.data.runs.Ranking`; a score must be a finite number). It may
 also define ``index(chunks)``, called once with the fixture's chunks before any query, and ``search_all(requests)``,
 which answers a batch of :class:`SearchRequest` at once (concurrently, say) and times each query itself. evalkit
 orders every returned ranking by its declared tie policy, so a retriever need not sort.
@@ -18,6 +18,7 @@ service: the adapters that make it (and other hit-returning functions) retriever
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -25,8 +26,9 @@ from typing import Literal, Protocol, runtime_checkable
 
 from evalkit.common.progress import progress
 from evalkit.data.fixture import Chunk
+from evalkit.data.inputs import shorten
 from evalkit.data.runs import Ranking, Run
-from evalkit.data.schema import Language
+from evalkit.data.schema import Language, is_identifier
 
 FailureKind = Literal["timeout", "connection_error", "http_error", "malformed_response"]
 
@@ -139,16 +141,41 @@ class RunRetriever:
         return [SearchOutcome(r.query_id, tuple(self.run.rankings.get(r.query_id, ())), 0.0) for r in requests]
 
 
-def _checked_hits(results: object, query_id: str) -> Ranking:
-    """The results as (str, float) pairs; anything else is a bug in the retriever, named by query and item."""
+def system_name(retriever: Retriever) -> str:
+    """What messages call a system: its ``name`` when that is a valid ID (a loaded plugin's is its system ID, an
+    HTTP adapter's its configured name), else its type's name."""
+    name = getattr(retriever, "name", None)
+    return name if isinstance(name, str) and is_identifier(name) else type(retriever).__name__
+
+
+def _finite_score(value: int | float) -> float | None:
+    """`value` as a float when it is finite (an integer too large for a float is not), else None."""
+    try:
+        score = float(value)
+    except OverflowError:
+        return None
+    return score if math.isfinite(score) else None
+
+
+def _bad_results(retriever: Retriever, query_id: str, problem: str) -> ValueError:
+    return ValueError(f"system {system_name(retriever)}: query {query_id}: {problem}")
+
+
+def _checked_hits(results: object, query_id: str, retriever: Retriever) -> Ranking:
+    """The results as (str, float) pairs with finite scores; anything else is a bug in the `retriever`, named by
+    system, query, result and field."""
     if isinstance(results, (str, bytes)) or not isinstance(results, Sequence):
-        raise ValueError(f"retriever returned {type(results).__name__} for query {query_id}, not a sequence")
+        raise _bad_results(retriever, query_id, f"the retriever returned {type(results).__name__}, not a sequence")
     hits: list[tuple[str, float]] = []
     for index, item in enumerate(results):
         ok = isinstance(item, (tuple, list)) and len(item) == 2 and isinstance(item[0], str)
         if not ok or isinstance(item[1], bool) or not isinstance(item[1], (int, float)):
-            raise ValueError(f"retriever result {index} for query {query_id} is not a (chunk_id, score) pair")
-        hits.append((item[0], float(item[1])))
+            raise _bad_results(retriever, query_id, f"result {index} is not a (chunk_id, score) pair")
+        score = _finite_score(item[1])
+        if score is None:
+            problem = f"result {index} (chunk {shorten(item[0])}): field score is {shorten(item[1])}"
+            raise _bad_results(retriever, query_id, f"{problem}, not a finite number")
+        hits.append((item[0], score))
     return tuple(hits)
 
 
@@ -160,7 +187,7 @@ def timed_search(retriever: Retriever, request: SearchRequest) -> SearchOutcome:
     except QueryFailed as failed:
         return SearchOutcome(request.query_id, (), (time.perf_counter_ns() - started) / 1e6, failed.error)
     elapsed_ms = (time.perf_counter_ns() - started) / 1e6
-    return SearchOutcome(request.query_id, _checked_hits(results, request.query_id), elapsed_ms)
+    return SearchOutcome(request.query_id, _checked_hits(results, request.query_id, retriever), elapsed_ms)
 
 
 def search_all(
@@ -172,9 +199,10 @@ def search_all(
     if callable(batch):
         outcomes = tuple(batch(requests))
         if [o.query_id for o in outcomes] != [r.query_id for r in requests]:
-            raise ValueError("retriever's search_all did not answer the requests in order")
+            raise ValueError(f"system {system_name(retriever)}: search_all did not answer the requests in order")
         return tuple(
-            SearchOutcome(o.query_id, _checked_hits(o.hits, o.query_id), o.latency_ms, o.error) for o in outcomes
+            SearchOutcome(o.query_id, _checked_hits(o.hits, o.query_id, retriever), o.latency_ms, o.error)
+            for o in outcomes
         )
     return tuple(timed_search(retriever, request) for request in progress(requests, description, len(requests)))
 

@@ -163,6 +163,30 @@ def test_non_finite_constants_are_refused(constant: str) -> None:
         loads_strict(f'{{"tolerance": {constant}}}')
 
 
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("NaN", "NaN is not valid JSON (only finite numbers are allowed) at the top level"),
+        (
+            '{"runs": [{"query_id": "q1", "score": 1}, {"query_id": "q2", "score": Infinity}], "x": NaN}',
+            "Infinity is not valid JSON (only finite numbers are allowed) at runs[1].score (record with query_id 'q2')",
+        ),
+        (
+            '{"a": {"per_query": {"ndcg@10": [1, 0.5, 1e400]}}}',
+            "a number out of range (1e400) at a.per_query.ndcg@10[2]",
+        ),
+        (
+            r'{"\u001b[2J": {"\u202e": [-Infinity]}}',
+            r"-Infinity is not valid JSON (only finite numbers are allowed) at '\x1b[2J'.'\u202e'[0]",
+        ),
+    ],
+)
+def test_the_first_non_finite_number_is_named_with_where_it_is(text: str, message: str) -> None:
+    with pytest.raises(ValueError) as info:
+        loads_strict(text)
+    assert str(info.value) == message
+
+
 def test_valid_json_decodes_to_plain_values() -> None:
     assert loads_strict('{"a": [1, {"b": null}]}') == {"a": [1, {"b": None}]}
 
@@ -220,9 +244,9 @@ def test_brackets_inside_strings_do_not_nest() -> None:
     [
         ("[" + "9" * 301 + "]", "an integer of 301 digits (more than 300)"),
         ('{"n": -' + "1" * 5000 + "}", "an integer of 5000 digits (more than 300)"),
-        ("[1e309]", "a number out of range (1e309)"),
-        ("[-1.5e999]", "a number out of range (-1.5e999)"),
-        ("[0." + "0" * 30 + "1e99999]", "a number out of range (0.000000000000000000... (39 characters))"),
+        ("[1e309]", "a number out of range (1e309) at [0]"),
+        ('{"a": [0.5, -1.5e999]}', "a number out of range (-1.5e999) at a[1]"),
+        ("[0." + "0" * 30 + "1e99999]", "a number out of range (0.000000000000000000... (39 characters)) at [0]"),
     ],
 )
 def test_numbers_past_the_limits_are_refused(text: str, message: str) -> None:

@@ -11,7 +11,6 @@ import math
 import os
 import re
 import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
@@ -40,8 +39,11 @@ def _write(folder: Path, name: str, data: bytes) -> Path:
     return path
 
 
-def _promptly(call: Callable[[], T], seconds: float = 5.0) -> T:
-    """``call()`` run in a daemon thread; the test fails (instead of hanging) when it has not returned in time."""
+def _promptly(call: Callable[[], T], seconds: float = 20.0) -> T:
+    """``call()`` run in a daemon thread; the test fails (instead of hanging) when it has not returned in time.
+
+    A hang guard, not a speed check: ``seconds`` is far beyond what the call takes, and how long it took is never
+    asserted (speed is measured by the scripts in benchmarks/)."""
     outcome: dict[str, object] = {}
 
     def target() -> None:
@@ -99,10 +101,8 @@ def test_non_regular_files_are_refused_at_once(tmp_path: Path, reader: str, kind
     if kind == "device" and not Path("/dev/zero").exists():
         pytest.skip("no /dev/zero")
     path = _special(tmp_path, kind, reader)
-    started = time.monotonic()
     with pytest.raises(_ERRORS[reader], match=f"{path.name}: cannot be read: {reason}"):
         _promptly(lambda: READERS[reader](path))
-    assert time.monotonic() - started < 2
 
 
 @pytest.mark.parametrize("reader", sorted(READERS))
@@ -132,10 +132,8 @@ def gzip_bomb(tmp_path_factory: pytest.TempPathFactory) -> Path:
     ("reader", "error"), [(read_qrels_file, QrelsError), (read_run, RunFileError), (read_topics, TopicsError)]
 )
 def test_a_gzip_bomb_stops_at_the_limit(gzip_bomb: Path, reader: Callable[..., object], error: type) -> None:
-    started = time.monotonic()
     with pytest.raises(error, match=r"larger than the input limit \(1 MiB decompressed\)"):
         _promptly(lambda: reader(gzip_bomb, max_bytes=2**20))
-    assert time.monotonic() - started < 2
 
 
 # --- gzip, BOM, whitespace ---------------------------------------------------------------------------------------
@@ -156,7 +154,7 @@ def test_a_member_larger_than_a_block_followed_by_another_is_read_without_hangin
     # out of one read) left a stale unconsumed_tail behind, and the reader looped for ever.
     first = b"q1 0 d1 1\n" * 500_000
     path = _write(tmp_path, "big-first.gz", gzip.compress(first, compresslevel=1) + gzip.compress(b"zz 0 last 2\n"))
-    qrels = _promptly(lambda: read_qrels_file(path), seconds=10)
+    qrels = _promptly(lambda: read_qrels_file(path))
     assert qrels.as_dict() == {"q1": {"d1": 1}, "zz": {"last": 2}}
     assert qrels.duplicates == 499_999
 
@@ -335,11 +333,30 @@ def test_control_characters_in_run_ids_name_the_line_and_field(
         read_run(path)
 
 
-def test_a_tag_past_the_first_line_is_never_read_so_never_shown(tmp_path: Path) -> None:
-    path = _write(tmp_path, "tags.trec", "q1 Q0 d0 1 2 sys\nq1 Q0 d1 1 1 s\u2066ys\n".encode())
-    assert read_run(path).name == "sys"
-    first = _write(tmp_path, "named-by-file.trec", "q1 Q0 d0 1 2 s\u2066ys\n".encode())
-    assert read_run(first).name == "named-by-file"
+@pytest.mark.parametrize(
+    ("tag", "shown"),
+    [
+        ("\x1b[31msys", r"'\\x1b\[31msys'"),  # ANSI escape
+        ("sys\x07", r"'sys\\x07'"),  # BEL
+        ("s\x00ys", r"'s\\x00ys'"),  # NUL
+        ("s\u202eys", r"'s\\u202eys'"),  # right-to-left override
+        ("s\u2066ys", r"'s\\u2066ys'"),  # left-to-right isolate
+    ],
+)
+@pytest.mark.parametrize("line", [1, 3])
+def test_a_tag_with_a_control_or_bidi_character_is_refused_on_any_line(
+    tmp_path: Path, tag: str, shown: str, line: int
+) -> None:
+    lines = ["q1 Q0 d0 1 2 sys", "q1 Q0 d1 2 1 sys", "q2 Q0 d1 1 1 sys"]
+    lines[line - 1] = lines[line - 1].replace("sys", tag)
+    path = _write(tmp_path, "tags.trec", ("\n".join(lines) + "\n").encode())
+    with pytest.raises(RunFileError, match=rf"tags.trec line {line}: field 'tag': {shown} holds a control"):
+        read_run(path)
+
+
+def test_a_tag_that_is_no_id_names_the_run_by_its_file(tmp_path: Path) -> None:
+    path = _write(tmp_path, "named-by-file.trec", b"q1 Q0 d0 1 2 a/b\nq1 Q0 d1 1 1 sys\n")
+    assert read_run(path).name == "named-by-file"
 
 
 def test_many_bad_run_lines_list_twenty_and_count_the_rest(tmp_path: Path) -> None:
