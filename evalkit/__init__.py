@@ -15,13 +15,13 @@ if TYPE_CHECKING:
     from evalkit.data.runs import read_run
     from evalkit.data.settings import RetrievalSettings
     from evalkit.data.squad import SquadImportOptions, import_cross_lingual, import_squad, read_squad
-    from evalkit.measures.metrics import Measure
     from evalkit.measures.registry import MeasureDef, parse_measure, register_measure, unregister_measure
+    from evalkit.reporting.build import build_report
     from evalkit.reporting.comparison import compare_reports
     from evalkit.reporting.gate_specs import GateThresholds
     from evalkit.reporting.gates import GateFailure, check_gates, evaluate_gates, load_baselines
     from evalkit.reporting.regression import find_regressions
-    from evalkit.reporting.report import Report, build_report, parse_report, report_json
+    from evalkit.reporting.report import Report, parse_report, report_json
     from evalkit.retrieval.database import Hit, KnowledgeDatabase
     from evalkit.retrieval.embedding_cache import CachedProvider, EmbeddingCache
     from evalkit.retrieval.embeddings import (
@@ -65,7 +65,6 @@ __all__ = [
     "KnowledgeDatabase",
     "KnowledgeService",
     "LoadedFixture",
-    "Measure",
     "MeasureDef",
     "OutputPathError",
     "QueryError",
@@ -125,7 +124,6 @@ _HOMES = {
     "KnowledgeDatabase": "evalkit.retrieval.database",
     "KnowledgeService": "evalkit.retrieval.service",
     "LoadedFixture": "evalkit.data.fixture",
-    "Measure": "evalkit.measures.metrics",
     "MeasureDef": "evalkit.measures.registry",
     "OutputPathError": "evalkit.common.output",
     "QueryError": "evalkit.retrieval.retriever",
@@ -138,7 +136,7 @@ _HOMES = {
     "SquadImportOptions": "evalkit.data.squad",
     "TokenHashProvider": "evalkit.retrieval.embeddings",
     "Usem3Provider": "evalkit.retrieval.embeddings",
-    "build_report": "evalkit.reporting.report",
+    "build_report": "evalkit.reporting.build",
     "check_gates": "evalkit.reporting.gates",
     "compare_reports": "evalkit.reporting.comparison",
     "evaluate": "evalkit.runs.evaluation",

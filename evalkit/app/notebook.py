@@ -19,6 +19,7 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 
 from evalkit.common.output import resolve_output_path
 from evalkit.data.schema import ALL_ABLATION_IDS, Identifier, StrictModel, describe_validation_error
+from evalkit.measures.ties import DEFAULT_TIE_POLICY, TiePolicyName
 from evalkit.reporting.gate_specs import FiniteFloat, GateSpec, GateThresholds
 from evalkit.reporting.gates import collect_gates
 from evalkit.retrieval.embedding_cache import EmbeddingCache
@@ -211,6 +212,7 @@ class EvaluationParameters(AblationParameters, CalibrationParameters):
     runs: int = Field(ge=1, le=10, description="runs compared for determinism")
     report_output: str | None = Field(description="workspace-relative JSON report path; None writes nothing")
     figures_dir: str | None = Field(description="workspace-relative folder for PNG and SVG figures; None: none")
+    ties: TiePolicyName = Field(default=DEFAULT_TIE_POLICY, description="tie policy of the rankings (CLI --ties)")
     min_reranked_mrr_at_10: FiniteFloat | None = Field(description="seed gate bound; None: gates.json's")
     min_reranked_ndcg_at_10: FiniteFloat | None = Field(description="seed gate bound; None: gates.json's")
     max_no_answer_fpr: FiniteFloat | None = Field(description="seed gate bound; None: gates.json's")
@@ -263,6 +265,7 @@ class EvaluationParameters(AblationParameters, CalibrationParameters):
             retrievers,
             self.retrieval_settings,
             self.runs,
+            self.ties,
             cache=self.embedding_cache,
             cluster=cluster,
             calibration=self.calibration,

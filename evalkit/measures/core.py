@@ -1,11 +1,15 @@
-"""The scoring core: a run and the qrels in, one value per judged query and measure out.
+"""The scoring core: rankings and judgments in, one value per query and measure out, through the families' kernels.
 
-No corpus, no retrieval path: :func:`score_run` joins a columnar :class:`~evalkit.data.runs.Run` to the
-:class:`~evalkit.data.qrels.Qrels`, orders it under the declared tie policy (:mod:`evalkit.measures.ties`) and
-computes every measure with its registry kernel (:mod:`evalkit.measures.registry`). The fixture path scores its
-rankings with the same kernels through :func:`score_rankings`.
+Two doors, one set of kernels (:mod:`evalkit.measures.families`):
 
-Which queries count:
+- :func:`score_run`: no corpus, no retrieval path. It joins a columnar :class:`~evalkit.data.runs.Run` to the
+  :class:`~evalkit.data.qrels.Qrels`, orders it under the declared tie policy (:mod:`evalkit.measures.ties`) and
+  computes every measure asked.
+- :func:`score_queries`: a system's rankings (already in order) over a fixture's queries, scored on the measures a
+  fixture run reports (:data:`FIXTURE_MEASURES`); :func:`score_query` is its per-query reference, through the
+  families' reference functions.
+
+Which queries count (:func:`score_run`):
 
 - every query of the qrels is evaluated; one the run does not name returned nothing and scores 0 (trec_eval's
   ``-c``). With ``missing="skip"`` such queries are left out instead (trec_eval's default, without ``-c``);
@@ -23,14 +27,28 @@ from typing import Final, Literal
 import numpy as np
 import numpy.typing as npt
 
+from evalkit.data.fixture import Query
 from evalkit.data.qrels import Qrels
 from evalkit.data.runs import Run
-from evalkit.measures.ranked import Ranked, rank_lists
-from evalkit.measures.registry import MeasureDef
+from evalkit.measures.ranked import Ranked, dedupe_ranking, rank_lists
+from evalkit.measures.registry import NO_ANSWER_FPR, STANDARD_MEASURES, MeasureDef, QueryCase, reference_value
+from evalkit.measures.results import CONTEXT_K
 from evalkit.measures.run_order import RunCounts, rank_run
+from evalkit.measures.spans import merge_intervals
 from evalkit.measures.ties import SUMMATION_OF, tie_policy
 
-__all__ = ["MISSING_POLICIES", "Missing", "RunScores", "depth_of", "score_ranked", "score_rankings", "score_run"]
+__all__ = [
+    "FIXTURE_MEASURES",
+    "MISSING_POLICIES",
+    "Missing",
+    "RunScores",
+    "depth_of",
+    "score_queries",
+    "score_query",
+    "score_ranked",
+    "score_rankings",
+    "score_run",
+]
 
 FloatArray = npt.NDArray[np.float64]
 Missing = Literal["zero", "skip"]
@@ -56,7 +74,7 @@ def depth_of(measures: Sequence[MeasureDef], context_k: int = 0) -> int | None:
         spec = m.spec
         if spec.needs_spans:
             depths.append(context_k)
-        elif spec.no_answer:
+        elif spec.defined_on == "no_answer":
             depths.append(1)
         elif m.cutoff is None or spec.user:
             return None
@@ -85,7 +103,7 @@ def score_ranked(ranked: Ranked, measures: Sequence[MeasureDef]) -> tuple[dict[s
     values: dict[str, FloatArray] = {}
     for measure in measures:
         column = np.asarray(measure.spec.kernel(ranked, measure), dtype=np.float64)
-        if measure.spec.no_answer:
+        if measure.spec.defined_on == "no_answer":
             defined = ~answerable
         else:
             defined = answerable if measure.no_relevant == "skip" else np.ones(len(answerable), dtype=bool)
@@ -136,3 +154,47 @@ def score_rankings(
     """Rankings already in order (the fixture path), each with its grades (and gold-span characters by chunk)."""
     ranked = rank_lists(rankings, grades, summation, depth_of(measures, context_k), spans, chunk_lengths, context_k)
     return score_ranked(ranked, measures)
+
+
+FIXTURE_MEASURES: Final = (*STANDARD_MEASURES, NO_ANSWER_FPR)
+"""Every measure a fixture run reports: the standard ones on answerable queries, ``no_answer_fpr`` on the others."""
+
+
+def score_query(query: Query, ranking: Sequence[str], chunk_lengths: Mapping[str, int]) -> dict[str, float]:
+    """One query's values by the reference functions: the standard measures when it is answerable (the context
+    measures over its first :data:`~evalkit.measures.results.CONTEXT_K` results), ``no_answer_fpr``'s term if not."""
+    grades = {j.chunk_id: j.grade for j in query.judgments}
+    if not query.answerable:
+        return {NO_ANSWER_FPR.name: reference_value(NO_ANSWER_FPR, QueryCase(ranking, grades))}
+    spans = {j.chunk_id: [(s.start, s.end) for s in j.spans] for j in query.judgments}
+    context = dedupe_ranking(ranking)[:CONTEXT_K]
+    return {
+        m.name: reference_value(m, QueryCase(context if m.spec.needs_spans else ranking, grades, chunk_lengths, spans))
+        for m in STANDARD_MEASURES
+    }
+
+
+def score_queries(
+    queries: Sequence[Query],
+    rankings: Sequence[Sequence[str]],
+    chunk_lengths: Mapping[str, int],
+    summation: str = "exact",
+) -> dict[str, dict[str, float]]:
+    """:func:`score_query` for many queries at once, through the kernels (the same values, one pass).
+
+    ``summation`` is how nDCG adds its terms (``exact``, as the reference; ``sequential`` as trec_eval does).
+    """
+    grades = [{j.chunk_id: j.grade for j in query.judgments} for query in queries]
+    spans = [
+        {j.chunk_id: sum(e - s for s, e in merge_intervals((s.start, s.end) for s in j.spans)) for j in query.judgments}
+        for query in queries
+    ]
+    values, answerable = score_rankings(rankings, grades, FIXTURE_MEASURES, summation, spans, chunk_lengths, CONTEXT_K)
+    columns = {name: column.tolist() for name, column in values.items()}
+    scored: dict[str, dict[str, float]] = {}
+    for row, (query, has_answer) in enumerate(zip(queries, answerable.tolist(), strict=True)):
+        if has_answer:
+            scored[query.query_id] = {m.name: columns[m.name][row] for m in STANDARD_MEASURES}
+        else:
+            scored[query.query_id] = {NO_ANSWER_FPR.name: columns[NO_ANSWER_FPR.name][row]}
+    return scored

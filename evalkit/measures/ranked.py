@@ -26,10 +26,15 @@ import numpy.typing as npt
 
 from evalkit.data.columns import IntArray
 
-__all__ = ["SUMMATIONS", "Ranked", "group_ranks", "ideal_arrays", "rank_lists", "segment_sums"]
+__all__ = ["SUMMATIONS", "Ranked", "dedupe_ranking", "group_ranks", "ideal_arrays", "rank_lists", "segment_sums"]
 
 FloatArray = npt.NDArray[np.float64]
 BoolArray = npt.NDArray[np.bool_]
+
+
+def dedupe_ranking(ranking: Sequence[str]) -> tuple[str, ...]:
+    """Keep the first occurrence of each chunk ID, preserving order."""
+    return tuple(dict.fromkeys(ranking))
 
 
 @dataclass(frozen=True)
@@ -159,7 +164,7 @@ def rank_lists(
     rows: list[int] = []
     ids: list[str] = []
     for index, ranking in enumerate(rankings):
-        top = tuple(dict.fromkeys(ranking))
+        top = dedupe_ranking(ranking)
         if depth is not None:
             top = top[:depth]
         ids += top

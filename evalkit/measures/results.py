@@ -2,8 +2,9 @@
 read it.
 
 Every system evaluated (a built-in ablation, a user's retriever, an HTTP service, a run file) answers each query
-with a :class:`QueryResult`; the scoring core (:mod:`evalkit.measures.fixture_scores`) turns the rankings into
-per-query values, aggregates and ID-only :class:`Failure` records. :class:`ScoredSystem` and
+with a :class:`QueryResult`; the scoring core (:mod:`evalkit.measures.core`) turns the rankings into per-query
+values, :func:`evalkit.measures.metrics.aggregate` into means, and :func:`query_failures` into ID-only
+:class:`Failure` records. :class:`ScoredSystem` and
 :class:`ScoredEvaluation` declare what the layers above read of one scored system and of a whole evaluation;
 :class:`evalkit.runs.evaluation.AblationResult` and :class:`evalkit.runs.evaluation.Evaluation` are those, with
 what ran (the retrieval settings, each system's definition) beside them.
@@ -15,10 +16,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
-from evalkit.common.hashing import sha256_of
-from evalkit.data.fixture import Fixture
+from evalkit.data.fixture import Fixture, Query
 from evalkit.data.schema import Language
 from evalkit.measures.metrics import LatencySummary
+from evalkit.measures.ranked import dedupe_ranking
 
 __all__ = [
     "CONTEXT_K",
@@ -31,7 +32,7 @@ __all__ = [
     "ScoredSystem",
     "SystemDefinition",
     "SystemProvenance",
-    "judgments_sha256",
+    "query_failures",
 ]
 
 CONTEXT_K = 5
@@ -99,12 +100,29 @@ class Failure:
         )
 
 
-def judgments_sha256(fixture: Fixture) -> str:
-    """Hash of the queries and their judgments alone (IDs, languages, text, grades, spans), independent of order.
-
-    Two reports may be compared query by query only when this hash agrees; corpus, settings and providers may differ.
-    """
-    return sha256_of(sorted((q.model_dump(mode="json") for q in fixture.queries), key=lambda q: q["query_id"]))
+def query_failures(query: Query, ranking: Sequence[str]) -> list[Failure]:
+    """ID-only failures of one query, relevant chunks by grade descending then ID."""
+    if not query.answerable:
+        if not ranking:
+            return []
+        return [Failure(query.query_id, query.language, "no_answer_returned_results", None, None, None, len(ranking))]
+    rank_of = {chunk_id: index for index, chunk_id in enumerate(dedupe_ranking(ranking), 1)}
+    failures = []
+    for judgment in sorted(query.judgments, key=lambda j: (-j.grade, j.chunk_id)):
+        rank = rank_of.get(judgment.chunk_id)
+        if rank is None or rank > FAILURE_CUTOFF:
+            failures.append(
+                Failure(
+                    query.query_id,
+                    query.language,
+                    "relevant_not_retrieved",
+                    judgment.chunk_id,
+                    judgment.grade,
+                    rank,
+                    len(ranking),
+                )
+            )
+    return failures
 
 
 class SystemDefinition(Protocol):

@@ -23,7 +23,7 @@ from typing import Final, Literal
 import numpy as np
 
 from evalkit.data.runs import Ranking
-from evalkit.measures.metrics import dedupe_ranking
+from evalkit.measures.ranked import dedupe_ranking
 
 __all__ = ["DEFAULT_TIE_POLICY", "SUMMATION_OF", "TIE_POLICIES", "TiePolicyName", "order_ranking", "tie_policy"]
 

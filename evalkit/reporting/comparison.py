@@ -27,8 +27,8 @@ import numpy as np
 from pydantic import Field
 
 from evalkit.common.progress import progress
-from evalkit.data.schema import SLICES, Identifier, Sha256, Slice, StrictModel, UnitFloat, ablation_order, model_json
-from evalkit.measures.metrics import NO_ANSWER_FPR
+from evalkit.data.schema import SLICES, Identifier, Sha256, Slice, StrictModel, UnitFloat, ablation_order
+from evalkit.measures.registry import NO_ANSWER_FPR
 from evalkit.measures.statistics import StatisticsSettings, holm_adjust, paired_bootstrap_intervals, sign_flip_p_values
 from evalkit.reporting.per_query import (
     ANSWERABLE_MEASURES,
@@ -37,6 +37,8 @@ from evalkit.reporting.per_query import (
     PerQueryColumns,
     QueryIndex,
     every_query_measures,
+    restricted,
+    shared_queries,
     split_measures,
 )
 from evalkit.reporting.power import (
@@ -48,7 +50,7 @@ from evalkit.reporting.power import (
     disagreement,
     row_power,
 )
-from evalkit.reporting.report import Report
+from evalkit.reporting.report import REGENERATE, Report
 
 COMPARISON_SCHEMA_VERSION: Literal[2] = 2
 LOWER_IS_BETTER: Final = frozenset({str(NO_ANSWER_FPR)})
@@ -187,7 +189,7 @@ class PairwiseComparison(GateFamilies):
 
 def _identity(report: Report, side: str) -> ReportIdentity:
     if report.judgments_sha256 is None:
-        raise ComparisonError(f"{side} report has no judgments_sha256; regenerate it with `evalkit run --output PATH`")
+        raise ComparisonError(f"{side} report has no judgments_sha256; {REGENERATE}")
     return ReportIdentity(**{name: getattr(report, name) for name in ReportIdentity.model_fields})
 
 
@@ -199,10 +201,8 @@ def _check_comparable(base: Report, head: Report) -> None:
             f"(base {base_id.judgments_sha256[:12]} of fixture {base.fixture_id} {base.fixture_version}, "
             f"head {head_id.judgments_sha256[:12]} of fixture {head.fixture_id} {head.fixture_version})"
         )
-    if base.queries != head.queries:
-        raise ComparisonError("reports list different queries (queries) although their judgments_sha256 agree")
-    if not base.queries.query_ids:
-        raise ComparisonError("reports hold no per-query values; regenerate them with `evalkit run --output PATH`")
+    if not base.queries.query_ids or not head.queries.query_ids:
+        raise ComparisonError(f"reports hold no per-query values; {REGENERATE}")
     base_defs, head_defs = base.measure_definitions(), head.measure_definitions()
     differing = sorted(m for m in base_defs.keys() & head_defs.keys() if base_defs[m] != head_defs[m])
     if differing:
@@ -211,6 +211,13 @@ def _check_comparable(base: Report, head: Report) -> None:
             f"measure {name} is defined differently in the two reports (base {base_defs[name]}, head "
             f"{head_defs[name]}): compare reports whose measures agree"
         )
+
+
+def _shared_queries(reports: Sequence[Report], labels: Sequence[str]) -> tuple[QueryIndex, list[list[int]], list[str]]:
+    try:
+        return shared_queries([r.queries for r in reports], labels)
+    except ValueError as exc:
+        raise ComparisonError(str(exc)) from None
 
 
 def _notes(base: Report, head: Report) -> tuple[str, ...]:
@@ -380,15 +387,19 @@ def compare_reports(
     lack per-query values; ``ValueError`` for an unknown gated measure or a bad alpha or max_drop.
     """
     _check_comparable(base, head)
+    index, (base_rows, head_rows), left_out = _shared_queries([base, head], ["base", "head"])
     shared = _ordered(set(base.ablations) & set(head.ablations))
-    pairs = [(a, base.ablations[a].per_query, head.ablations[a].per_query) for a in shared]
+    pairs = [
+        (a, restricted(base.ablations[a].per_query, base_rows), restricted(head.ablations[a].per_query, head_rows))
+        for a in shared
+    ]
     every = every_query_measures(base.measure_definitions())
-    rows = compared_rows(base.queries, pairs, head.statistics, gated, alpha, max_drop, every)
+    rows = compared_rows(index, pairs, head.statistics, gated, alpha, max_drop, every)
     return Comparison(
         base=_identity(base, "base"),
         head=_identity(head, "head"),
         statistics=head.statistics,
-        notes=_notes(base, head),
+        notes=(*_notes(base, head), *left_out),
         only_in_base=tuple(_ordered(set(base.ablations) - set(head.ablations))),
         only_in_head=tuple(_ordered(set(head.ablations) - set(base.ablations))),
         gate_measures=gate_measures(pairs, gated),
@@ -430,17 +441,20 @@ def compare_many(
             _check_comparable(reports[0], report)
         except ComparisonError as exc:
             raise ComparisonError(f"{label} against {labels[0]}: {exc}") from None
+    index, query_rows, left_out = _shared_queries(reports, labels)
     held = [set(r.ablations) for r in reports]
     shared = _ordered(set.intersection(*held))
     pairs: list[Pair] = []
     meta: list[dict[str, str]] = []
     for i, j in itertools.combinations(range(len(reports)), 2):
         for a in shared:
-            pairs.append((str(len(pairs)), reports[i].ablations[a].per_query, reports[j].ablations[a].per_query))
+            base_columns = restricted(reports[i].ablations[a].per_query, query_rows[i])
+            head_columns = restricted(reports[j].ablations[a].per_query, query_rows[j])
+            pairs.append((str(len(pairs)), base_columns, head_columns))
             meta.append({"ablation": a, "base_system": labels[i], "head_system": labels[j]})
     statistics = reports[-1].statistics
     every = every_query_measures(reports[0].measure_definitions())
-    rows = compared_rows(reports[0].queries, pairs, statistics, gated, alpha, max_drop, every)
+    rows = compared_rows(index, pairs, statistics, gated, alpha, max_drop, every)
     two_sided = _two_sided_holm(rows)
     out = [
         PairRow(**{**dict(r), **meta[int(r.ablation)], "p_holm_two_sided": two_sided[k]}) for k, r in enumerate(rows)
@@ -451,6 +465,7 @@ def compare_many(
         for note in _notes(reports[0], r)
         if not note.startswith("the statistics settings differ")
     ]
+    notes += left_out
     if any(r.statistics != statistics for r in reports):
         notes.append("the statistics settings differ between the reports: the last report's settings are used")
     return PairwiseComparison(
@@ -480,13 +495,3 @@ def compare_ablations(report: Report, base: str, head: str) -> tuple[ComparisonR
     pair = (f"{head} vs {base}", report.ablations[base].per_query, report.ablations[head].per_query)
     every = every_query_measures(report.measure_definitions())
     return compared_rows(report.queries, [pair], report.statistics, every=every)
-
-
-def comparison_json(comparison: Comparison | PairwiseComparison) -> bytes:
-    """Stable serialization: sorted keys, two-space indent, trailing newline."""
-    return model_json(comparison)
-
-
-def parse_comparison(text: str | bytes) -> Comparison:
-    """Load a comparison of two reports written by :func:`comparison_json` (of more: ``PairwiseComparison``)."""
-    return Comparison.model_validate_json(text)

@@ -18,7 +18,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
-from evalkit.data.schema import ALL_ABLATION_IDS, LANGUAGES, SLICES
+from evalkit.data.schema import ALL_ABLATION_IDS, LANGUAGES, SLICES, model_json
 from evalkit.reporting.comparison import Comparison, ComparisonRow, PairRow, PairwiseComparison
 from evalkit.reporting.figures import FIGURE_RC, LANGUAGE_COLORS, per_query_bars
 from evalkit.reporting.per_query import ANSWERABLE_MEASURES, NO_ANSWER_MEASURES
@@ -349,3 +349,13 @@ def plot_per_query_differences(frame: pd.DataFrame, ablation: str, measure: str)
     labels = (f"queries, sorted by difference ({len(frame)} queries)", f"{measure} difference (head minus base)")
     title = f"{ablation} {measure} per query: {{up}} better, {{down}} worse"
     return per_query_bars(frame.difference.tolist(), frame.language.tolist(), 4.2, labels, title)
+
+
+def comparison_json(comparison: Comparison | PairwiseComparison) -> bytes:
+    """Stable serialization: sorted keys, two-space indent, trailing newline."""
+    return model_json(comparison)
+
+
+def parse_comparison(text: str | bytes) -> Comparison:
+    """Load a comparison of two reports written by :func:`comparison_json` (of more: ``PairwiseComparison``)."""
+    return Comparison.model_validate_json(text)

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 import pandas as pd
 
 from evalkit.data.schema import SLICES, ablation_order
-from evalkit.measures.metrics import STANDARD_MEASURES
+from evalkit.measures.registry import STANDARD_MEASURES
 from evalkit.measures.results import CONTEXT_K, ScoredEvaluation
 from evalkit.reporting.report import Report
 

@@ -26,6 +26,7 @@ from evalkit.data.schema import (
     describe_validation_error,
     model_json,
 )
+from evalkit.reporting.build import ReportedEvaluation, ReportSource, build_report
 from evalkit.reporting.gate_specs import (
     BASELINE_ABLATIONS,
     BASELINE_MEASURES,
@@ -43,7 +44,7 @@ from evalkit.reporting.gate_specs import (
     parse_gate,
     read_fixture_file,
 )
-from evalkit.reporting.report import GateOutcome, Report, ReportedEvaluation, build_report
+from evalkit.reporting.report import GateOutcome, Report
 
 
 class Baselines(StrictModel):
@@ -82,7 +83,7 @@ def _baseline_gate(ablation: str, slice_name: str, measure: str, bound: Baseline
 
 
 def collect_gates(
-    fixture_dir: Path | None,
+    fixture_path: Path | None,
     fixture: Fixture,
     *,
     thresholds: GateThresholds | None = None,
@@ -90,9 +91,10 @@ def collect_gates(
     systems: Collection[str] | None = None,
     max_bytes: int = DEFAULT_MAX_INPUT_BYTES,
 ) -> tuple[GateSpec, ...]:
-    """Every gate of an evaluation of `fixture`: the entries of ``gates.json`` in `fixture_dir` (none without the
-    file, or when `fixture_dir` is None), with the bounds set in `thresholds` and then the ``--gate`` `options` in
-    place of the entries they name (or added), followed by the floors of ``baselines.json``.
+    """Every gate of an evaluation of `fixture`: the entries of ``gates.json`` in the fixture's folder (`fixture_path`
+    itself, or the folder of a fixture file; none without the file, or when `fixture_path` is None), with the bounds
+    set in `thresholds` and then the ``--gate`` `options` in place of the entries they name (or added), followed by
+    the floors of ``baselines.json``.
 
     Raises:
         ValueError: a malformed option, an invalid gate file, baselines of another fixture, or (when `systems`, the
@@ -103,6 +105,7 @@ def collect_gates(
     if systems is not None and strangers:
         evaluated = ", ".join(sorted(systems)) or "none"
         raise ValueError(f"--gate {'; '.join(strangers)}: no such system is evaluated here (systems: {evaluated})")
+    fixture_dir = None if fixture_path is None else fixture_path if fixture_path.is_dir() else fixture_path.parent
     gate_file = None if fixture_dir is None else load_gate_file(fixture_dir, max_bytes)
     gates = () if gate_file is None else gate_file.gates
     gates = merge_gates(merge_gates(gates, () if thresholds is None else thresholds.gates()), parsed)
@@ -167,12 +170,13 @@ def evaluate_gates(report: Report, gates: Sequence[GateSpec], requested: Iterabl
 
 
 def assess(
-    evaluation: ReportedEvaluation,
+    evaluation: ReportSource | ReportedEvaluation,
     gates: Sequence[GateSpec] | GateThresholds,
     baselines: Baselines | None = None,
     requested: Iterable[str] = (),
 ) -> Report:
-    """The evaluation's report with the outcome of every gate in it (see :func:`evaluate_gates`); nothing is raised
+    """The report of `evaluation` (a fixture evaluation, or any :class:`ReportSource`) with the outcome of every gate
+    in it (see :func:`evaluate_gates`); nothing is raised
     for a failed gate here (see :func:`check_gates`).
 
     `gates` are usually those of :func:`collect_gates`; thresholds stand for the seed gates they set. The floors of

@@ -17,8 +17,7 @@ from pydantic import Field, model_validator
 
 from evalkit.data.fixture import Query
 from evalkit.data.schema import SLICES, Identifier, Language, Slice, StrictModel
-from evalkit.measures.metrics import NO_ANSWER_FPR, STANDARD_MEASURES
-from evalkit.measures.registry import EVERY_JUDGED_QUERY
+from evalkit.measures.registry import EVERY_JUDGED_QUERY, NO_ANSWER_FPR, STANDARD_MEASURES
 from evalkit.measures.statistics import StatisticsSettings, bootstrap_mean_intervals
 
 PER_QUERY_DECIMALS: Final = 6
@@ -149,3 +148,43 @@ def aggregate_intervals(
             for (name, measure), (low, high) in zip(keys, bounds.tolist(), strict=True):
                 intervals[name].setdefault(slice_name, {})[measure] = (low, high)
     return intervals
+
+
+def shared_queries(
+    indexes: Sequence[QueryIndex], labels: Sequence[str]
+) -> tuple[QueryIndex, list[list[int]], list[str]]:
+    """The queries every report's index holds (reports over the same judgments may differ only by queries without any
+    judgment, such as the no-answer queries a fixture has and its TREC qrels cannot hold): their index, each
+    report's row of each, and a note for each report that holds more. Raises ``ValueError`` when a shared query has
+    another language or answerability in one report, or when no query is shared."""
+    first = indexes[0]
+    ids = sorted(set(first.query_ids).intersection(*(i.query_ids for i in indexes[1:])))
+    if not ids:
+        raise ValueError("the reports share no query")
+    rows = [[{q: i for i, q in enumerate(index.query_ids)}[q] for q in ids] for index in indexes]
+    for label, other, other_rows in zip(labels[1:], indexes[1:], rows[1:], strict=True):
+        for query_id, row0, row in zip(ids, rows[0], other_rows, strict=True):
+            before = (first.languages[row0], first.answerable[row0])
+            after = (other.languages[row], other.answerable[row])
+            if before != after:
+                raise ValueError(
+                    f"query {query_id} has language {before[0]} and answerable {before[1]} in {labels[0]} but "
+                    f"language {after[0]} and answerable {after[1]} in {label}: score both with the same topics"
+                )
+    notes = [
+        f"{len(i.query_ids) - len(ids)} query(ies) of {label} without judgments are in no other report: "
+        "left out of the comparison"
+        for label, i in zip(labels, indexes, strict=True)
+        if len(i.query_ids) > len(ids)
+    ]
+    index = QueryIndex(
+        query_ids=tuple(ids),
+        languages=tuple(first.languages[r] for r in rows[0]),
+        answerable=tuple(first.answerable[r] for r in rows[0]),
+    )
+    return index, rows, notes
+
+
+def restricted(columns: PerQueryColumns, rows: Sequence[int]) -> PerQueryColumns:
+    """The per-query columns at `rows` (all of them when `rows` are every row in order)."""
+    return {m: tuple(column[r] for r in rows) for m, column in columns.items()}

@@ -21,9 +21,8 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping
-from dataclasses import asdict
 from pathlib import Path
-from typing import Annotated, Any, Final, Literal, Protocol
+from typing import Annotated, Any, Final, Literal
 
 import numpy as np
 from pydantic import AfterValidator, Field, ValidationError, model_validator
@@ -45,9 +44,9 @@ from evalkit.data.schema import (
     refusing,
 )
 from evalkit.data.settings import RetrievalSettings
-from evalkit.measures.metrics import METRICS_VERSION, NO_ANSWER_FPR, STANDARD_MEASURES, LatencySummary
-from evalkit.measures.registry import parse_measure
-from evalkit.measures.results import CONTEXT_K, FAILURE_CUTOFF, ScoredEvaluation, judgments_sha256
+from evalkit.measures.metrics import METRICS_VERSION, LatencySummary
+from evalkit.measures.registry import NO_ANSWER_FPR, STANDARD_MEASURES, parse_measure
+from evalkit.measures.results import CONTEXT_K, FAILURE_CUTOFF
 from evalkit.measures.statistics import DEFAULT_STATISTICS, StatisticsSettings
 from evalkit.measures.ties import DEFAULT_TIE_POLICY, TiePolicyName
 from evalkit.reporting.calibration_record import CalibrationRecord
@@ -56,14 +55,15 @@ from evalkit.reporting.per_query import (
     Interval,
     PerQueryColumns,
     QueryIndex,
-    aggregate_intervals,
     check_columns,
     every_query_measures,
-    per_query_columns,
-    query_index,
 )
 
 SCHEMA_VERSION: Literal[2] = 2
+REGENERATE: Final = (
+    "regenerate it with the command that made it (`evalkit run --output PATH` or `evalkit score ... --output PATH`)"
+)
+"""How to make a report this evalkit reads, for messages refusing one."""
 
 STANDARD_DEFINITIONS: dict[str, str] = {
     str(m): parse_measure(str(m)).definition for m in (*STANDARD_MEASURES, NO_ANSWER_FPR)
@@ -323,79 +323,6 @@ def _check_aggregates(
                 )
 
 
-class ReportedEvaluation(ScoredEvaluation, Protocol):
-    """What a report is built from: the scored evaluation (:class:`evalkit.runs.evaluation.Evaluation`), with the
-    retrieval settings that ran and the calibration record."""
-
-    @property
-    def settings(self) -> RetrievalSettings:
-        """The retrieval settings that ran."""
-        ...
-
-    @property
-    def calibration(self) -> CalibrationRecord | None:
-        """What was chosen on the calibration part (None: not calibrated)."""
-        ...
-
-
-def build_report(evaluation: ReportedEvaluation, gates: tuple[GateOutcome, ...] = ()) -> Report:
-    """Project an evaluation onto the report schema (IDs and numbers only)."""
-    queries = evaluation.fixture.queries
-    counts: dict[Slice, QueryCounts] = {}
-    for name in SLICES:
-        members = [q for q in queries if name == "all" or q.language == name]
-        answerable = sum(1 for q in members if q.answerable)
-        counts[name] = QueryCounts(answerable=answerable, no_answer=len(members) - answerable)
-    index = query_index(queries)
-    per_query = {ablation_id: result.per_query for ablation_id, result in evaluation.ablations.items()}
-    intervals = aggregate_intervals(index, per_query, DEFAULT_STATISTICS)
-    ablations = {
-        ablation_id: AblationReport(
-            mode=result.ablation.mode,
-            metrics={name: dict(row) for name, row in result.aggregates.items()},  # type: ignore[misc]
-            query_counts=counts,
-            latency_ms=result.latency,
-            failures=tuple(ReportFailure(**asdict(f), message=f.describe()) for f in result.failures),
-            system=_system_report(evaluation, ablation_id),
-            query_errors=tuple(
-                ReportQueryError(
-                    query_id=r.query_id, kind=r.error.kind, status=r.error.status, attempts=r.error.attempts
-                )
-                for r in result.results
-                if r.error is not None
-            ),
-            intervals=intervals[ablation_id],
-            per_query=per_query_columns(index, result.per_query),
-        )
-        for ablation_id, result in evaluation.ablations.items()
-    }
-    return Report(
-        fixture_id=evaluation.fixture.fixture_id,
-        fixture_version=evaluation.fixture.fixture_version,
-        corpus_sha256=evaluation.corpus_sha256,
-        evaluation_definition_hash=evaluation.evaluation_definition_hash,
-        provider_definitions_hash=evaluation.provider_definitions_hash,
-        deterministic_projection_sha256=evaluation.projection_sha256,
-        runs=evaluation.runs,
-        retrieval_settings=evaluation.settings,
-        tie_policy=evaluation.tie_policy,  # type: ignore[arg-type]
-        ablations=ablations,
-        gates=gates,
-        judgments_sha256=judgments_sha256(evaluation.fixture),
-        statistics=DEFAULT_STATISTICS,
-        queries=index,
-        measures=dict(STANDARD_DEFINITIONS),
-        calibration=evaluation.calibration,
-    )
-
-
-def _system_report(evaluation: ScoredEvaluation, system_id: str) -> SystemReport | None:
-    provenance = evaluation.systems.get(system_id)
-    if provenance is None:
-        return None
-    return SystemReport(kind=provenance.kind, sha256=provenance.sha256, counts=dict(provenance.counts))
-
-
 _SCALAR = r'(?:-?[0-9][0-9.eE+-]*|null|true|false|"[A-Za-z0-9._:-]*")'
 _FLAT_ARRAY = re.compile(rf"\[\s+({_SCALAR}(?:,\s+{_SCALAR})*)\s+\]")
 
@@ -442,7 +369,7 @@ def parse_report(text: str | bytes) -> Report:
     if version != SCHEMA_VERSION:
         raise ReportVersionError(
             f"report schema_version {shorten(version)} is not supported (this evalkit reads {SCHEMA_VERSION}); "
-            "regenerate the report with `evalkit run --output PATH`"
+            + REGENERATE
         )
     _check_strings(raw)
     try:

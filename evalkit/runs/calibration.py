@@ -39,7 +39,7 @@ from evalkit.measures.abstention import (
     choose_floor,
     outcome_at,
 )
-from evalkit.measures.fixture_scores import score_queries
+from evalkit.measures.core import score_queries
 from evalkit.measures.results import QueryResult
 from evalkit.measures.ties import DEFAULT_TIE_POLICY, SUMMATION_OF, order_ranking
 from evalkit.reporting.calibration_record import CalibrationRecord, FloorRecord, FusionChoice, FusionRecord, SignalName

@@ -3,7 +3,7 @@
 Each run seeds a fresh temporary :class:`KnowledgeDatabase` with the fixture's stable IDs, embeds the corpus with
 each provider the built-in ablations need, and asks every system (the :class:`KnowledgeService` in each ablation's
 mode, the bm25s baseline, a user's retriever, a run file) every query. Each system's results are scored by the
-scoring core (:mod:`evalkit.measures.fixture_scores`) into the types of :mod:`evalkit.measures.results`. The runs'
+scoring core (:mod:`evalkit.measures.core`) into the types of :mod:`evalkit.measures.results`. The runs'
 deterministic projections (rankings with scores, per-query metrics, failures; not latency) must be identical, or
 :class:`DeterminismError` is raised.
 """
@@ -18,9 +18,9 @@ from typing import Any, cast
 from evalkit.common.hashing import sha256_of
 from evalkit.data.fixture import Fixture, LoadedFixture
 from evalkit.data.settings import RetrievalSettings
-from evalkit.measures.fixture_scores import aggregate, query_failures, score_queries
-from evalkit.measures.metrics import METRICS_VERSION, LatencySummary, latency_summary
-from evalkit.measures.results import CONTEXT_K, FAILURE_CUTOFF, Failure, QueryResult
+from evalkit.measures.core import score_queries
+from evalkit.measures.metrics import METRICS_VERSION, LatencySummary, aggregate, latency_summary
+from evalkit.measures.results import CONTEXT_K, FAILURE_CUTOFF, Failure, QueryResult, query_failures
 from evalkit.measures.statistics import DEFAULT_STATISTICS
 from evalkit.measures.ties import DEFAULT_TIE_POLICY, SUMMATION_OF, order_ranking, tie_policy
 from evalkit.reporting.calibration_record import CalibrationRecord

@@ -1,10 +1,13 @@
-"""One pipeline for every front door: what was asked is evaluated, assessed against the gates, described, written and
-enforced.
+"""One pipeline for every front door: what was asked is evaluated or scored, reported, assessed against the gates,
+described, written and enforced.
 
-The command line (``evalkit run``, ``evalkit score --fixture``) and the notebook parameters
-(:class:`evalkit.app.notebook.EvaluationParameters`) each turn their options into a :class:`Request` and call
-:func:`run_pipeline` (or :func:`evaluate_request` alone). They print :func:`format_outcome`, write with
-:func:`write_outcome` and finish with :func:`enforce_gates`: the front doors print, the text comes from here.
+A front door turns its options into a :class:`Request` (systems run over a fixture: ``evalkit run``, ``evalkit score
+--fixture``, the notebooks, Ray, calibration) or a :class:`ScoreRequest` (precomputed runs against qrels: ``evalkit
+score --qrels``) and calls :func:`run_pipeline`. Either way the :class:`Outcome` holds one report, made by the one
+builder (:func:`evalkit.reporting.build.build_report`) when it is first needed, so that a text table of a large run
+costs no bootstrap; :meth:`Outcome.summary` is the one summary view (:mod:`evalkit.reporting.summary`),
+:func:`write_outcome` the one writer and :func:`enforce_gates` the one enforcement. The front doors print; the text
+comes from here.
 """
 
 from __future__ import annotations
@@ -12,27 +15,29 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from evalkit.common.output import (
     ENV_VAR,
     output_path_from_env,
     refuse_input_overwrite,
     resolve_output_path,
-    write_atomic,
 )
-from evalkit.data.schema import SLICES, ablation_order
-from evalkit.measures.metrics import STANDARD_MEASURES
+from evalkit.data.loading import QrelsInput
+from evalkit.data.tables import DEFAULT_MAX_TABLE_BYTES
 from evalkit.measures.ties import DEFAULT_TIE_POLICY
 from evalkit.reporting.gate_specs import GateSpec
-from evalkit.reporting.gates import assess, check_gates, format_gates
-from evalkit.reporting.report import Report, report_json
+from evalkit.reporting.gates import assess, check_gates
+from evalkit.reporting.report import Report, write_report
+from evalkit.reporting.summary import format_outcome, format_summary
 from evalkit.retrieval.presets import DEFAULT_PRESET, PRESETS
 from evalkit.runs.ablations import Ablation, ExternalMode, external_ablation
 from evalkit.runs.calibration import calibrated_evaluation
 from evalkit.runs.cluster import evaluate_on_ray
 from evalkit.runs.evaluation import evaluate
+from evalkit.runs.precomputed import ScoreResult, score
 
 if TYPE_CHECKING:
     from evalkit.data.fixture import LoadedFixture
@@ -44,23 +49,18 @@ if TYPE_CHECKING:
     from evalkit.runs.evaluation import Evaluation
 
 __all__ = [
-    "NO_GATES",
     "Outcome",
     "Request",
+    "ScoreRequest",
+    "check_gates_apply",
     "enforce_gates",
     "evaluate_request",
-    "format_outcome",
     "format_settings",
-    "format_summary",
     "report_target",
     "run_pipeline",
     "systems_of",
     "write_outcome",
 ]
-
-NO_GATES = "no gates: none names a system evaluated here"
-SUMMARY_COLUMNS = tuple(str(m) for m in STANDARD_MEASURES)
-SUMMARY_HEADERS = ("R@1", "R@5", "R@10", "MRR@10", "nDCG@10", "ctxP", "ctxR", "noansFPR", "p50 ms", "p95 ms")
 
 
 @dataclass(frozen=True)
@@ -90,11 +90,69 @@ class Request:
 
 
 @dataclass(frozen=True)
-class Outcome:
-    """The evaluation a :class:`Request` asked for and its report, with the outcome of every gate in it."""
+class ScoreRequest:
+    """What ``evalkit score --qrels`` asks for: precomputed runs scored against qrels (see :func:`evalkit.score`)."""
 
-    evaluation: Evaluation
-    report: Report
+    qrels: QrelsInput
+    """The judgments: a qrels path, a mapping or a DataFrame."""
+    runs: Any
+    """One run or ``{name: run}`` (paths, mappings, DataFrames or read runs)."""
+    measures: Sequence[str] | None = None
+    """Measure names (None: the default set)."""
+    ties: str = DEFAULT_TIE_POLICY
+    languages: Mapping[str, str] | Path | None = None
+    """Each query's language (a mapping or a topics file), for the language slices."""
+    missing: str = "zero"
+    max_bytes: int = DEFAULT_MAX_TABLE_BYTES
+    floor: float | None = None
+    gates: tuple[GateSpec, ...] = ()
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What a request gave: the fixture evaluation or the scored runs behind it, and its report with the outcome of
+    every gate in it, built on first use."""
+
+    gates: tuple[GateSpec, ...] = ()
+    requested: tuple[str, ...] = ()
+    evaluation: Evaluation | None = None
+    """The fixture evaluation (a :class:`Request`), or None."""
+    result: ScoreResult | None = None
+    """The precomputed runs scored against qrels (a :class:`ScoreRequest`), or None."""
+
+    @cached_property
+    def report(self) -> Report:
+        """The report, from the one builder, with the gates assessed (nothing raised for a failed gate here)."""
+        if self.result is not None:
+            return assess(self.result.report_source(), self.gates, requested=self.requested)
+        if self.evaluation is None:
+            raise ValueError("an outcome holds an evaluation or a result")
+        return assess(self.evaluation, self.gates, requested=self.requested)
+
+    @property
+    def evaluated(self) -> Evaluation:
+        """The fixture evaluation; ValueError for an outcome of precomputed runs scored against qrels."""
+        if self.evaluation is None:
+            raise ValueError("precomputed runs scored against qrels have no fixture evaluation")
+        return self.evaluation
+
+    @property
+    def scored(self) -> ScoreResult:
+        """The precomputed runs scored against qrels; ValueError for an outcome of a fixture evaluation."""
+        if self.result is None:
+            raise ValueError("a fixture evaluation has no scored precomputed runs")
+        return self.result
+
+    @property
+    def notes(self) -> tuple[str, ...]:
+        """What the front door prints under the summary: the counts that shape the numbers."""
+        return () if self.result is None else self.result.notes
+
+    def summary(self) -> str:
+        """The summary table and notes, then the gates (when there are any, or when a fixture was evaluated)."""
+        if self.result is not None and not self.gates:
+            return format_summary(self.result.summary_rows(), [m.name for m in self.result.measures], self.notes)
+        return format_outcome(self.report, self.notes)
 
 
 def systems_of(
@@ -121,12 +179,51 @@ def evaluate_request(request: Request) -> Evaluation:
     return evaluate(r.loaded, r.systems, r.settings, runs=r.runs, cache=r.cache, systems=r.retrievers, ties=r.ties)
 
 
-def run_pipeline(request: Request) -> Outcome:
-    """Evaluate what `request` asks for and assess its gates (nothing is raised for a failed gate here: see
-    :func:`enforce_gates`)."""
+def run_pipeline(request: Request | ScoreRequest) -> Outcome:
+    """Evaluate (or score) what `request` asks for; its report, with the gates assessed, is built on first use
+    (nothing is raised for a failed gate here: see :func:`enforce_gates`)."""
+    if isinstance(request, ScoreRequest):
+        result = score(
+            request.qrels,
+            request.runs,
+            measures=request.measures,
+            ties=request.ties,
+            languages=request.languages,
+            missing=request.missing,
+            max_bytes=request.max_bytes,
+            floor=request.floor,
+        )
+        check_gates_apply(result, request.gates)
+        return Outcome(request.gates, tuple(r.name for r in result.runs), result=result)
     evaluation = evaluate_request(request)
-    requested = [system.ablation_id for system in request.systems]
-    return Outcome(evaluation, assess(evaluation, request.gates, requested=requested))
+    requested = tuple(system.ablation_id for system in request.systems)
+    return Outcome(request.gates, requested, evaluation=evaluation)
+
+
+def check_gates_apply(result: ScoreResult, gates: Sequence[GateSpec]) -> None:
+    """Refuse a gate on a run, measure or slice the scored runs do not have (ValueError naming it)."""
+    unknown = sorted({s for g in gates for s in g.systems} - {r.name for r in result.runs})
+    if unknown:
+        raise ValueError(f"--gate names system {unknown[0]!r}, which is not one of the runs scored here")
+    scored = [m.name for m in result.measures]
+    unscored = sorted({g.measure for g in gates} - set(scored))
+    if unscored:
+        raise ValueError(
+            f"--gate names measure {unscored[0]!r}, which is not one of the measures scored here "
+            f"({', '.join(scored)}); add it to --measures"
+        )
+    empty = [g for g in gates if g.slice not in result.slices or not result.query_ids]
+    if empty:
+        if not result.query_ids:
+            how = "no judged query was evaluated (see the notes)"
+        elif not result.languages:
+            how = "give --topics to have language slices"
+        else:
+            how = "no evaluated query has it"
+        raise ValueError(
+            f"--gate {empty[0].label!r} is on slice {empty[0].slice!r}, which has no queries here "
+            f"(slices: {', '.join(result.slices)}): {how}"
+        )
 
 
 def report_target(requested: str | None, workspace: Path, inputs: Sequence[Path]) -> Path | None:
@@ -142,37 +239,6 @@ def report_target(requested: str | None, workspace: Path, inputs: Sequence[Path]
     return target
 
 
-def format_summary(report: Report) -> str:
-    """A plain-text table: one row per system and slice (all, then each language that has queries)."""
-    width = max([18, *(len(system_id) for system_id in report.ablations)])
-    header = f"{'ablation':<{width}} {'slice':<5} " + " ".join(f"{h:>8}" for h in SUMMARY_HEADERS)
-    lines = [header, "-" * len(header)]
-    for system_id, result in sorted(report.ablations.items(), key=lambda item: ablation_order(item[0])):
-        for slice_name in SLICES:
-            counts = result.query_counts.get(slice_name)
-            if slice_name != "all" and (counts is None or counts.answerable + counts.no_answer == 0):
-                continue
-            row = result.metrics.get(slice_name, {})
-            cells = [_cell(row.get(m)) for m in (*SUMMARY_COLUMNS, "no_answer_fpr")]
-            if slice_name == "all":
-                latency = result.latency_ms  # count 0: a precomputed run, nothing measured
-                cells += [
-                    _cell(latency.median_ms if latency.count else None),
-                    _cell(latency.p95_ms if latency.count else None),
-                ]
-            lines.append(f"{system_id:<{width}} {slice_name:<5} " + " ".join(cells))
-    return "\n".join(lines)
-
-
-def _cell(value: float | None) -> str:
-    return f"{'-':>8}" if value is None else f"{value:8.3f}"
-
-
-def format_outcome(report: Report) -> str:
-    """The summary table, a blank line, then one line per gate (or that no gate applies)."""
-    return f"{format_summary(report)}\n\n{format_gates(report.gates) or NO_GATES}"
-
-
 def format_settings(settings: RetrievalSettings) -> str:
     """The settings in one line, nested fields dotted (``reranker.min_score=0.3``)."""
     flat: dict[str, object] = {}
@@ -185,10 +251,8 @@ def format_settings(settings: RetrievalSettings) -> str:
 
 
 def write_outcome(outcome: Outcome, target: Path | None) -> Path | None:
-    """Write the report atomically to an already-resolved `target`; nothing when it is None."""
-    if target is not None:
-        write_atomic(target, report_json(outcome.report))
-    return target
+    """Write the JSON report atomically to an already-resolved `target` (the one writer); nothing when it is None."""
+    return write_report(outcome.report, target)
 
 
 def enforce_gates(outcome: Outcome, no_gates: bool = False) -> bool:

@@ -33,24 +33,25 @@ import pyarrow.compute as pc
 
 from evalkit.common.memory import scoring_memory
 from evalkit.data.inputs import clip
+from evalkit.data.judgments import judgments_sha256, qrels_judgments
 from evalkit.data.loading import QrelsInput, is_single_run, load_languages, load_qrels, load_run, load_runs
 from evalkit.data.qrels import Qrels
 from evalkit.data.runs import Run
-from evalkit.data.schema import LANGUAGES, MAX_ID_LENGTH, SLICES, Language, Slice, is_identifier
+from evalkit.data.schema import LANGUAGES, MAX_ID_LENGTH, Language, Slice, is_identifier
 from evalkit.data.tables import DEFAULT_MAX_TABLE_BYTES
 from evalkit.measures.core import RunScores, score_run
-from evalkit.measures.metrics import LatencySummary
 from evalkit.measures.registry import DEFAULT_SCORE_MEASURES, MeasureDef, parse_measures
 from evalkit.measures.statistics import DEFAULT_STATISTICS, StatisticsSettings
 from evalkit.measures.ties import DEFAULT_TIE_POLICY
+from evalkit.reporting.build import ReportSource, SystemScores, build_report, mean_of
 from evalkit.reporting.per_query import (
-    PER_QUERY_DECIMALS,
     Interval,
     QueryIndex,
     aggregate_intervals,
     split_measures,
 )
-from evalkit.reporting.report import AblationReport, QueryCounts, Report, SystemReport
+from evalkit.reporting.report import Report, SystemReport
+from evalkit.reporting.summary import SummaryRow, format_summary
 
 __all__ = ["ScoreResult", "load_qrels", "load_run", "score"]
 
@@ -64,10 +65,6 @@ def _content_sha256(*parts: object) -> str:
             digest.update(repr(part).encode("utf-8"))
         digest.update(b"\x00")
     return digest.hexdigest()
-
-
-def _qrels_sha256(qrels: Qrels) -> str:
-    return _content_sha256("qrels", qrels.queries.to_pylist(), qrels.query, qrels.docs.to_pylist(), qrels.grades)
 
 
 def _run_sha256(run: Run) -> str:
@@ -84,17 +81,6 @@ def _run_sha256(run: Run) -> str:
             digest.update(memoryview(data)[int(offsets[0]) : int(offsets[-1])])
     digest.update(np.ascontiguousarray(run.scores, dtype=np.float64).tobytes())
     return digest.hexdigest()
-
-
-def _mean(values: npt.NDArray[np.float64], ties: str) -> float:
-    """The mean of ``values`` (in query-ID order; NaN when empty): summed exactly (``math.fsum``), or under the
-    ``trec_eval`` policy one by one in that order, as trec_eval sums them, so that its printed four decimals agree
-    with trec_eval's (0.00475 exactly is 0.0047; trec_eval's running sum gives 0.004750000000000001, 0.0048)."""
-    if len(values) == 0:
-        return math.nan
-    if ties == "trec_eval":
-        return float(np.cumsum(values)[-1]) / len(values)  # a running sum: numpy's sum adds pairwise
-    return math.fsum(values.tolist()) / len(values)
 
 
 @dataclass(frozen=True)
@@ -177,7 +163,8 @@ class ScoreResult:
                 row: dict[str, float] = {}
                 for m in self.measures:
                     values = run.values[m.name][rows]
-                    row[m.name] = _mean(values[~np.isnan(values)], self.ties)
+                    defined = values[~np.isnan(values)]
+                    row[m.name] = mean_of(defined.tolist(), self.ties) if len(defined) else math.nan
                 means[(run.name, slice_name)] = row
         return means
 
@@ -222,8 +209,8 @@ class ScoreResult:
             }
         return index, per_query
 
-    def to_report(self) -> Report:
-        """The schema-2 report (IDs, hashes and numbers only) that ``evalkit compare`` reads."""
+    def report_source(self) -> ReportSource:
+        """What the report builder (:func:`evalkit.reporting.build.build_report`) takes of this result."""
         bad = [r.name for r in self.runs if not is_identifier(r.name)]
         if bad:
             raise ValueError(f"run name {bad[0]!r} is not a valid report ID (letters, digits and . _ : -)")
@@ -234,37 +221,22 @@ class ScoreResult:
                 f"(letters, digits and . _ : -, starting with a letter or digit, at most {MAX_ID_LENGTH} characters): "
                 "a report cannot carry it; score with --format table or trec instead"
             )
-        index, _ = self._index_and_values()
+        index, per_query = self._index_and_values()
         names = [m.name for m in self.measures]
-        intervals = self.intervals  # the same bootstrap as the property's: computed once when both are used
-        counts = self._query_counts(index)
-        ablations = {}
-        for run in self.runs:
-            metrics = {
-                s: {m: v for m, v in self.means[(run.name, s)].items() if not math.isnan(v)} for s in self.slices
-            }
-            columns = {
-                m: tuple(
-                    None if math.isnan(v) else round(v, PER_QUERY_DECIMALS) for v in run.values[m][self._rows].tolist()
-                )
-                for m in names
-            }
-            ablations[run.name] = AblationReport(
+        systems = {
+            run.name: SystemScores(
                 mode="run",
-                metrics=metrics,
-                query_counts=counts,
-                latency_ms=LatencySummary(count=0, min_ms=0.0, median_ms=0.0, p95_ms=0.0, max_ms=0.0, mean_ms=0.0),
-                failures=(),
+                per_query=per_query[run.name],
                 system=SystemReport(
                     kind="run-file",
                     sha256=self.run_hashes.get(run.name),
                     counts=_counts(run),
                     abstention_floor=self.floor,
                 ),
-                intervals=intervals[run.name],
-                per_query=columns,
             )
-        judgments = _qrels_sha256(self.qrels)
+            for run in self.runs
+        }
+        judgments = judgments_sha256(qrels_judgments(self.qrels))
         definitions = {m.name: m.definition for m in self.measures}
         projection = _content_sha256(*(run.values[m][self._rows] for run in self.runs for m in names))
         definition = _content_sha256(
@@ -276,43 +248,37 @@ class ScoreResult:
             self.statistics.model_dump(mode="json"),
             *(() if self.floor is None else (("abstention_floor", self.floor),)),
         )
-        return Report(
+        return ReportSource(
             fixture_id="qrels",
             fixture_version=f"judgments-{judgments[:12]}",
             corpus_sha256=None,
             evaluation_definition_hash=definition,
             provider_definitions_hash=None,
-            deterministic_projection_sha256=projection,
-            runs=1,
-            retrieval_settings=None,
-            tie_policy=self.ties,  # type: ignore[arg-type]
-            ablations=ablations,
+            projection_sha256=projection,
+            index=index,
             judgments_sha256=judgments,
-            statistics=self.statistics,
-            queries=index,
             measures=definitions,
-            missing_queries=self.missing,  # type: ignore[arg-type]
+            systems=systems,
+            ties=self.ties,
+            missing=self.missing,
+            statistics=self.statistics,
+            notes=self.notes,
         )
 
-    def _query_counts(self, index: QueryIndex) -> dict[Slice, QueryCounts]:
-        counts: dict[Slice, QueryCounts] = {}
-        for slice_name in SLICES:
-            answerable = len(index.members(slice_name, True))
-            counts[slice_name] = QueryCounts(answerable=answerable, no_answer=len(index.members(slice_name, False)))
-        return counts
+    def to_report(self) -> Report:
+        """The schema-2 report (IDs, hashes and numbers only) that ``evalkit compare`` reads."""
+        return build_report(self.report_source())
+
+    def summary_rows(self) -> list[SummaryRow]:
+        """:attr:`means` as the rows of the one summary view (:mod:`evalkit.reporting.summary`)."""
+        return [
+            SummaryRow(run, slice_name, {m: v for m, v in row.items() if not math.isnan(v)})
+            for (run, slice_name), row in self.means.items()
+        ]
 
     def format_table(self) -> str:
         """Plain text: one row per run and slice, one column per measure, then the notes."""
-        names = [m.name for m in self.measures]
-        width = max([8, *(len(r.name) for r in self.runs)])
-        header = f"{'run':<{width}} {'slice':<5} " + " ".join(f"{n:>{max(8, len(n))}}" for n in names)
-        lines = [header, "-" * len(header)]
-        for (run, slice_name), row in self.means.items():
-            cells = [
-                f"{'-':>{max(8, len(n))}}" if math.isnan(row[n]) else f"{row[n]:>{max(8, len(n))}.4f}" for n in names
-            ]
-            lines.append(f"{run:<{width}} {slice_name:<5} " + " ".join(cells))
-        return "\n".join([*lines, *(f"note: {n}" for n in self.notes)])
+        return format_summary(self.summary_rows(), [m.name for m in self.measures], self.notes)
 
     def format_trec(self, per_query: bool = False) -> str:
         """trec_eval's layout, ``measure<TAB>query<TAB>value`` with 4 decimals (``%-22s\\t%s\\t%6.4f``): per query
@@ -420,6 +386,13 @@ def _score(
     dropped = [m.name for m in asked if m.spec.needs_spans]
     chosen = [m for m in asked if not m.spec.needs_spans]
     scores = tuple(score_run(judged, r, chosen, ties, missing) for r, _ in floored)
+    for run_scores, source in zip(scores, runs, strict=True):
+        n = len(source.queries)
+        if n and run_scores.counts is not None and run_scores.counts.unjudged_queries == n:
+            raise ValueError(
+                f"run {run_scores.name}: none of its {n} query(ies) is in the judgments ({judged.source}); "
+                "is it the run of another collection?"
+            )
     if measures is None and not scores[0].answerable.all():
         no_answer = parse_measures(["no_answer_fpr"])
         extra = [score_run(judged, r, no_answer, ties, missing) for r, _ in floored]

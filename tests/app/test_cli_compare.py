@@ -13,8 +13,9 @@ import pytest
 
 from evalkit.app.cli import main
 from evalkit.app.headless import run_notebook
-from evalkit.reporting.comparison import parse_comparison
-from evalkit.reporting.report import build_report, report_json
+from evalkit.reporting.build import build_report
+from evalkit.reporting.comparison_views import parse_comparison
+from evalkit.reporting.report import report_json
 from evalkit.runs.evaluation import Evaluation
 
 from ..conftest import ROOT
@@ -112,7 +113,10 @@ def test_version_1_report_is_refused_with_exit_2(reports: dict[str, Any], capsys
     Path("old.json").write_text(json.dumps(old), encoding="utf-8")
     code, _, err = run_cli(capsys, "compare", "old.json", "base.json", "--output", "c.json")
     assert code == 2
-    assert "base report old.json" in err and "regenerate the report with `evalkit run --output PATH`" in err
+    assert (
+        "base report old.json" in err
+        and "regenerate it with the command that made it (`evalkit run --output PATH`" in err
+    )
     assert not Path("c.json").exists()
 
 
@@ -171,3 +175,30 @@ def test_compare_notebook_fails_its_last_cell_on_a_regression(
     finally:
         shutil.rmtree(folder, ignore_errors=True)
         shutil.rmtree(inputs, ignore_errors=True)
+
+
+def test_a_qrels_report_compares_with_a_run_report_of_the_same_fixture(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """One judgments hash whichever door made the report: `evalkit score --qrels` on the fixture exported as TREC
+    and `evalkit run` on the fixture carry the same judgments_sha256, compare query by query, and agree on every
+    value (the run files are the very rankings `evalkit run` scored). The fixture's no-answer queries, which TREC
+    qrels cannot hold, are left out with a note."""
+    monkeypatch.chdir(tmp_path)
+    fixture = str(ROOT / "fixtures" / "synthetic-bilingual-v1")
+    assert run_cli(capsys, "export", "trec", fixture, "--output-dir", "trec")[0] == 0
+    run_args = ["--ablations", "lexical,hybrid", "--runs", "1", "--no-gates", "--trec-runs", "runs"]
+    assert run_cli(capsys, "run", "--fixture", fixture, *run_args, "--output", "run.json")[0] == 0
+    score_args = ["--run", "runs/lexical.trec", "--run", "runs/hybrid.trec", "--topics", "trec/topics.jsonl"]
+    code, out, _ = run_cli(capsys, "score", "--qrels", "trec/qrels.txt", *score_args, "--output", "score.json")
+    assert code == 0 and out.splitlines()[0].split()[:3] == ["system", "slice", "recall@1"]
+    run_report, score_report = (json.loads(Path(name).read_bytes()) for name in ("run.json", "score.json"))
+    assert run_report["judgments_sha256"] == score_report["judgments_sha256"]
+    assert run_cli(capsys, "compare", "run.json", "score.json", "--output", "cmp.json")[0] == 0
+    comparison = parse_comparison(Path("cmp.json").read_bytes())
+    assert {row.ablation for row in comparison.rows} == {"lexical", "hybrid"}
+    assert {row.measure for row in comparison.rows} == {"recall@1", "recall@5", "recall@10", "mrr@10", "ndcg@10"}
+    assert all(row.difference == 0.0 and row.losses == row.wins == 0 for row in comparison.rows)
+    no_answer = sum(not answerable for answerable in run_report["queries"]["answerable"])
+    assert no_answer > 0
+    assert any(f"{no_answer} query(ies) of base without judgments" in note for note in comparison.notes)

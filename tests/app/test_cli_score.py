@@ -86,7 +86,13 @@ def test_jsonl_run_with_missing_queries_unknown_chunks_and_duplicates(
     report = parse_report((ROOT / report_path).read_bytes())
     system = report.ablations["mine"].system
     assert system is not None
-    assert system.counts == {"lines": 3, "missing_queries": 7, "unknown_chunks": 1, "duplicates": 1}
+    assert system.counts == {
+        "lines": 3,
+        "missing_queries": 7,
+        "unknown_queries": 0,
+        "unknown_chunks": 1,
+        "duplicates": 1,
+    }
     assert report.ablations["mine"].query_counts["all"].answerable == 6
     assert report.ablations["mine"].metrics["all"]["recall@10"] < 1.0, "missing queries score as empty rankings"
 
@@ -100,8 +106,8 @@ def test_jsonl_run_with_missing_queries_unknown_chunks_and_duplicates(
         ),
         ("q-en-001 Q0 en-trash-01 1 1.0 t\nq-en-001 Q0 en-trash-02\n", "bad.trec line 2: expected 6 columns"),
         (
-            "q-en-001 Q0 en-trash-01 1 1.0 t\n\nq-xx-999 Q0 en-trash-01 1 1.0 t\n",
-            "query 'q-xx-999' is not in the fixture",
+            "q-xx-998 Q0 en-trash-01 1 1.0 t\n\nq-xx-999 Q0 en-trash-01 1 1.0 t\n",
+            "run t: none of its 2 query(ies) is in the fixture",
         ),
     ],
 )

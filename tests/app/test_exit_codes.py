@@ -21,7 +21,8 @@ from evalkit.data.beir import beir_files
 from evalkit.data.fixture import load_fixture
 from evalkit.data.settings import RetrievalSettings
 from evalkit.data.trec import trec_files
-from evalkit.reporting.report import build_report, report_json
+from evalkit.reporting.build import build_report
+from evalkit.reporting.report import report_json
 from evalkit.runs.ablations import select_ablations
 from evalkit.runs.evaluation import evaluate
 

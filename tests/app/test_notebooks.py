@@ -183,3 +183,47 @@ def test_compare_notebook_reads_a_list_of_reports(tmp_path: Path) -> None:
         CompareParameters.from_namespace({**defaults, "reports": ["reports/missing-pytest.json", "b.json"]}).systems(
             *sentinel  # type: ignore[arg-type]
         )
+
+
+def test_notebook_gates_another_fixture_as_evalkit_run_does(
+    run_id: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The notebook is the CLI's twin: on a fixture that is not the synthetic one, with a gates.json of its own, the
+    notebook and ``evalkit run`` (given the fixture's folder or its file) assess the same gates with the same
+    outcomes. The bounds are set so that one gate passes and one fails, so the outcomes cannot agree by accident."""
+    folder = ROOT / "reports" / run_id / "other-fixture"
+    folder.mkdir(parents=True)
+    for name in ("fixture.json", "aliases.json"):
+        shutil.copy(ROOT / "tests" / "fixtures" / "tiny" / name, folder / name)
+    gates = {
+        "gates": [
+            {"system": "lexical", "measure": "recall@10", "min": 0.01},
+            {"system": "hybrid", "measure": "ndcg@10", "min": 1.01},
+            {"system": "hybrid-rerank", "measure": "mrr@10", "min": 0.01},
+        ]
+    }
+    (folder / "gates.json").write_text(json.dumps(gates), encoding="utf-8")
+    relative = folder.relative_to(ROOT).as_posix()
+    systems = ["lexical", "hybrid", "hybrid-rerank"]
+    parameters = {"fixture": relative, "ablations": systems, "runs": 1, "no_gates": True}
+    run = run_notebook(ROOT, parameters, run_id=f"{run_id}-nb")
+    try:
+        assert run.passed, run.error_message
+        assert run.report is not None
+        report = parse_report(run.report.read_bytes())
+    finally:
+        shutil.rmtree(run.run_dir, ignore_errors=True)
+    notebook_gates = [(g.gate, g.value, g.threshold, g.passed) for g in report.gates]
+    assert [(threshold, passed) for _, _, threshold, passed in notebook_gates] == [
+        (0.01, True),
+        (1.01, False),
+        (0.01, True),
+    ]
+    monkeypatch.chdir(ROOT)
+    for given in (relative, f"{relative}/fixture.json"):
+        output = f"reports/{run_id}/cli-{len(given)}.json"
+        args = ["run", "--fixture", given, "--ablations", ",".join(systems), "--runs", "1", "--no-gates"]
+        assert main([*args, "--output", output]) == 0
+        capsys.readouterr()
+        cli_gates = [(g.gate, g.value, g.threshold, g.passed) for g in parse_report((ROOT / output).read_bytes()).gates]
+        assert cli_gates == notebook_gates, given

@@ -13,7 +13,8 @@ import pytest
 from evalkit.app.cli import main
 from evalkit.data.fixture import load_fixture
 from evalkit.data.trec import trec_run_bytes
-from evalkit.reporting.report import build_report, report_json
+from evalkit.reporting.build import build_report
+from evalkit.reporting.report import report_json
 from evalkit.runs.evaluation import Evaluation
 
 from ..conftest import ROOT, TINY_DIR

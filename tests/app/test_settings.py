@@ -11,12 +11,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from evalkit.app.cli import build_parser, format_summary
+from evalkit.app.cli import build_parser
 from evalkit.app.notebook import EvaluationParameters
 from evalkit.data.fixture import FIXTURE_FILE, LoadedFixture, load_fixture
 from evalkit.data.schema import Matrix
 from evalkit.data.settings import RetrievalSettings
-from evalkit.reporting.report import build_report, parse_report, report_json
+from evalkit.reporting.build import build_report
+from evalkit.reporting.report import parse_report, report_json
+from evalkit.reporting.summary import format_summary, report_rows
 from evalkit.retrieval.embedding_cache import EmbeddingCache
 from evalkit.retrieval.embeddings import TokenHashProvider
 from evalkit.retrieval.presets import DEFAULT_PRESET, PRESETS, load_settings_file, preset_settings, resolve_settings
@@ -129,11 +131,13 @@ def test_summary_has_recall_at_1_and_leaves_out_a_language_without_queries(tiny:
     data["queries"] = [q for q in data["queries"] if q["language"] == "en"]
     (tmp_path / FIXTURE_FILE).write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
     english_only = load_fixture(tmp_path)
-    summary = format_summary(build_report(evaluate(english_only, select_ablations(["lexical"]), runs=1)))
-    assert summary.splitlines()[0].split()[2] == "R@1"
+    report = build_report(evaluate(english_only, select_ablations(["lexical"]), runs=1))
+    summary = format_summary(report_rows(report), list(report.measure_definitions()))
+    assert summary.splitlines()[0].split()[:3] == ["system", "slice", "recall@1"]
     slices = [line.split()[1] for line in summary.splitlines()[2:]]
     assert slices == ["all", "en"]
-    both = format_summary(build_report(evaluate(tiny, select_ablations(["lexical"]), runs=1)))
+    report = build_report(evaluate(tiny, select_ablations(["lexical"]), runs=1))
+    both = format_summary(report_rows(report), list(report.measure_definitions()))
     assert [line.split()[1] for line in both.splitlines()[2:]] == ["all", "en", "zh"]
 
 

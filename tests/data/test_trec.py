@@ -14,7 +14,7 @@ from evalkit.data.collection import CollectionOptions
 from evalkit.data.fixture import load_fixture
 from evalkit.data.repairs import RepairLog, RepairPolicy
 from evalkit.data.trec import QRELS_GAINS, qrels_text, read_trec, trec_files, write_trec
-from evalkit.measures.metrics import ndcg_at_k
+from evalkit.measures.registry import QueryCase, parse_measure, reference_value
 from evalkit.runs.evaluation import corpus_sha256
 
 from ..conftest import SYNTHETIC_DIR
@@ -59,7 +59,8 @@ TOPICS = "qid\ttext\n1\tHow long are deleted notes kept?\n2\t删除的笔记保�
 
 
 def test_tsv_topics_and_qrels_with_extra_columns(tmp_path: Path) -> None:
-    args = write_collection(tmp_path, "1 0 D1 1 extra-column\n1 0 D2 0\n2 Q0 D2 2\n\n5 0 D1 1\n", TOPICS)
+    # Every line as wide as the first (the qrels reader refuses a line of another width, naming it).
+    args = write_collection(tmp_path, "1 0 D1 1 extra-column\n1 0 D2 0 x\n2 Q0 D2 2 x\n\n5 0 D1 1 x\n", TOPICS)
     log = RepairLog(RepairPolicy())
     fixture = read_trec(Path(args[1]), Path(args[3]), Path(args[5]), options(), log)
     judged = {q.query_id: [(j.chunk_id, j.grade) for j in q.judgments] for q in fixture.queries}
@@ -122,8 +123,8 @@ def test_writer_is_deterministic(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("qrels", "topics", "expected"),
     [
-        ("1 0 D1\n", TOPICS, "qrels.txt line 1: needs 4 fields (query-id iteration doc-id relevance), has 3"),
-        ("1 0 D1 yes\n", TOPICS, "qrels.txt line 1: field 'score': 'yes' is not an integer grade"),
+        ("1 0 D1\n", TOPICS, "qrels.txt line 1: needs 4 columns (query-id iteration doc-id grade), has 3"),
+        ("1 0 D1 yes\n", TOPICS, "qrels.txt line 1: field 'grade': 'yes' is not an integer"),
         ("1 0 D1 1\n", "1\n", "topics.tsv line 1: needs 2 tab-separated fields (query-id, text), has 1"),
         ("1 0 D1 1\n", "1\tx\n\tno id\n", "topics.tsv line 2: field 'query-id': must not be blank"),
     ],
@@ -183,7 +184,8 @@ def test_exponential_qrels_make_trec_eval_ndcg_cut_10_equal_evalkit_ndcg_at_10(w
     peer_raw = pytrec_eval.RelevanceEvaluator(raw, {"ndcg_cut.10"}).evaluate(run)
 
     assert set(peer) == set(grades)  # trec_eval evaluates the answerable queries: no-answer ones have no qrels
-    ours = {qid: ndcg_at_k(rankings[qid], grades[qid], 10) for qid in grades}
+    ndcg = parse_measure("ndcg@10")
+    ours = {qid: reference_value(ndcg, QueryCase(rankings[qid], grades[qid])) for qid in grades}
     for qid, value in ours.items():
         assert abs(peer[qid]["ndcg_cut_10"] - value) <= 1e-12, (qid, peer[qid], value)
     # the sample exercises partial scores, and raw grades would not have reproduced them

@@ -20,11 +20,12 @@ import pytest
 
 from evalkit.data.qrels import qrels_from_mapping
 from evalkit.data.runs import run_from_rankings
-from evalkit.measures import registry, run_order
+from evalkit.measures import run_order
 from evalkit.measures.core import depth_of, score_ranked, score_rankings, score_run
-from evalkit.measures.metrics import merge_intervals
+from evalkit.measures.families import average_precision, ndcg
 from evalkit.measures.ranked import SUMMATIONS, ideal_arrays, rank_lists, segment_sums
 from evalkit.measures.registry import FAMILIES, MeasureDef, QueryCase, parse_measure, parse_measures, reference_value
+from evalkit.measures.spans import merge_intervals
 from evalkit.measures.ties import order_ranking
 
 CONTEXT_K = 5
@@ -83,7 +84,7 @@ def _reference(measure: MeasureDef, case: QueryCase) -> float:
     no-answer queries, and ``no_answer_fpr`` on answerable ones); the context is the first CONTEXT_K deduplicated
     results."""
     answerable = any(g >= 1 for g in case.grades.values())
-    if answerable == measure.spec.no_answer and (answerable or measure.no_relevant == "skip"):
+    if answerable == (measure.spec.defined_on == "no_answer") and (answerable or measure.no_relevant == "skip"):
         return math.nan
     if measure.spec.needs_spans:
         case = case._replace(ranking=tuple(dict.fromkeys(case.ranking))[:CONTEXT_K])
@@ -107,7 +108,8 @@ def summation(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -
     """Each summation; under ``sequential`` the reference functions add their terms as trec_eval does (``math.fsum``
     replaced by a left-to-right sum), everything else about them unchanged."""
     if request.param == "sequential":
-        monkeypatch.setattr(registry, "math", SimpleNamespace(log2=math.log2, fsum=_in_rank_order))
+        for module in (ndcg, average_precision):  # the families whose references add terms
+            monkeypatch.setattr(module, "math", SimpleNamespace(log2=math.log2, fsum=_in_rank_order))
     name: str = request.param
     return name
 

@@ -45,7 +45,7 @@ EVALKIT_NAMES = [
     ("ndcg@10", "ndcg", 10, "exponential", "ndcg(cutoff=10, gain=exponential)"),
     ("map@5", "map", 5, None, "map(cutoff=5)"),
     ("rprec", "rprec", None, None, "rprec()"),
-    ("judged@10", "judged", 10, None, "judged(cutoff=10)"),
+    ("judged@10", "judged", 10, None, "judged(cutoff=10, denominator=returned)"),
     ("context_precision", "context_precision", None, None, "context_precision()"),
     ("context_recall", "context_recall", None, None, "context_recall()"),
     ("no_answer_fpr", "no_answer_fpr", None, None, "no_answer_fpr()"),
@@ -93,7 +93,9 @@ def test_surrounding_spaces_are_dropped_from_the_name() -> None:
     ["ndcg@0", "P_0", "recall@", "recall_0", "precision", "judged", "rprec@5", "no_answer_fpr@1", "foo", "Recall@5"],
 )
 def test_malformed_or_unknown_names_raise_listing_the_valid_forms(name: str) -> None:
-    with pytest.raises(ValueError, match=r"measure .*; valid: recall\[@k\], precision@k, .*ndcg_cut_k, .*P_k"):
+    with pytest.raises(
+        ValueError, match=r"measure .*; valid: recall\[@k\], precision@k, .*recall_k, P_k, .*ndcg_cut_k"
+    ):
         parse_measure(name)
 
 
@@ -175,10 +177,11 @@ def test_r_precision_reads_the_first_r_results() -> None:
     assert value("Rprec", ["c", "b", "a"], GRADES) == 1.0
 
 
-def test_judged_counts_grade_zero_documents_as_judged() -> None:
+def test_judged_counts_grade_zero_documents_as_judged_over_the_results_in_the_first_k() -> None:
     assert value("judged@3", ["a", "z", "q"], GRADES) == 2 / 3
     assert value("judged@4", ["a", "x", "b", "y"], GRADES) == 2 / 4
-    assert value("judged@5", ["z"], GRADES) == 1 / 5
+    assert value("judged@5", ["z"], GRADES) == 1 / 1  # one result: ir_measures' denominator, not k
+    assert value("judged@2", ["q", "z", "a"], GRADES) == 1 / 2
 
 
 def test_ndcg_gains_linear_and_exponential() -> None:
@@ -347,7 +350,7 @@ def test_a_registered_measure_takes_or_refuses_a_cutoff_as_declared() -> None:
     with registered("top", first_is_best):
         with pytest.raises(ValueError, match="malformed measure 'top@5': write it top;"):
             parse_measure("top@5")
-        with pytest.raises(ValueError, match=r"valid: .*, top, ndcg_cut_k"):  # listed among the valid forms
+        with pytest.raises(ValueError, match=r"valid: .*, top, recall_k"):  # listed among the valid forms
             parse_measure("foo")
     with registered("strong_share", strong_share, cutoff=True):
         with pytest.raises(ValueError, match="write it strong_share@k"):

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from evalkit.data.fixture import AliasTable, LoadedFixture
+from evalkit.reporting.build import build_report
 from evalkit.reporting.comparison import compare_reports
 from evalkit.reporting.regression import find_regressions
-from evalkit.reporting.report import build_report
 from evalkit.runs.ablations import select_ablations
 from evalkit.runs.evaluation import evaluate
 from evalkit.runs.real_data import (

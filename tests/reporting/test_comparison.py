@@ -12,17 +12,18 @@ from evalkit.data.fixture import LoadedFixture
 from evalkit.data.settings import RetrievalSettings
 from evalkit.measures.metrics import LatencySummary
 from evalkit.measures.statistics import StatisticsSettings
+from evalkit.reporting.build import build_report
 from evalkit.reporting.comparison import (
     ComparisonError,
     compare_ablations,
     compare_reports,
-    comparison_json,
-    parse_comparison,
 )
 from evalkit.reporting.comparison_views import (
     comparison_frame,
+    comparison_json,
     format_comparison,
     interval_frame,
+    parse_comparison,
     per_query_difference_frame,
     plot_forest,
     plot_per_query_differences,
@@ -31,7 +32,7 @@ from evalkit.reporting.figures import figure_bytes, plot_language_metrics
 from evalkit.reporting.gates import GateFailure
 from evalkit.reporting.per_query import ANSWERABLE_MEASURES, NO_ANSWER_MEASURES, QueryIndex
 from evalkit.reporting.regression import check_regressions, find_regressions
-from evalkit.reporting.report import AblationReport, QueryCounts, Report, build_report, parse_report, report_json
+from evalkit.reporting.report import AblationReport, QueryCounts, Report, parse_report, report_json
 from evalkit.retrieval.database import Hit
 from evalkit.retrieval.service import KnowledgeService
 from evalkit.runs.ablations import select_ablations

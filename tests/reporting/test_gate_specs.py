@@ -16,6 +16,7 @@ from evalkit.app.cli.options import fixture_inputs
 from evalkit.app.notebook import EvaluationParameters
 from evalkit.common.output import ENV_VAR
 from evalkit.data.fixture import LoadedFixture
+from evalkit.reporting.build import build_report
 from evalkit.reporting.gate_specs import (
     GATE_FORM,
     GATES_FILE,
@@ -26,7 +27,7 @@ from evalkit.reporting.gate_specs import (
     parse_gate,
 )
 from evalkit.reporting.gates import assess, collect_gates, evaluate_gates, load_baselines
-from evalkit.reporting.report import GateOutcome, Report, build_report, parse_report
+from evalkit.reporting.report import GateOutcome, Report, parse_report
 from evalkit.runs.ablations import ABLATION_IDS
 from evalkit.runs.evaluation import Evaluation
 

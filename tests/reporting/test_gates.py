@@ -9,6 +9,7 @@ import pytest
 from evalkit.data.fixture import LoadedFixture
 from evalkit.data.settings import RetrievalSettings
 from evalkit.measures.metrics import LatencySummary
+from evalkit.reporting.build import build_report
 from evalkit.reporting.gate_specs import GateThresholds, load_gate_file, merge_gates
 from evalkit.reporting.gates import (
     Baselines,
@@ -22,7 +23,7 @@ from evalkit.reporting.gates import (
     evaluate_gates,
     format_gates,
 )
-from evalkit.reporting.report import AblationReport, GateOutcome, QueryCounts, Report, build_report
+from evalkit.reporting.report import AblationReport, GateOutcome, QueryCounts, Report
 from evalkit.runs.evaluation import Evaluation
 
 from ..conftest import SYNTHETIC_DIR

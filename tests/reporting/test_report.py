@@ -11,9 +11,10 @@ import pytest
 
 from evalkit.common.hashing import canonical_json
 from evalkit.data.fixture import LoadedFixture
-from evalkit.measures.results import judgments_sha256
+from evalkit.data.judgments import fixture_judgments, judgments_sha256
+from evalkit.reporting.build import build_report
 from evalkit.reporting.per_query import QueryIndex
-from evalkit.reporting.report import Report, ReportVersionError, build_report, parse_report, report_json
+from evalkit.reporting.report import Report, ReportVersionError, parse_report, report_json
 from evalkit.retrieval.embeddings import fingerprint
 from evalkit.runs.evaluation import Evaluation, make_providers
 
@@ -54,7 +55,7 @@ def _assert_private(loaded: LoadedFixture, evaluation: Evaluation) -> None:
         evaluation.evaluation_definition_hash,
         evaluation.provider_definitions_hash,
         evaluation.projection_sha256,
-        judgments_sha256(evaluation.fixture),
+        judgments_sha256(fixture_judgments(evaluation.fixture)),
     }
     for text in _strings(json.loads(serialized)):
         # Every string is short and structural: no prose can hide in a long free-text value.
@@ -184,7 +185,9 @@ def test_misaligned_per_query_columns_are_refused_naming_ablation_and_measure(ti
 def test_a_version_1_report_is_refused_with_how_to_regenerate(tiny_evaluation: Evaluation) -> None:
     data = json.loads(report_json(build_report(tiny_evaluation)))
     data["schema_version"] = 1
-    with pytest.raises(ReportVersionError, match=r"reads 2\); regenerate the report with `evalkit run --output"):
+    with pytest.raises(
+        ReportVersionError, match=r"reads 2\); regenerate it with the command that made it \(`evalkit run --output"
+    ):
         parse_report(json.dumps(data))
 
 

@@ -22,13 +22,13 @@ from evalkit.data.ids import check_trec_field
 from evalkit.data.schema import SLICES
 from evalkit.data.trec import qrels_text, trec_run_bytes
 from evalkit.measures.metrics import LatencySummary
+from evalkit.reporting.build import build_report
 from evalkit.reporting.per_query import ANSWERABLE_MEASURES, NO_ANSWER_MEASURES, QueryIndex
 from evalkit.reporting.report import (
     AblationReport,
     GateOutcome,
     QueryCounts,
     Report,
-    build_report,
     check_report_integrity,
     parse_report,
     report_json,

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from evalkit.reporting.build import build_report
 from evalkit.reporting.figures import (
     plot_language_metrics,
     plot_latency,
@@ -23,7 +24,6 @@ from evalkit.reporting.frames import (
     rank_pivot,
     rerank_delta_frame,
 )
-from evalkit.reporting.report import build_report
 from evalkit.runs.evaluation import Evaluation
 
 
@@ -132,7 +132,7 @@ from evalkit.runs.ablations import ABLATION_IDS, select_ablations
 from evalkit.runs.evaluation import evaluate
 from evalkit.reporting.figures import plot_language_metrics, save_figure
 from evalkit.data.fixture import load_fixture
-from evalkit.reporting.report import build_report
+from evalkit.reporting.build import build_report
 evaluation = evaluate(load_fixture(sys.argv[1]), select_ablations(list(ABLATION_IDS)), runs=1)
 save_figure(plot_language_metrics(build_report(evaluation)), Path(sys.argv[2]), "m")
 """

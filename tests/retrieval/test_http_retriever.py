@@ -17,7 +17,8 @@ import pytest
 from evalkit.app.cli import main
 from evalkit.app.plugins import load_http_retriever
 from evalkit.data.fixture import LoadedFixture
-from evalkit.reporting.report import build_report, report_json
+from evalkit.reporting.build import build_report
+from evalkit.reporting.report import report_json
 from evalkit.retrieval.http import HttpRetriever
 from evalkit.retrieval.http_config import HttpRetrieverConfig, load_http_config
 from evalkit.retrieval.retriever import QueryError, QueryFailed, SearchRequest

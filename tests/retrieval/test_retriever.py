@@ -20,7 +20,8 @@ from evalkit.app.cli import main
 from evalkit.app.plugins import PluginRetriever, load_retriever
 from evalkit.data.fixture import Chunk, LoadedFixture
 from evalkit.data.settings import RetrievalSettings
-from evalkit.reporting.report import build_report, parse_report, report_json
+from evalkit.reporting.build import build_report
+from evalkit.reporting.report import parse_report, report_json
 from evalkit.reporting.run_files import ranked_results
 from evalkit.retrieval.adapters import KnowledgeServiceRetriever
 from evalkit.retrieval.database import KnowledgeDatabase

@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from evalkit.data.fixture import Judgment, LoadedFixture, Query
-from evalkit.reporting.report import build_report, parse_report, report_json
+from evalkit.reporting.build import build_report
+from evalkit.reporting.report import parse_report, report_json
 from evalkit.retrieval.coverage import TermCoverage
 from evalkit.retrieval.presets import PRESETS
 from evalkit.runs.ablations import ABLATION_IDS, select_ablations

@@ -14,8 +14,9 @@ import pytest
 from evalkit.common.hashing import sha256_of
 from evalkit.data.fixture import Fixture, Judgment, LoadedFixture, Query, Span
 from evalkit.data.settings import RetrievalSettings
-from evalkit.measures.fixture_scores import aggregate, query_failures, score_queries, score_query
-from evalkit.measures.results import CONTEXT_K, QueryResult
+from evalkit.measures.core import score_queries, score_query
+from evalkit.measures.metrics import aggregate
+from evalkit.measures.results import CONTEXT_K, QueryResult, query_failures
 from evalkit.runs import evaluation as evaluation_module
 from evalkit.runs.ablations import ABLATION_IDS, select_ablations
 from evalkit.runs.evaluation import (

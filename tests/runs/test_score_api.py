@@ -52,7 +52,7 @@ def test_hand_computed_values_and_counts() -> None:
     assert frame.loc["q1", "recall@2"] == 0.5 and frame.loc["q1", "mrr@10"] == 0.5
     assert frame.loc["q1", "P_2"] == 0.5 and frame.loc["q1", "judged@2"] == 1.0
     assert frame.loc["q1", "map"] == (1 / 2) / 2
-    assert frame.loc["q2"].tolist() == [1.0, 1.0, 0.5, 0.5, 1.0]
+    assert frame.loc["q2"].tolist() == [1.0, 1.0, 0.5, 1.0, 1.0]  # judged@2: 1 judged of 1 result (ir_measures)
     assert frame.loc["q3", ["recall@2", "mrr@10", "judged@2"]].isna().all(), "evalkit's names skip a no-answer query"
     assert frame.loc["q3", ["P_2", "map"]].tolist() == [0.0, 0.0], "trec_eval's names score it 0, as trec_eval does"
     assert frame.loc["q4"].tolist() == [0.0, 0.0, 0.0, 0.0, 0.0], "a judged query missing from the run scores 0"
@@ -146,11 +146,16 @@ def test_a_run_of_the_wrong_shape_is_a_clear_value_error(run: object, message: s
         evalkit.score(QRELS, run, measures=["recall@1"])
 
 
-def test_a_run_tag_that_is_not_text_leaves_the_run_named_by_its_file(tmp_path: Path) -> None:
-    """The tag is not read, except to name the run: one that is not UTF-8 no longer refuses the file."""
-    path = tmp_path / "named.trec"
-    path.write_bytes(b"q1 Q0 d1 1 2.0 t\xff\nq1 Q0 d2 2 1.0 t\xff\n")
-    assert evalkit.load_run(path).name == "named"
+def test_a_run_with_no_judged_query_is_refused(files: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Queries of a run the judgments do not hold are left out and counted; a run none of whose queries they hold
+    is the run of another collection: refused (exit 2), named, rather than scored 0 everywhere."""
+    with pytest.raises(ValueError, match=r"run a: none of its 2 query\(ies\) is in the judgments"):
+        evalkit.score(QRELS, {"a": {"q8": {"d1": 1.0}, "q9": {"d1": 1.0}}})
+    partly = evalkit.score(QRELS, {"a": {"q1": {"d1": 1.0}, "q9": {"d1": 1.0}}}, measures=["recall@10"])
+    assert any("1 run query(ies) without judgments ignored" in note for note in partly.notes)
+    _write(files, "elsewhere.trec", _trec_run({"q9": {"d1": 1.0}}, tag="sys"))
+    assert main(["score", "--qrels", "qrels.txt", "--run", "elsewhere.trec"]) == 2
+    assert "run sys: none of its 1 query(ies) is in the judgments (qrels.txt)" in capsys.readouterr().err
 
 
 def test_numpy_scalar_scores_are_numbers() -> None:
@@ -313,7 +318,7 @@ def test_cli_trec_format_is_trec_eval_layout(files: Path, capsys: pytest.Capture
 def test_cli_table_is_the_default_and_notes_the_counts(files: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["score", "--qrels", "qrels.txt", "--run", "run.trec"]) == 0
     out = capsys.readouterr().out
-    assert out.splitlines()[0].split()[:4] == ["run", "slice", "recall@1", "recall@5"]
+    assert out.splitlines()[0].split()[:4] == ["system", "slice", "recall@1", "recall@5"]
     assert "sys      all" in out and "1 judged query(ies) missing" in out
     assert "FAIL" not in out and "not evaluated" not in out
 
@@ -442,8 +447,19 @@ def test_cli_gate_on_a_slice_without_queries_is_refused(files: Path, capsys: pyt
     assert "(slices: all, en): no evaluated query has it" in capsys.readouterr().err
     assert main([*with_topics, "--gate", "sys recall@10[en] >= 0.1"]) == 0
     capsys.readouterr()
-    _write(files, "elsewhere.trec", _trec_run({"q9": {"d1": 1.0}}, tag="sys"))
-    skipped = ["score", "--qrels", "qrels.txt", "--run", "elsewhere.trec", "--measures", "recall@10"]
+    _write(files, "first.trec", _trec_run({"q1": {"d1": 1.0}}, tag="sys"))
+    _write(files, "second.trec", _trec_run({"q2": {"d4": 1.0}}, tag="other"))
+    skipped = [
+        "score",
+        "--qrels",
+        "qrels.txt",
+        "--run",
+        "first.trec",
+        "--run",
+        "second.trec",
+        "--measures",
+        "recall@10",
+    ]
     assert main([*skipped, "--missing", "skip", "--gate", "sys recall@10 >= 0.1"]) == 2
     assert "slice 'all', which has no queries here" in capsys.readouterr().err
 
@@ -483,7 +499,8 @@ def test_measures_given_as_one_string_is_one_name() -> None:
 
 
 def test_notes_say_what_was_left_uncounted() -> None:
-    nothing = evalkit.score(QRELS, {"a": {"q9": {"d1": 1.0}}}, measures=["recall@10"], missing="skip")
+    both = {"a": {"q1": {"d1": 1.0}}, "b": {"q2": {"d1": 1.0}}}
+    nothing = evalkit.score(QRELS, both, measures=["recall@10"], missing="skip")
     assert any("nothing was scored" in note for note in nothing.notes)
     partial = evalkit.score(QRELS, RUN, measures=["recall@10"], languages={"q1": "en", "q77": "zh"})
     assert any("3 judged query(ies) without a language" in n and "1 topic(s) naming" in n for n in partial.notes)

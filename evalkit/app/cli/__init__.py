@@ -25,7 +25,7 @@ from evalkit.data.fixture import FixtureError
 from evalkit.reporting.gates import GateFailure
 from evalkit.retrieval.embeddings import ProviderUnavailableError
 from evalkit.runs.evaluation import DeterminismError
-from evalkit.runs.pipeline import format_settings, format_summary
+from evalkit.runs.pipeline import format_settings
 
 __all__ = [
     "DEFAULT_CACHE_DIR",
@@ -39,7 +39,6 @@ __all__ = [
     "Terminated",
     "build_parser",
     "format_settings",
-    "format_summary",
     "main",
 ]
 

@@ -18,9 +18,8 @@ def compare(args: argparse.Namespace) -> int:
         PairwiseComparison,
         compare_many,
         compare_reports,
-        comparison_json,
     )
-    from evalkit.reporting.comparison_views import format_comparison, format_pairwise, pairwise_table
+    from evalkit.reporting.comparison_views import comparison_json, format_comparison, format_pairwise, pairwise_table
     from evalkit.reporting.regression import check_regressions, find_regressions
 
     names: list[str] = args.reports

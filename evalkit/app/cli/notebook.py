@@ -9,7 +9,7 @@ from pathlib import Path
 from evalkit.app.cli.options import EXIT_GATE, EXIT_INPUT, EXIT_OK, Commands
 from evalkit.app.headless import DEFAULT_NOTEBOOK, parse_value, run_notebook
 from evalkit.reporting.report import parse_report
-from evalkit.runs.pipeline import format_outcome
+from evalkit.reporting.summary import format_outcome
 
 CHECK_FAILURES = frozenset({"GateFailure", "DeterminismError"})
 """Errors of a notebook run that mean a check failed (exit 1); any other error is bad input (exit 2)."""

@@ -33,7 +33,7 @@ from evalkit.retrieval.presets import DEFAULT_PRESET, PRESETS, resolve_settings
 from evalkit.runs.ablations import ABLATION_IDS, Ablation, parse_ablations
 from evalkit.runs.calibration import calibration_options, format_calibration
 from evalkit.runs.cluster import ClusterOptions
-from evalkit.runs.pipeline import Request, format_outcome, format_settings, report_target, run_pipeline, systems_of
+from evalkit.runs.pipeline import Request, format_settings, report_target, run_pipeline, systems_of
 
 MAX_RUNS = 10
 """Upper bound of --runs (the determinism check needs 2; more only repeats the latency samples)."""
@@ -49,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
     systems = (*(parse_ablations(args.ablations) if args.ablations.strip() or not retrievers else ()), *external)
     requested = [system.ablation_id for system in systems]
     gates = collect_gates(
-        fixture_dir if fixture_dir.is_dir() else None,
+        fixture_dir,
         loaded.fixture,
         thresholds=GateThresholds.from_values(args),
         options=args.gate,
@@ -73,12 +73,12 @@ def run(args: argparse.Namespace) -> int:
     outcome = run_pipeline(request)
     if cluster is not None:
         print(f"evalkit: searched {cluster.shards} shard(s) on Ray ({cluster.address})", file=sys.stderr)
-    report, evaluation = outcome.report, outcome.evaluation
+    report, evaluation = outcome.report, outcome.evaluated
     print(f"evalkit: fixture {report.fixture_id} {report.fixture_version}, {report.runs} run(s), deterministic")
     print(f"retrieval settings: {settings_label} ({format_settings(evaluation.settings)})")
     if evaluation.calibration is not None:
         print(format_calibration(evaluation.calibration))
-    print(format_outcome(report))
+    print(outcome.summary())
     trec_files = {} if trec_folder is None else trec_runs(evaluation)  # IDs checked before anything is written
     write_report(outcome, target, workspace)
     if trec_folder is not None:

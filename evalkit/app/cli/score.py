@@ -24,18 +24,17 @@ from evalkit.app.cli.options import (
     write_report,
 )
 from evalkit.app.cli.options import max_bytes as input_limit
-from evalkit.common.output import ENV_VAR, write_atomic
+from evalkit.common.output import ENV_VAR
 from evalkit.data.fixture import Fixture, load_fixture
 from evalkit.data.inputs import clip
 from evalkit.data.runs import check_run, read_run
 from evalkit.data.tables import DEFAULT_MAX_TABLE_BYTES
 from evalkit.measures.core import MISSING_POLICIES
 from evalkit.reporting.gate_specs import GATE_OPTION_HELP, GateThresholds, parse_gate
-from evalkit.reporting.gates import check_gates, collect_gates, evaluate_gates, format_gates
-from evalkit.reporting.report import GateOutcome, report_json
+from evalkit.reporting.gates import collect_gates, format_gates
+from evalkit.reporting.report import report_json
 from evalkit.retrieval.retriever import Retriever, RunRetriever
-from evalkit.runs.pipeline import Request, format_outcome, report_target, run_pipeline, systems_of
-from evalkit.runs.precomputed import ScoreResult, score
+from evalkit.runs.pipeline import Outcome, Request, ScoreRequest, report_target, run_pipeline, systems_of
 
 __all__ = ["FORMATS", "add_parser", "score_fixture", "score_qrels", "score_runs"]
 
@@ -51,15 +50,18 @@ def _measures(text: str | None) -> list[str] | None:
     return names
 
 
-def _rendered(result: ScoreResult, args: argparse.Namespace, gates: Sequence[GateOutcome] = ()) -> bytes:
+def _rendered(outcome: Outcome, args: argparse.Namespace) -> str:
+    """What ``--format`` prints: the summary table (with the gates when there are any), the JSON report, or
+    trec_eval's layout."""
+    result = outcome.scored
     if args.format == "json":
-        return report_json(result.to_report().model_copy(update={"gates": tuple(gates)}))
+        return report_json(outcome.report).decode("utf-8")
     if args.format == "trec":
-        return (result.format_trec(per_query=args.per_query) + "\n").encode("utf-8")
-    text = result.format_table()
+        return result.format_trec(per_query=args.per_query) + "\n"
+    text = outcome.summary()
     if args.per_query:
         text += "\n\n" + result.per_query.to_string(float_format=lambda v: f"{v:.4f}", na_rep="-")
-    return (text + "\n").encode("utf-8")
+    return text + "\n"
 
 
 def score_runs(args: argparse.Namespace) -> int:
@@ -80,36 +82,38 @@ def score_fixture(args: argparse.Namespace) -> int:
     workspace = Path.cwd()
     args.fixture = args.fixture or str(DEFAULT_FIXTURE)
     fixture_dir = Path(args.fixture)
-    loaded = load_fixture(fixture_dir)
-    retrievers = _run_files([Path(p) for p in args.run], loaded.fixture)
+    loaded = load_fixture(fixture_dir, input_limit(args))
+    retrievers = _run_files([Path(p) for p in args.run], loaded.fixture, input_limit(args, DEFAULT_MAX_TABLE_BYTES))
     gates = collect_gates(
-        fixture_dir if fixture_dir.is_dir() else None,
+        fixture_dir,
         loaded.fixture,
         thresholds=GateThresholds.from_values(args),
         options=args.gate,
         systems=set(retrievers),
+        max_bytes=input_limit(args),
     )
     inputs = [*fixture_inputs(fixture_dir), *(Path(p) for p in args.run)]
     target = report_target(args.output, workspace, inputs)
     request = Request(loaded, systems_of((), retrievers, "run"), retrievers, runs=1, ties=args.ties, gates=gates)
     outcome = run_pipeline(request)
-    print(format_outcome(outcome.report))
+    print(outcome.summary())
     write_report(outcome, target, workspace)
     return enforce(outcome, args.no_gates)
 
 
-def _run_files(paths: Sequence[Path], fixture: Fixture) -> dict[str, Retriever]:
+def _run_files(paths: Sequence[Path], fixture: Fixture, max_bytes: int) -> dict[str, Retriever]:
     """Each run file read as a system of `fixture` (by its run ID), its coverage printed; two runs named alike are
     refused."""
     retrievers: dict[str, Retriever] = {}
     for path in paths:
-        run = read_run(path)
+        run = read_run(path, max_bytes)
         coverage = check_run(run, (q.query_id for q in fixture.queries), (c.chunk_id for c in fixture.chunks))
         if run.name in retrievers:
             raise ValueError(f"run ID {run.name!r} of {path.name} is used by another run; rename the file or tag")
         counts = (
             ("lines", run.lines),
             ("missing_queries", len(coverage.missing_queries)),
+            ("unknown_queries", coverage.unknown_queries),
             ("unknown_chunks", len(coverage.unknown_chunks)),
             ("duplicates", coverage.duplicates),
         )
@@ -119,7 +123,8 @@ def _run_files(paths: Sequence[Path], fixture: Fixture) -> dict[str, Retriever]:
 
 
 def score_qrels(args: argparse.Namespace) -> int:
-    """``evalkit score --qrels``: every input read and checked, then the output written (or printed)."""
+    """``evalkit score --qrels``: every input read and checked, the report built when it is written or printed or
+    gated, then the output printed and written."""
     workspace = Path.cwd()
     inputs = [Path(args.qrels), *(Path(r) for r in args.run), *([Path(args.topics)] if args.topics else [])]
     target = report_target(args.output, workspace, inputs)
@@ -129,7 +134,7 @@ def score_qrels(args: argparse.Namespace) -> int:
     if twice:
         raise ValueError(f"the same run file is given twice: {clip(twice[0])}")
     run_input = Path(args.run[0]) if len(args.run) == 1 else _named_runs(args.run, max_bytes)
-    result = score(
+    request = ScoreRequest(
         Path(args.qrels),
         run_input,
         measures=_measures(args.measures),
@@ -138,48 +143,21 @@ def score_qrels(args: argparse.Namespace) -> int:
         missing=args.missing,
         max_bytes=max_bytes,
         floor=args.floor,
+        gates=tuple(parse_gate(text) for text in args.gate),
     )
-    gates = [parse_gate(text) for text in args.gate]
-    unknown = sorted({s for g in gates for s in g.systems} - {r.name for r in result.runs})
-    if unknown:
-        raise ValueError(f"--gate names system {unknown[0]!r}, which is not one of the runs scored here")
-    scored = [m.name for m in result.measures]
-    unscored = sorted({g.measure for g in gates} - set(scored))
-    if unscored:
-        raise ValueError(
-            f"--gate names measure {unscored[0]!r}, which is not one of the measures scored here "
-            f"({', '.join(scored)}); add it to --measures"
-        )
-    empty = [g for g in gates if g.slice not in result.slices or not result.query_ids]
-    if empty:
-        if not result.query_ids:
-            how = "no judged query was evaluated (see the notes)"
-        elif not result.languages:
-            how = "give --topics to have language slices"
-        else:
-            how = "no evaluated query has it"
-        raise ValueError(
-            f"--gate {empty[0].label!r} is on slice {empty[0].slice!r}, which has no queries here "
-            f"(slices: {', '.join(result.slices)}): {how}"
-        )
-    outcomes = evaluate_gates(result.to_report(), gates) if gates else ()
-    data = _rendered(result, args, outcomes)
-    if target is None:
-        sys.stdout.write(data.decode("utf-8"))
-        if args.format == "trec":  # stdout stays trec_eval's layout; what was left uncounted goes to stderr
-            for note in result.notes:
-                print(f"note: {note}", file=sys.stderr)
-    else:
-        write_atomic(target, data)
-        if args.format != "json":
-            sys.stdout.write(result.format_table() + "\n")
-        print(f"{args.format} output written to {target.relative_to(workspace.resolve())}")
-    if outcomes:
-        print(format_gates(outcomes), file=sys.stderr if args.format != "table" and target is None else sys.stdout)
-        if args.no_gates:
-            print("gates not enforced (--no-gates)", file=sys.stderr)
-        else:
-            check_gates(outcomes)
+    outcome = run_pipeline(request)
+    if target is not None or request.gates:
+        outcome.report  # noqa: B018 - built (or refused) before anything is printed or written
+    quiet = target is not None and args.format == "json"  # the report goes to the file, not twice
+    sys.stdout.write(outcome.summary() + "\n" if quiet else _rendered(outcome, args))
+    if args.format != "table" and not quiet:  # stdout stays machine-readable; the rest goes to stderr
+        for note in outcome.notes:
+            print(f"note: {note}", file=sys.stderr)
+        if request.gates:
+            print(format_gates(outcome.report.gates), file=sys.stderr)
+    write_report(outcome, target, workspace)
+    if request.gates:
+        return enforce(outcome, args.no_gates)
     return 0
 
 
@@ -216,7 +194,11 @@ def add_parser(commands: Commands) -> None:
     )
     add_ties_argument(parser)
     _add_qrels_arguments(parser)
-    parser.add_argument("--output", default=None, help=f"workspace-relative JSON report path (default: ${ENV_VAR})")
+    parser.add_argument(
+        "--output",
+        default=None,
+        help=f"workspace-relative path the JSON report is written to, whatever --format prints (default: ${ENV_VAR})",
+    )
     add_gate_arguments(parser)
     parser.add_argument("--gate", action="append", default=[], metavar="GATE", help=GATE_OPTION_HELP)
     parser.add_argument("--no-gates", action="store_true", help="print the gates but do not fail on them")

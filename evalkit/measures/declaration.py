@@ -1,0 +1,189 @@
+"""What a measure family declares, and a measure as asked: the types every family module and the registry share.
+
+A *family* (``ndcg``, ``recall``, ...) is declared once, in its own module under :mod:`evalkit.measures.families`,
+as a :class:`Family`: its typed parameters (a cutoff ``k`` it requires, allows or refuses; the gains it takes), its
+per-query **reference** function (the definition, written for reading), its batch **kernel** (the same values for
+every query of a :class:`~evalkit.measures.ranked.Ranked` at once), what it does with unjudged documents, which
+queries it is defined on, and its trec_eval names. A :class:`MeasureDef` is one measure as asked (``ndcg@10``,
+``ndcg_cut_10``): the family with every parameter set, spelled out by :attr:`MeasureDef.definition`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Final, Literal, NamedTuple
+
+import numpy as np
+import numpy.typing as npt
+
+from evalkit.measures.ranked import Ranked
+
+__all__ = [
+    "EVERY_JUDGED_QUERY",
+    "GAIN_TEXT",
+    "UNJUDGED",
+    "Cutoff",
+    "DefinedOn",
+    "Family",
+    "Gain",
+    "Kernel",
+    "MeasureDef",
+    "NoRelevant",
+    "QueryCase",
+    "Reference",
+    "TrecName",
+    "Unjudged",
+    "UnjudgedPolicy",
+]
+
+FloatArray = npt.NDArray[np.float64]
+Cutoff = Literal["required", "optional", "none"]
+"""Whether a family's evalkit name must give a cutoff (``recall@5``), may (``recall``: the whole ranking) or must
+not."""
+Gain = Literal["exponential", "linear"]
+"""The gain of a grade g: ``exponential`` 2^g - 1 (Burges et al. 2005), ``linear`` g (Järvelin and Kekäläinen 2002)."""
+NoRelevant = Literal["skip", "zero"]
+"""A judged query without a relevant document: ``skip`` (evalkit's names: a no-answer query, which ``no_answer_fpr``
+scores) or ``zero`` (trec_eval's names: it scores 0 and counts in the mean, as trec_eval's)."""
+DefinedOn = Literal["answerable", "no_answer"]
+"""The queries a family is defined on under evalkit's names: those with a relevant document, or those without."""
+Unjudged = Literal["not_relevant", "not_judged", "any_result", "as_given"]
+"""What a family does with a returned document absent from the judgments (see :data:`UNJUDGED`)."""
+
+EVERY_JUDGED_QUERY: Final = "no_relevant=zero"
+"""What a measure's definition holds when it is defined on every judged query (trec_eval's names)."""
+
+GAIN_TEXT: Final[dict[Gain, str]] = {"exponential": "gain 2^grade - 1", "linear": "gain = grade"}
+
+
+class UnjudgedPolicy(NamedTuple):
+    """One way of treating unjudged documents: a short label (the docs table) and the statement that the
+    reference function's docstring of every family with this policy carries word for word."""
+
+    label: str
+    statement: str
+
+
+UNJUDGED: Final[dict[Unjudged, UnjudgedPolicy]] = {
+    "not_relevant": UnjudgedPolicy(
+        "not relevant",
+        "Unjudged documents (absent from the judgments) count as not relevant: they stay in the ranking and add "
+        "nothing (no condensed list).",
+    ),
+    "not_judged": UnjudgedPolicy(
+        "what it counts",
+        "Unjudged documents (absent from the judgments) are what it measures: they stay in the ranking and are the "
+        "results it does not count.",
+    ),
+    "any_result": UnjudgedPolicy(
+        "a result like any other",
+        "Unjudged documents (absent from the judgments) count as results like any other: only whether anything was "
+        "returned matters.",
+    ),
+    "as_given": UnjudgedPolicy(
+        "the function's own",
+        "Unjudged documents (absent from the judgments) are absent from the grades the function receives; what it "
+        "does with them is the function's own.",
+    ),
+}
+"""Every policy for unjudged documents, by name. The plain measures count them as not relevant; a condensed-list
+form (unjudged documents dropped before scoring) would carry a name of its own."""
+
+
+class QueryCase(NamedTuple):
+    """One query as the reference functions read it: its ranking (in order) and its judgments."""
+
+    ranking: Sequence[str]
+    grades: Mapping[str, int]
+    chunk_lengths: Mapping[str, int] | None = None
+    spans: Mapping[str, Sequence[tuple[int, int]]] | None = None
+
+
+@dataclass(frozen=True)
+class TrecName:
+    """A trec_eval name of a family, with trec_eval's meaning: ``stem_k`` when ``cut``, else the bare ``stem`` (the
+    whole ranking); ``gain`` when trec_eval's gain is not the family's default."""
+
+    stem: str
+    cut: bool
+    gain: Gain | None = None
+
+    @property
+    def form(self) -> str:
+        """How it is written, ``k`` standing for the cutoff: ``ndcg_cut_k``, ``recip_rank``."""
+        return f"{self.stem}_k" if self.cut else self.stem
+
+
+@dataclass(frozen=True)
+class MeasureDef:
+    """One measure as asked: the name it is reported under, its family and parameters."""
+
+    name: str
+    spec: Family = field(repr=False)
+    """The family's declaration."""
+    cutoff: int | None = None
+    gain: Gain | None = None
+    no_relevant: NoRelevant = "skip"
+    """See :data:`NoRelevant`."""
+
+    @property
+    def family(self) -> str:
+        """The family's name."""
+        return self.spec.name
+
+    @property
+    def definition(self) -> str:
+        """Every parameter spelled out, e.g. ``ndcg(cutoff=10, gain=linear, no_relevant=zero)``."""
+        parts = []
+        if self.spec.cutoff != "none":
+            parts.append(f"cutoff={self.cutoff if self.cutoff is not None else 'none'}")
+        if self.gain is not None:
+            parts.append(f"gain={self.gain}")
+        parts += [f"{key}={value}" for key, value in self.spec.fixed]
+        if self.no_relevant != "skip":
+            parts.append(f"no_relevant={self.no_relevant}")
+        prefix = "user:" if self.spec.user else ""
+        return f"{prefix}{self.family}({', '.join(parts)})"
+
+    def __str__(self) -> str:
+        return self.name
+
+
+Kernel = Callable[[Ranked, MeasureDef], FloatArray]
+"""One value per query of a :class:`~evalkit.measures.ranked.Ranked` (values of queries the measure is not defined on
+are discarded by the scoring core)."""
+Reference = Callable[[QueryCase, MeasureDef], float]
+"""The value of one query, pure over plain data."""
+
+
+@dataclass(frozen=True)
+class Family:
+    """A measure family's declaration (see the module docstring)."""
+
+    name: str
+    description: str
+    """The formula in one line (the docs table)."""
+    reference: Reference
+    kernel: Kernel
+    unjudged: Unjudged
+    cutoff: Cutoff = "required"
+    gains: tuple[Gain, ...] = ()
+    """The gains it takes, evalkit's default first (none: the family has no gain)."""
+    defined_on: DefinedOn = "answerable"
+    needs_spans: bool = False
+    """Whether it reads gold answer spans (a fixture's; qrels have none)."""
+    trec_eval: tuple[TrecName, ...] = ()
+    fixed: tuple[tuple[str, str], ...] = ()
+    """Parameters with a single value, spelled out in the definition so that a change of meaning changes it."""
+    user: bool = False
+
+    @property
+    def default_gain(self) -> Gain | None:
+        """The gain of the family's evalkit name (None: no gain)."""
+        return self.gains[0] if self.gains else None
+
+    @property
+    def doc(self) -> str:
+        """The reference function's docstring: the formula, the edge cases and what it does with unjudged documents."""
+        return self.reference.__doc__ or ""

@@ -1,0 +1,225 @@
+"""The one report builder: whatever door a run came in by, its per-query values become a report here.
+
+Every front door ends in :func:`build_report`. A fixture evaluation (``evalkit run``, the notebooks, Ray,
+calibration) is handed over by :func:`evaluation_source`; precomputed runs scored against judgments (``evalkit
+score``, :func:`evalkit.score`) by :meth:`evalkit.runs.precomputed.ScoreResult.report_source`. Both give a
+:class:`ReportSource`: the query index, each system's per-query values and provenance, and what identifies the
+evaluation. From it this module alone derives the query counts, the aggregates (means over the queries of each slice
+a measure is defined on), the bootstrap intervals, the rounded per-query columns and the judgments hash.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Protocol
+
+import numpy as np
+
+from evalkit.data.judgments import fixture_judgments, judgments_sha256
+from evalkit.data.schema import SLICES, Slice
+from evalkit.data.settings import RetrievalSettings
+from evalkit.measures.metrics import LatencySummary
+from evalkit.measures.results import ScoredEvaluation
+from evalkit.measures.statistics import DEFAULT_STATISTICS, StatisticsSettings
+from evalkit.measures.ties import DEFAULT_TIE_POLICY
+from evalkit.reporting.calibration_record import CalibrationRecord
+from evalkit.reporting.per_query import (
+    QueryIndex,
+    aggregate_intervals,
+    every_query_measures,
+    per_query_columns,
+    query_index,
+)
+from evalkit.reporting.report import (
+    STANDARD_DEFINITIONS,
+    AblationReport,
+    GateOutcome,
+    QueryCounts,
+    Report,
+    ReportFailure,
+    ReportQueryError,
+    SystemReport,
+)
+
+__all__ = ["NOT_MEASURED", "ReportSource", "ReportedEvaluation", "SystemScores", "build_report", "evaluation_source"]
+
+NOT_MEASURED = LatencySummary(count=0, min_ms=0.0, median_ms=0.0, p95_ms=0.0, max_ms=0.0, mean_ms=0.0)
+"""The latency of a system nothing was timed for (a precomputed run): count 0."""
+
+
+@dataclass(frozen=True)
+class SystemScores:
+    """One system as the builder takes it: per-query values and what the report says of how it ran."""
+
+    mode: str
+    per_query: Mapping[str, Mapping[str, float]]
+    """Query ID -> measure -> value, unrounded (a measure absent for a query: not defined there)."""
+    latency: LatencySummary = NOT_MEASURED
+    failures: tuple[ReportFailure, ...] = ()
+    system: SystemReport | None = None
+    query_errors: tuple[ReportQueryError, ...] = ()
+
+
+@dataclass(frozen=True)
+class ReportSource:
+    """Everything a report is built from, whichever front door made it."""
+
+    fixture_id: str
+    fixture_version: str
+    corpus_sha256: str | None
+    evaluation_definition_hash: str
+    provider_definitions_hash: str | None
+    projection_sha256: str
+    index: QueryIndex
+    judgments_sha256: str
+    measures: Mapping[str, str]
+    """Measure name -> definition, in the order the report lists them."""
+    systems: Mapping[str, SystemScores]
+    runs: int = 1
+    settings: RetrievalSettings | None = None
+    ties: str = DEFAULT_TIE_POLICY
+    missing: str = "zero"
+    statistics: StatisticsSettings = DEFAULT_STATISTICS
+    calibration: CalibrationRecord | None = None
+    notes: tuple[str, ...] = field(default=())
+    """What the front door prints beside the summary (counts that shape the numbers); never in the report."""
+
+
+def mean_of(values: Sequence[float], ties: str) -> float:
+    """The mean of `values` (in query-ID order): summed exactly (``math.fsum``), or under the ``trec_eval`` tie
+    policy one by one in that order, as trec_eval sums them, so that its printed four decimals agree with trec_eval's
+    (0.00475 exactly is 0.0047; trec_eval's running sum gives 0.004750000000000001, 0.0048)."""
+    if ties == "trec_eval":
+        return float(np.cumsum(np.asarray(values, dtype=np.float64))[-1]) / len(values)
+    return math.fsum(values) / len(values)
+
+
+def _aggregates(
+    index: QueryIndex, per_query: Mapping[str, Mapping[str, float]], measures: Sequence[str], ties: str
+) -> dict[Slice, dict[str, float]]:
+    """Each slice's mean of each measure over the slice's queries it is defined on; a slice or measure with no such
+    query has no aggregate."""
+    table: dict[Slice, dict[str, float]] = {}
+    for slice_name in SLICES:
+        rows = index.members(slice_name, None)
+        if slice_name != "all" and not rows:
+            continue
+        row: dict[str, float] = {}
+        for measure in measures:
+            values = [v for r in rows if (v := per_query[index.query_ids[r]].get(measure)) is not None]
+            if values:
+                row[measure] = mean_of(values, ties)
+        table[slice_name] = row
+    return table
+
+
+def _query_counts(index: QueryIndex) -> dict[Slice, QueryCounts]:
+    return {
+        s: QueryCounts(answerable=len(index.members(s, True)), no_answer=len(index.members(s, False))) for s in SLICES
+    }
+
+
+def build_report(source: ReportSource | ReportedEvaluation, gates: tuple[GateOutcome, ...] = ()) -> Report:
+    """The report of `source` (IDs, hashes and numbers only), with `gates` as assessed; a fixture evaluation is
+    taken through :func:`evaluation_source`."""
+    if not isinstance(source, ReportSource):
+        source = evaluation_source(source)
+    index, names = source.index, list(source.measures)
+    per_query = {system_id: scores.per_query for system_id, scores in source.systems.items()}
+    every = every_query_measures(source.measures)
+    intervals = aggregate_intervals(index, per_query, source.statistics, names, every)
+    counts = _query_counts(index)
+    ablations = {
+        system_id: AblationReport(
+            mode=scores.mode,
+            metrics=_aggregates(index, scores.per_query, names, source.ties),
+            query_counts=counts,
+            latency_ms=scores.latency,
+            failures=scores.failures,
+            system=scores.system,
+            query_errors=scores.query_errors,
+            intervals=intervals[system_id],
+            per_query=per_query_columns(index, scores.per_query, names),
+        )
+        for system_id, scores in source.systems.items()
+    }
+    return Report(
+        fixture_id=source.fixture_id,
+        fixture_version=source.fixture_version,
+        corpus_sha256=source.corpus_sha256,
+        evaluation_definition_hash=source.evaluation_definition_hash,
+        provider_definitions_hash=source.provider_definitions_hash,
+        deterministic_projection_sha256=source.projection_sha256,
+        runs=source.runs,
+        retrieval_settings=source.settings,
+        tie_policy=source.ties,  # type: ignore[arg-type]
+        ablations=ablations,
+        gates=gates,
+        judgments_sha256=source.judgments_sha256,
+        statistics=source.statistics,
+        queries=index,
+        measures=dict(source.measures),
+        missing_queries=source.missing,  # type: ignore[arg-type]
+        calibration=source.calibration,
+    )
+
+
+class ReportedEvaluation(ScoredEvaluation, Protocol):
+    """What a fixture evaluation's report is built from: the scored evaluation
+    (:class:`evalkit.runs.evaluation.Evaluation`), with the retrieval settings that ran and the calibration record."""
+
+    @property
+    def settings(self) -> RetrievalSettings:
+        """The retrieval settings that ran."""
+        ...
+
+    @property
+    def calibration(self) -> CalibrationRecord | None:
+        """What was chosen on the calibration part (None: not calibrated)."""
+        ...
+
+
+def evaluation_source(evaluation: ReportedEvaluation) -> ReportSource:
+    """A fixture evaluation as the builder takes it: the standard measures over the fixture's queries."""
+    systems = {
+        ablation_id: SystemScores(
+            mode=result.ablation.mode,
+            per_query=result.per_query,
+            latency=result.latency,
+            failures=tuple(ReportFailure(**asdict(f), message=f.describe()) for f in result.failures),
+            system=_system_report(evaluation, ablation_id),
+            query_errors=tuple(
+                ReportQueryError(
+                    query_id=r.query_id, kind=r.error.kind, status=r.error.status, attempts=r.error.attempts
+                )
+                for r in result.results
+                if r.error is not None
+            ),
+        )
+        for ablation_id, result in evaluation.ablations.items()
+    }
+    return ReportSource(
+        fixture_id=evaluation.fixture.fixture_id,
+        fixture_version=evaluation.fixture.fixture_version,
+        corpus_sha256=evaluation.corpus_sha256,
+        evaluation_definition_hash=evaluation.evaluation_definition_hash,
+        provider_definitions_hash=evaluation.provider_definitions_hash,
+        projection_sha256=evaluation.projection_sha256,
+        index=query_index(evaluation.fixture.queries),
+        judgments_sha256=judgments_sha256(fixture_judgments(evaluation.fixture)),
+        measures=dict(STANDARD_DEFINITIONS),
+        systems=systems,
+        runs=evaluation.runs,
+        settings=evaluation.settings,
+        ties=evaluation.tie_policy,
+        calibration=evaluation.calibration,
+    )
+
+
+def _system_report(evaluation: ScoredEvaluation, system_id: str) -> SystemReport | None:
+    provenance = evaluation.systems.get(system_id)
+    if provenance is None:
+        return None
+    return SystemReport(kind=provenance.kind, sha256=provenance.sha256, counts=dict(provenance.counts))
