@@ -87,4 +87,10 @@ def test_the_tests_mirror_the_package() -> None:
     folders = {p.name for p in tests.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
     assert folders == layers, f"test folders {sorted(folders)} do not mirror the package's {sorted(layers)}"
     at_the_top = sorted(p.name for p in tests.glob("test_*.py"))
-    assert at_the_top == ["test_docs.py", "test_layout.py", "test_package.py"], at_the_top
+    assert at_the_top == [
+        "test_ci_skips.py",
+        "test_docs.py",
+        "test_docs_commands.py",
+        "test_layout.py",
+        "test_package.py",
+    ], at_the_top
