@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from evalkit.data.bad_lines import block_check, diagnose
 from evalkit.data.columns import CodeArray, Codes, encode
@@ -431,16 +432,15 @@ class RunCoverage:
 
     missing_queries: tuple[str, ...]
     unknown_chunks: tuple[str, ...]
-    duplicates: int
     unknown_queries: int = 0
     """Queries of the run the fixture does not hold: left out, as on the qrels path (trec_eval's policy)."""
 
     def describe(self) -> str:
-        """One line with the counts."""
+        """One line with the counts (duplicate lines are counted as the run is scored)."""
         return (
             f"{len(self.missing_queries)} fixture query(ies) missing from the run (scored as empty rankings), "
             f"{self.unknown_queries} run query(ies) not in the fixture (left out), "
-            f"{len(self.unknown_chunks)} unknown chunk ID(s) kept as not relevant, {self.duplicates} duplicate line(s)"
+            f"{len(self.unknown_chunks)} unknown chunk ID(s) kept as not relevant"
         )
 
 
@@ -456,13 +456,11 @@ def check_run(run: Run, query_ids: Iterable[str], chunk_ids: Iterable[str]) -> R
             f"run {run.name}: none of its {len(named)} query(ies) is in the fixture (the first: "
             f"{clip(repr(unknown_queries[0]))}); is it the run of another collection?"
         )
-    chunks = set(chunk_ids)
-    used = np.unique(run.doc)
-    docs = run.docs.to_pylist()
-    unknown = sorted(docs[d] for d in used.tolist() if docs[d] not in chunks)
+    known = pa.array(sorted(set(chunk_ids)), type=pa.string())
+    used = pc.unique(run.doc_ids).cast(pa.string())  # hashed in C: no per-line Python, no dictionary of the run
+    unknown = sorted(pc.filter(used, pc.invert(pc.is_in(used, value_set=known))).to_pylist())
     return RunCoverage(
         missing_queries=tuple(sorted(queries - set(named))),
         unknown_chunks=tuple(unknown),
-        duplicates=run.duplicates,
         unknown_queries=len(unknown_queries),
     )

@@ -179,14 +179,26 @@ _ASCII_FOLD = str.maketrans({"\u0130": "i", "\u0131": "i", "\u017f": "s", "\u212
 """The non-ASCII letters that re.IGNORECASE matches to an ASCII letter (İ, ı, ſ and the Kelvin sign)."""
 
 
-def _may_match(pattern: re.Pattern[str], value: str, folded: str) -> bool:
-    needles, fold = _NEEDLES[pattern]
-    text = folded if fold else value
-    return any(needle in text for needle in needles)
+_NEEDLE_SCANS: dict[re.Pattern[str], tuple[re.Pattern[str], bool]] = {
+    pattern: (re.compile("|".join(re.escape(needle) for needle in needles)), fold)
+    for pattern, (needles, fold) in _NEEDLES.items()
+}
+"""Each rule's substrings as one alternation, so that finding any of them is one scan in C, not a Python loop."""
 
 
 _LINK_RULES = (_EMAIL, _SECRETS)
 """The rules that still apply to the text of a corpus imported with links allowed."""
+_RULE_SCANS = tuple(
+    (label, pattern, *_NEEDLE_SCANS[pattern], pattern in _LINK_RULES) for label, pattern in _PRIVACY_RULES
+)
+"""Each privacy rule with its label, its substring scan, whether the scan reads folded text, and whether it still
+applies with links allowed."""
+_ANY_FOLDED, _ANY_AS_IS = (
+    re.compile("|".join(re.escape(n) for needles, fold in _NEEDLES.values() if fold == folded for n in needles))
+    for folded in (True, False)
+)
+"""Every rule's substrings in one scan of the folded text and one of the text as it is: when neither finds one,
+no rule can match."""
 
 _CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 """Control characters other than tab, line feed and carriage return, and the bidirectional controls (embeddings,
@@ -254,11 +266,13 @@ def privacy_problem(value: str, *, allow_links: bool = False) -> str | None:
     Fractions, ratios and alternatives pass (``3/4``, ``24/7``, ``and/or``, ``TCP/IP``, ``和/或``, ``中文/English``),
     as do versions with up to three parts (``2.3.1``), times (``10:30``) and ``@mentions``.
     """
-    folded = value.translate(_ASCII_FOLD).lower()
-    for label, pattern in _PRIVACY_RULES:
-        if allow_links and pattern not in _LINK_RULES:
+    folded = value.lower() if value.isascii() else value.translate(_ASCII_FOLD).lower()
+    if _ANY_FOLDED.search(folded) is None and _ANY_AS_IS.search(value) is None:
+        return None  # no rule's substring occurs: most IDs
+    for label, pattern, scan, fold, link_rule in _RULE_SCANS:  # inline: this runs for every ID and text read
+        if allow_links and not link_rule:
             continue
-        if _may_match(pattern, value, folded) and pattern.search(value):
+        if scan.search(folded if fold else value) is not None and pattern.search(value):
             return label
     return None
 

@@ -30,7 +30,7 @@ import numpy.typing as npt
 from evalkit.data.fixture import Query
 from evalkit.data.qrels import Qrels
 from evalkit.data.runs import Run
-from evalkit.measures.ranked import Ranked, dedupe_ranking, rank_lists
+from evalkit.measures.ranked import Ranked, SpanContext, dedupe_ranking, rank_lists
 from evalkit.measures.registry import NO_ANSWER_FPR, STANDARD_MEASURES, MeasureDef, QueryCase, reference_value
 from evalkit.measures.results import CONTEXT_K
 from evalkit.measures.run_order import RunCounts, rank_run
@@ -65,6 +65,9 @@ class RunScores:
     evaluated: npt.NDArray[np.bool_]
     answerable: npt.NDArray[np.bool_]
     counts: RunCounts | None = None
+    judged_rank: npt.NDArray[np.int64] | None = None
+    """Per qrels row, the rank its document reached in the deduplicated ranking (0: not within the depth scored);
+    only when asked, for the failures a fixture report lists."""
 
 
 def depth_of(measures: Sequence[MeasureDef], context_k: int = 0) -> int | None:
@@ -117,29 +120,41 @@ def score_run(
     measures: Sequence[MeasureDef],
     ties: str = "evalkit",
     missing: str = "zero",
+    context: SpanContext | None = None,
+    judged_ranks: bool = False,
+    whole_rankings: bool = False,
 ) -> RunScores:
-    """Score ``run`` against ``qrels`` (see the module docstring); rows follow ``qrels.queries``."""
+    """Score ``run`` against ``qrels`` (see the module docstring); rows follow ``qrels.queries``.
+
+    ``context`` gives the gold spans and chunk lengths the context measures read (a fixture's); without it they are
+    refused. ``judged_ranks`` also records the rank each judged document reached within the depth the measures read
+    (:attr:`RunScores.judged_rank`); ``whole_rankings`` reads every rank."""
     tie_policy(ties)
     if missing not in MISSING_POLICIES:
         raise ValueError(f"unknown missing-query policy {missing!r}; valid: {', '.join(MISSING_POLICIES)}")
     spans = [m.name for m in measures if m.spec.needs_spans]
-    if spans:
+    if spans and context is None:
         raise ValueError(f"{', '.join(spans)} need(s) gold spans, which qrels do not have: score against a fixture")
     with_ids = any(m.spec.user for m in measures)
-    ranked_run = rank_run(run, qrels, ties, SUMMATION_OF[ties], depth_of(measures), with_ids)
+    depth = None if whole_rankings else depth_of(measures, 0 if context is None else context.context_k)
+    ranked_run = rank_run(run, qrels, ties, SUMMATION_OF[ties], depth, with_ids, context)
     n = ranked_run.n
     values = {m.name: np.full(n, np.nan) for m in measures}
     answerable = np.zeros(n, dtype=bool)
+    reached = np.zeros(len(qrels), dtype=np.int64) if judged_ranks else None
     for rows, ranked in ranked_run.blocks():  # one block of queries at a time: bounded memory
         block_values, block_answerable = score_ranked(ranked, measures)
         answerable[rows] = block_answerable
         for name, column in block_values.items():
             values[name][rows] = column
+        if reached is not None and ranked.qrels_row is not None:
+            judged = ranked.qrels_row >= 0
+            reached[ranked.qrels_row[judged]] = ranked.rank[judged]
     in_run, counts = ranked_run.in_run, ranked_run.counts
     evaluated = np.ones(n, dtype=bool) if missing == "zero" else in_run
     if missing == "skip":
         values = {name: np.where(evaluated, column, np.nan) for name, column in values.items()}
-    return RunScores(run.name, values, evaluated, answerable, counts)
+    return RunScores(run.name, values, evaluated, answerable, counts, reached)
 
 
 def score_rankings(

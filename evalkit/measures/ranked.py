@@ -23,10 +23,20 @@ from typing import Final
 
 import numpy as np
 import numpy.typing as npt
+import pyarrow as pa
 
 from evalkit.data.columns import IntArray
 
-__all__ = ["SUMMATIONS", "Ranked", "dedupe_ranking", "group_ranks", "ideal_arrays", "rank_lists", "segment_sums"]
+__all__ = [
+    "SUMMATIONS",
+    "Ranked",
+    "SpanContext",
+    "dedupe_ranking",
+    "group_ranks",
+    "ideal_arrays",
+    "rank_lists",
+    "segment_sums",
+]
 
 FloatArray = npt.NDArray[np.float64]
 BoolArray = npt.NDArray[np.bool_]
@@ -35,6 +45,18 @@ BoolArray = npt.NDArray[np.bool_]
 def dedupe_ranking(ranking: Sequence[str]) -> tuple[str, ...]:
     """Keep the first occurrence of each chunk ID, preserving order."""
     return tuple(dict.fromkeys(ranking))
+
+
+@dataclass(frozen=True)
+class SpanContext:
+    """What the context measures read of a fixture, in the columnar core's terms: per qrels row, the gold-span
+    characters of its chunk (merged spans); per known chunk ID, its length (a chunk the fixture does not know has
+    length 0, as on the fixture path); and the depth of the context."""
+
+    span_chars: IntArray
+    chunk_ids: pa.Array
+    lengths: IntArray
+    context_k: int
 
 
 @dataclass(frozen=True)
@@ -55,6 +77,8 @@ class Ranked:
     span_chars: IntArray | None = None
     lengths: IntArray | None = None
     total_span_chars: IntArray | None = None
+    qrels_row: IntArray | None = None
+    """Per position, the qrels row of its judgment (-1: unjudged); columnar rankings only."""
 
     def count(self, mask: BoolArray) -> IntArray:
         """Per query, the number of positions where ``mask`` holds."""

@@ -12,17 +12,19 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
+from functools import cached_property
 from typing import Final
 
 import numpy as np
 import numpy.typing as npt
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from evalkit.data.columns import BoolArray, CodeArray, IntArray, lookup, sort_pairs
 from evalkit.data.qrels import Qrels
 from evalkit.data.runs import Run
-from evalkit.measures.ranked import Ranked, ideal_arrays
+from evalkit.measures.ranked import Ranked, SpanContext, ideal_arrays
 
 __all__ = ["BLOCK_LINES", "RankedRun", "RunCounts", "qrels_judgments", "rank_run"]
 
@@ -116,16 +118,17 @@ def _tie_order(row: IntArray, scores: FloatArray, identity: IntArray, descending
 
 @dataclass(frozen=True)
 class _Judged:
-    """The judgments of a block's queries: each one's query row, document ID and grade."""
+    """The judgments of a block's queries: each one's query row, document ID, grade and qrels row."""
 
     row: IntArray
     docs: pa.ChunkedArray
     grades: IntArray
+    at: IntArray
 
 
-def _match(row: IntArray, returned: pa.Array, judged: _Judged) -> tuple[IntArray, IntArray, BoolArray]:
+def _match(row: IntArray, returned: pa.Array, judged: _Judged) -> tuple[IntArray, IntArray, IntArray]:
     """Each returned line's identity (equal for two lines with the same query and document; ascending in
-    document-ID order within a query), and per identity its grade and whether it is judged.
+    document-ID order within a query), and per identity its grade and its qrels row (-1: not judged).
 
     One stable sort of the lines and the judgments together by (query row, document ID) puts a line next to the
     judgment of its document, if any, and next to its repeats: no hash table of document IDs is built."""
@@ -133,7 +136,7 @@ def _match(row: IntArray, returned: pa.Array, judged: _Judged) -> tuple[IntArray
     rows = np.concatenate((row, judged.row))
     docs = pa.concat_arrays([returned.cast(judged.docs.type), *judged.docs.chunks])  # one array: takes are faster
     if len(rows) == 0:
-        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros(0, dtype=bool)
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
     order, _, same = sort_pairs(rows, docs)
     new = np.ones(len(order), dtype=bool)
     new[1:] = ~same
@@ -141,10 +144,10 @@ def _match(row: IntArray, returned: pa.Array, judged: _Judged) -> tuple[IntArray
     identity[order] = np.cumsum(new) - 1
     width = int(identity.max()) + 1
     grade = np.zeros(width, dtype=np.int64)
-    judged_identity = np.zeros(width, dtype=bool)
+    qrels_row = np.full(width, -1, dtype=np.int64)
     grade[identity[count:]] = judged.grades
-    judged_identity[identity[count:]] = True
-    return identity[:count], grade, judged_identity
+    qrels_row[identity[count:]] = judged.at
+    return identity[:count], grade, qrels_row
 
 
 def _take(column: pa.ChunkedArray, positions: IntArray) -> pa.Array:
@@ -205,14 +208,17 @@ class _Lines:
 
 @dataclass(frozen=True)
 class _Block:
-    """What one block of query groups contributes: per kept position its query, rank, document code, and grade."""
+    """What one block of query groups contributes: per kept position its query, rank, grade, qrels row (-1: not
+    judged) and, with a span context, its gold-span characters and chunk length."""
 
     q: IntArray
     rank: IntArray
     grade: IntArray
-    judged: BoolArray
+    qrels_row: IntArray
     ids: list[str]
     duplicates: int
+    span_chars: IntArray | None = None
+    lengths: IntArray | None = None
 
 
 def _blocks(sizes: IntArray, limit: int) -> list[tuple[int, int]]:
@@ -224,14 +230,35 @@ def _blocks(sizes: IntArray, limit: int) -> list[tuple[int, int]]:
     return list(zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True))
 
 
+def _context_columns(
+    returned: pa.Array, line: IntArray, rank: IntArray, qrels_row: IntArray, context: SpanContext
+) -> tuple[IntArray, IntArray]:
+    """Per kept position: its gold-span characters and its chunk's length inside the context (0 past it)."""
+    inside = rank <= context.context_k
+    spans = np.zeros(len(line), dtype=np.int64)
+    judged = inside & (qrels_row >= 0)
+    spans[judged] = context.span_chars[qrels_row[judged]]
+    docs = returned.take(pa.array(line[inside])).cast(context.chunk_ids.type)
+    found = np.asarray(pc.index_in(docs, value_set=context.chunk_ids).fill_null(-1).to_numpy(), dtype=np.int64)
+    lengths = np.zeros(len(line), dtype=np.int64)
+    lengths[inside] = np.where(found >= 0, context.lengths[np.maximum(found, 0)], 0)
+    return spans, lengths
+
+
 def _rank_block(
-    lines: _Lines, starts: IntArray, sizes: IntArray, depth: int | None, qrels: Qrels, with_ids: bool
+    lines: _Lines,
+    starts: IntArray,
+    sizes: IntArray,
+    depth: int | None,
+    qrels: Qrels,
+    with_ids: bool,
+    context: SpanContext | None = None,
 ) -> _Block:
     """Order, deduplicate, cut and join one block of query groups (see :func:`rank_run`)."""
     want = np.full(len(starts), int(sizes.sum()) if depth is None else depth, dtype=np.int64)
     rows = lines.rows(starts)
     at, _ = _judgments_of(qrels, rows[rows >= 0])
-    judged = _Judged(qrels.query[at], qrels.docs.take(pa.array(at)), qrels.grades[at])
+    judged = _Judged(qrels.query[at], qrels.docs.take(pa.array(at)), qrels.grades[at], at)
     low = int(starts[0]) if len(starts) else 0  # the block's lines are one range: slice it (no copy) and take from
     high = int(starts[-1] + sizes[-1]) if len(starts) else 0  # the slice, since a take may join what it takes from
     block = lines.doc_ids.slice(low, high - low)
@@ -239,7 +266,7 @@ def _rank_block(
         take, chosen = _prefix(starts, sizes, lines.scores, want)
         returned = _take(block, chosen - low)
         q = lines.rows(chosen)
-        identity, grade_of, judged_of = _match(q, returned, judged)
+        identity, grade_of, row_of = _match(q, returned, judged)
         permutation = _tie_order(q, lines.scores[chosen], identity, lines.descending_ids)
         identity = identity[permutation]
         repeated = _repeated(identity)
@@ -257,7 +284,12 @@ def _rank_block(
         within = rank <= depth
         line, identity, rank = line[within], identity[within], rank[within]
     ids = returned.take(pa.array(line)).to_pylist() if with_ids else []
-    return _Block(q[line], rank, grade_of[identity], judged_of[identity], ids, int(repeated.sum()))
+    qrels_row = row_of[identity]
+    block = _Block(q[line], rank, grade_of[identity], qrels_row, ids, int(repeated.sum()))
+    if context is None:
+        return block
+    spans, lengths = _context_columns(returned, line, rank, qrels_row, context)
+    return replace(block, span_chars=spans, lengths=lengths)
 
 
 @dataclass
@@ -275,6 +307,7 @@ class RankedRun:
     _qrels: Qrels
     _summation: str
     _with_ids: bool
+    _context: SpanContext | None = None
 
     def blocks(self) -> Iterator[tuple[IntArray, Ranked]]:
         """Per block of queries: the qrels rows it covers and their rankings (rows renumbered from 0); the judged
@@ -284,21 +317,31 @@ class RankedRun:
         duplicates = 0
         for a, b in _blocks(reach, BLOCK_LINES):
             starts, sizes = self._starts[a:b], self._sizes[a:b]
-            part = _rank_block(self._lines, starts, sizes, self._depth, self._qrels, self._with_ids)
+            part = _rank_block(self._lines, starts, sizes, self._depth, self._qrels, self._with_ids, self._context)
             duplicates += part.duplicates
             rows = np.sort(self._lines.rows(starts))
             covered[rows] = True
-            yield rows, self._local(rows, np.searchsorted(rows, part.q), part.rank, part.grade, part.judged, part.ids)
+            yield rows, self._local(rows, replace(part, q=np.searchsorted(rows, part.q)))
         self.counts = replace(self.counts, duplicates=duplicates)
         rest = np.flatnonzero(~covered)
         if len(rest):
             empty = np.zeros(0, dtype=np.int64)
-            yield rest, self._local(rest, empty, empty, empty, np.zeros(0, dtype=bool), [])
+            none = _Block(empty, empty, empty, empty, [], 0)
+            if self._context is not None:
+                none = replace(none, span_chars=empty, lengths=empty)
+            yield rest, self._local(rest, none)
 
-    def _local(
-        self, rows: IntArray, q: IntArray, rank: IntArray, grade: IntArray, judged: BoolArray, ids: list[str]
-    ) -> Ranked:
+    @cached_property
+    def _span_totals(self) -> IntArray:
+        """Per qrels query, the gold-span characters of all its judgments (context measures' denominator)."""
+        if self._context is None:
+            return np.zeros(self.n, dtype=np.int64)
+        weights = self._context.span_chars.astype(np.float64)
+        return np.bincount(self._qrels.query, weights=weights, minlength=self.n).astype(np.int64)
+
+    def _local(self, rows: IntArray, part: _Block) -> Ranked:
         """The Ranked of the qrels rows ``rows`` (ascending), positions given with local row numbers."""
+        q, rank, grade, ids = part.q, part.rank, part.grade, part.ids
         order = np.argsort(q, kind="stable")  # rows ascending; ranks stay in order within a row
         judged_rows, counts = _judgments_of(self._qrels, rows)
         local_query = np.repeat(np.arange(len(rows), dtype=np.int64), counts)
@@ -308,12 +351,21 @@ class RankedRun:
             q[order],
             rank[order],
             grade[order],
-            judged[order],
+            part.qrels_row[order] >= 0,
             ideal_row,
             ideal_rank,
             ideal_grade,
             self._summation,
+            qrels_row=part.qrels_row[order],
         )
+        if self._context is not None and part.span_chars is not None and part.lengths is not None:
+            totals = self._span_totals
+            ranked = replace(
+                ranked,
+                span_chars=part.span_chars[order],
+                lengths=part.lengths[order],
+                total_span_chars=totals[rows],
+            )
         if self._with_ids:  # registered measures call a Python function per query with IDs
             judgments = qrels_judgments(self._qrels)
             ranked = replace(
@@ -323,7 +375,13 @@ class RankedRun:
 
 
 def rank_run(
-    run: Run, qrels: Qrels, ties: str, summation: str, depth: int | None = None, with_ids: bool = False
+    run: Run,
+    qrels: Qrels,
+    ties: str,
+    summation: str,
+    depth: int | None = None,
+    with_ids: bool = False,
+    context: SpanContext | None = None,
 ) -> RankedRun:
     """The run ordered under the tie policy ``ties`` and joined to the qrels, to be read block by block
     (:meth:`RankedRun.blocks`); rows are the qrels' queries.
@@ -366,7 +424,7 @@ def rank_run(
         all_ties=int(np.sum((sizes >= 2) & (scores[starts] == scores[np.maximum(ends, 0)]))),
     )
     lines = _Lines(query, position, scores, doc_ids, ties == "trec_eval")
-    return RankedRun(n, in_run, counts, lines, starts, sizes, depth, qrels, summation, with_ids)
+    return RankedRun(n, in_run, counts, lines, starts, sizes, depth, qrels, summation, with_ids, context)
 
 
 def _judgments_of(qrels: Qrels, rows: IntArray) -> tuple[IntArray, IntArray]:

@@ -30,17 +30,18 @@ from evalkit.data.tables import DEFAULT_MAX_TABLE_BYTES
 from evalkit.measures.ties import DEFAULT_TIE_POLICY
 from evalkit.reporting.gate_specs import GateSpec
 from evalkit.reporting.gates import assess, check_gates
-from evalkit.reporting.report import Report, write_report
-from evalkit.reporting.summary import format_outcome, format_summary
+from evalkit.reporting.report import Report, SystemReport, write_report
+from evalkit.reporting.summary import NO_GATES, format_outcome, format_summary
 from evalkit.retrieval.presets import DEFAULT_PRESET, PRESETS
 from evalkit.runs.ablations import Ablation, ExternalMode, external_ablation
 from evalkit.runs.calibration import calibrated_evaluation
 from evalkit.runs.cluster import evaluate_on_ray
 from evalkit.runs.evaluation import evaluate
+from evalkit.runs.fixture_runs import score_fixture_runs
 from evalkit.runs.precomputed import ScoreResult, score
 
 if TYPE_CHECKING:
-    from evalkit.data.fixture import LoadedFixture
+    from evalkit.data.fixture import Fixture, LoadedFixture
     from evalkit.data.settings import RetrievalSettings
     from evalkit.retrieval.embedding_cache import EmbeddingCache
     from evalkit.retrieval.retriever import Retriever
@@ -91,10 +92,11 @@ class Request:
 
 @dataclass(frozen=True)
 class ScoreRequest:
-    """What ``evalkit score --qrels`` asks for: precomputed runs scored against qrels (see :func:`evalkit.score`)."""
+    """What ``evalkit score`` asks for: precomputed runs scored against qrels (see :func:`evalkit.score`) or, when
+    `fixture` is given, against a fixture (:func:`evalkit.runs.fixture_runs.score_fixture_runs`)."""
 
-    qrels: QrelsInput
-    """The judgments: a qrels path, a mapping or a DataFrame."""
+    qrels: QrelsInput | None
+    """The judgments: a qrels path, a mapping or a DataFrame (None: the fixture's)."""
     runs: Any
     """One run or ``{name: run}`` (paths, mappings, DataFrames or read runs)."""
     measures: Sequence[str] | None = None
@@ -106,6 +108,11 @@ class ScoreRequest:
     max_bytes: int = DEFAULT_MAX_TABLE_BYTES
     floor: float | None = None
     gates: tuple[GateSpec, ...] = ()
+    fixture: Fixture | None = None
+    """Score against this fixture (context measures, failures, no-answer queries) instead of qrels: `runs` are then
+    read runs, and `measures`, `languages`, `missing` and `floor` keep their defaults."""
+    systems: Mapping[str, SystemReport] = field(default_factory=dict)
+    """With a fixture: each run's provenance as the front door read it, by run name."""
 
 
 @dataclass(frozen=True)
@@ -149,9 +156,13 @@ class Outcome:
         return () if self.result is None else self.result.notes
 
     def summary(self) -> str:
-        """The summary table and notes, then the gates (when there are any, or when a fixture was evaluated)."""
-        if self.result is not None and not self.gates:
-            return format_summary(self.result.summary_rows(), [m.name for m in self.result.measures], self.notes)
+        """The summary table and notes, then the gates (when some gate applies, or when a fixture was evaluated).
+
+        Scored runs that no gate names are summed up without building the report: a table costs no bootstrap."""
+        result = self.result
+        if result is not None and not any(g.systems <= set(self.requested) for g in self.gates):
+            table = format_summary(result.summary_rows(), [m.name for m in result.measures], self.notes)
+            return table if result.fixture is None else f"{table}\n\n{NO_GATES}"
         return format_outcome(self.report, self.notes)
 
 
@@ -182,7 +193,12 @@ def evaluate_request(request: Request) -> Evaluation:
 def run_pipeline(request: Request | ScoreRequest) -> Outcome:
     """Evaluate (or score) what `request` asks for; its report, with the gates assessed, is built on first use
     (nothing is raised for a failed gate here: see :func:`enforce_gates`)."""
+    if isinstance(request, ScoreRequest) and request.fixture is not None:
+        scored = score_fixture_runs(request.fixture, request.runs, request.ties, request.systems)
+        return Outcome(request.gates, tuple(r.name for r in scored.runs), result=scored)
     if isinstance(request, ScoreRequest):
+        if request.qrels is None:
+            raise ValueError("a score request needs qrels or a fixture")
         result = score(
             request.qrels,
             request.runs,

@@ -20,7 +20,7 @@ import hashlib
 import html
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -32,6 +32,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from evalkit.common.memory import scoring_memory
+from evalkit.data.fixture import Fixture
 from evalkit.data.inputs import clip
 from evalkit.data.judgments import judgments_sha256, qrels_judgments
 from evalkit.data.loading import QrelsInput, is_single_run, load_languages, load_qrels, load_run, load_runs
@@ -41,6 +42,7 @@ from evalkit.data.schema import LANGUAGES, MAX_ID_LENGTH, Language, Slice, is_id
 from evalkit.data.tables import DEFAULT_MAX_TABLE_BYTES
 from evalkit.measures.core import RunScores, score_run
 from evalkit.measures.registry import DEFAULT_SCORE_MEASURES, MeasureDef, parse_measures
+from evalkit.measures.results import Failure
 from evalkit.measures.statistics import DEFAULT_STATISTICS, StatisticsSettings
 from evalkit.measures.ties import DEFAULT_TIE_POLICY
 from evalkit.reporting.build import ReportSource, SystemScores, build_report, mean_of
@@ -50,7 +52,7 @@ from evalkit.reporting.per_query import (
     aggregate_intervals,
     split_measures,
 )
-from evalkit.reporting.report import Report, SystemReport
+from evalkit.reporting.report import Report, ReportFailure, SystemReport
 from evalkit.reporting.summary import SummaryRow, format_summary
 
 __all__ = ["ScoreResult", "load_qrels", "load_run", "score"]
@@ -100,6 +102,12 @@ class ScoreResult:
     """The abstention floor applied to every run's scores (None: none)."""
     named: bool = False
     """Whether the runs were given as ``{name: run}``: :attr:`aggregate` is then keyed by run name, even for one."""
+    fixture: Fixture | None = None
+    """The fixture the runs were scored against (:mod:`evalkit.runs.fixture_runs`), or None: qrels."""
+    failures: Mapping[str, tuple[Failure, ...]] = field(default_factory=dict)
+    """Run name -> its ID-only failures (against a fixture)."""
+    systems: Mapping[str, SystemReport] = field(default_factory=dict)
+    """Run name -> its provenance as the front door read it (file hash, counts); default: from the run as read."""
 
     @cached_property
     def run_hashes(self) -> dict[str, str]:
@@ -227,7 +235,11 @@ class ScoreResult:
             run.name: SystemScores(
                 mode="run",
                 per_query=per_query[run.name],
-                system=SystemReport(
+                failures=tuple(
+                    ReportFailure(**asdict(f), message=f.describe()) for f in self.failures.get(run.name, ())
+                ),
+                system=self.systems.get(run.name)
+                or SystemReport(
                     kind="run-file",
                     sha256=self.run_hashes.get(run.name),
                     counts=_counts(run),
@@ -248,10 +260,17 @@ class ScoreResult:
             self.statistics.model_dump(mode="json"),
             *(() if self.floor is None else (("abstention_floor", self.floor),)),
         )
+        fixture = self.fixture
+        corpus = None
+        if fixture is not None:
+            from evalkit.runs.evaluation import corpus_sha256
+
+            corpus = corpus_sha256(fixture)
+            definition = _content_sha256(definition, corpus, fixture.fixture_id, fixture.fixture_version)
         return ReportSource(
-            fixture_id="qrels",
-            fixture_version=f"judgments-{judgments[:12]}",
-            corpus_sha256=None,
+            fixture_id="qrels" if fixture is None else fixture.fixture_id,
+            fixture_version=f"judgments-{judgments[:12]}" if fixture is None else fixture.fixture_version,
+            corpus_sha256=corpus,
             evaluation_definition_hash=definition,
             provider_definitions_hash=None,
             projection_sha256=projection,

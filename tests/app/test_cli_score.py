@@ -82,7 +82,8 @@ def test_jsonl_run_with_missing_queries_unknown_chunks_and_duplicates(
     assert main(["score", "--fixture", str(TINY_DIR), "--run", str(path), "--no-gates", "--output", report_path]) == 0
     printed = capsys.readouterr().out
     assert "7 fixture query(ies) missing from the run" in printed
-    assert "1 unknown chunk ID(s) kept as not relevant, 1 duplicate line(s)" in printed
+    assert "1 unknown chunk ID(s) kept as not relevant" in printed
+    assert "mine: 3 line(s); 1 duplicate line(s) (best-placed kept)" in printed
     report = parse_report((ROOT / report_path).read_bytes())
     system = report.ablations["mine"].system
     assert system is not None

@@ -428,3 +428,22 @@ def test_a_version_with_a_non_ascii_digit_or_another_shape_is_refused(value: str
             type(options).model_validate({**options.model_dump(), "fixture_version": value})
     with pytest.raises(ValidationError, match="fixture_version"):
         Fixture.model_validate({"fixture_version": value})
+
+
+_PIECES = [
+    *("http", "://", "www.", ".", ":", "@", "/", "\\", "localhost", "8080", "sk-", "ghp_", "AKIA", "gl", "hf_"),
+    *("password: ", "token=", "bearer ", "abcdefgh12345678", "İ", "ı", "ſ", "K", "笔记", "/etc/passwd", "10.0.0.1"),
+    *("a", "Z", "0", "9", " ", "-", "_", "README.md:12", "2.3.1", "C:\\Users", "user@example.com"),
+]
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.sampled_from(_PIECES), max_size=12).map("".join), st.booleans())
+def test_privacy_verdicts_equal_scanning_every_rule(value: str, allow_links: bool) -> None:
+    """The substring prefilters (one scan of every rule's substrings, then each rule's own) only skip rules that
+    cannot match: the verdict is the first rule whose pattern matches, as a scan of every rule gives it."""
+    from evalkit.data.schema import _LINK_RULES, _PRIVACY_RULES, privacy_problem
+
+    rules = [(label, p) for label, p in _PRIVACY_RULES if not allow_links or p in _LINK_RULES]
+    expected = next((label for label, pattern in rules if pattern.search(value)), None)
+    assert privacy_problem(value, allow_links=allow_links) == expected

@@ -27,14 +27,13 @@ from evalkit.app.cli.options import max_bytes as input_limit
 from evalkit.common.output import ENV_VAR
 from evalkit.data.fixture import Fixture, load_fixture
 from evalkit.data.inputs import clip
-from evalkit.data.runs import check_run, read_run
+from evalkit.data.runs import Run, check_run, read_run
 from evalkit.data.tables import DEFAULT_MAX_TABLE_BYTES
 from evalkit.measures.core import MISSING_POLICIES
 from evalkit.reporting.gate_specs import GATE_OPTION_HELP, GateThresholds, parse_gate
 from evalkit.reporting.gates import collect_gates, format_gates
-from evalkit.reporting.report import report_json
-from evalkit.retrieval.retriever import Retriever, RunRetriever
-from evalkit.runs.pipeline import Outcome, Request, ScoreRequest, report_target, run_pipeline, systems_of
+from evalkit.reporting.report import SystemReport, report_json
+from evalkit.runs.pipeline import Outcome, ScoreRequest, report_target, run_pipeline
 
 __all__ = ["FORMATS", "add_parser", "score_fixture", "score_qrels", "score_runs"]
 
@@ -78,48 +77,52 @@ def score_runs(args: argparse.Namespace) -> int:
 
 
 def score_fixture(args: argparse.Namespace) -> int:
-    """``evalkit score --fixture``: the runs as external systems of the fixture (context measures, gates)."""
+    """``evalkit score --fixture``: the runs read with the columnar reader and scored against the fixture (context
+    measures, failures, the fixture's gates)."""
     workspace = Path.cwd()
     args.fixture = args.fixture or str(DEFAULT_FIXTURE)
     fixture_dir = Path(args.fixture)
     loaded = load_fixture(fixture_dir, input_limit(args))
-    retrievers = _run_files([Path(p) for p in args.run], loaded.fixture, input_limit(args, DEFAULT_MAX_TABLE_BYTES))
+    runs, systems = _run_files([Path(p) for p in args.run], loaded.fixture, input_limit(args, DEFAULT_MAX_TABLE_BYTES))
     gates = collect_gates(
         fixture_dir,
         loaded.fixture,
         thresholds=GateThresholds.from_values(args),
         options=args.gate,
-        systems=set(retrievers),
+        systems=set(systems),
         max_bytes=input_limit(args),
     )
     inputs = [*fixture_inputs(fixture_dir), *(Path(p) for p in args.run)]
     target = report_target(args.output, workspace, inputs)
-    request = Request(loaded, systems_of((), retrievers, "run"), retrievers, runs=1, ties=args.ties, gates=gates)
+    request = ScoreRequest(None, runs, ties=args.ties, gates=gates, fixture=loaded.fixture, systems=systems)
     outcome = run_pipeline(request)
     print(outcome.summary())
     write_report(outcome, target, workspace)
     return enforce(outcome, args.no_gates)
 
 
-def _run_files(paths: Sequence[Path], fixture: Fixture, max_bytes: int) -> dict[str, Retriever]:
-    """Each run file read as a system of `fixture` (by its run ID), its coverage printed; two runs named alike are
-    refused."""
-    retrievers: dict[str, Retriever] = {}
+def _run_files(paths: Sequence[Path], fixture: Fixture, max_bytes: int) -> tuple[list[Run], dict[str, SystemReport]]:
+    """Each run file read (columnar) as a system of `fixture`, by its run ID, with its provenance; its coverage is
+    printed; two runs named alike are refused."""
+    runs: list[Run] = []
+    systems: dict[str, SystemReport] = {}
     for path in paths:
         run = read_run(path, max_bytes)
         coverage = check_run(run, (q.query_id for q in fixture.queries), (c.chunk_id for c in fixture.chunks))
-        if run.name in retrievers:
+        if run.name in systems:
             raise ValueError(f"run ID {run.name!r} of {path.name} is used by another run; rename the file or tag")
-        counts = (
-            ("lines", run.lines),
-            ("missing_queries", len(coverage.missing_queries)),
-            ("unknown_queries", coverage.unknown_queries),
-            ("unknown_chunks", len(coverage.unknown_chunks)),
-            ("duplicates", coverage.duplicates),
-        )
-        retrievers[run.name] = RunRetriever(run, hashlib.sha256(path.read_bytes()).hexdigest(), counts)
+        counts = {
+            "lines": run.lines,
+            "missing_queries": len(coverage.missing_queries),
+            "unknown_queries": coverage.unknown_queries,
+            "unknown_chunks": len(coverage.unknown_chunks),
+        }
+        with path.open("rb") as handle:
+            digest = hashlib.file_digest(handle, "sha256").hexdigest()
+        systems[run.name] = SystemReport(kind="run-file", sha256=digest, counts=counts)
+        runs.append(run)
         print(f"run {run.name} ({path.name}): {coverage.describe()}")
-    return retrievers
+    return runs, systems
 
 
 def score_qrels(args: argparse.Namespace) -> int:
