@@ -77,6 +77,74 @@ def test_the_layer_check_can_fail(tmp_path: Path) -> None:
     assert "reporting" not in ALLOWED["data"]
 
 
+def _module_name(module: Path) -> str:
+    parts = module.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _module_imports(module: Path, known: set[str]) -> set[str]:
+    """The evalkit modules `module` imports, at any depth (function-local and TYPE_CHECKING imports too): for
+    ``from evalkit.x import y``, ``evalkit.x.y`` when that is a module, else ``evalkit.x``."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(module.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names if alias.name in known)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0 and node.module.startswith("evalkit"):
+            for alias in node.names:
+                name = f"{node.module}.{alias.name}"
+                found.add(name if name in known else node.module)
+    return found & known
+
+
+def import_circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan), each sorted: modules that import each
+    other, directly or through others."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    circles: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for target in sorted(graph.get(node, ())):
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in on_stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                circles.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return circles
+
+
+def test_no_two_modules_import_each_other() -> None:
+    """No circle of imports between modules (the package faces, which only hand names on, excepted): two modules
+    that import each other are one concept split badly, or a missing lower module."""
+    known = {_module_name(m) for m in MODULES}
+    graph = {_module_name(m): _module_imports(m, known) - {"evalkit"} for m in MODULES if m.name != "__init__.py"}
+    assert import_circles(graph) == []
+
+
+def test_the_circle_check_can_fail() -> None:
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}, "e": {"e"}}
+    assert import_circles(graph) == [["a", "b", "c"]]
+
+
 def test_report_bytes_unchanged_by_the_move(synthetic_evaluation: Evaluation) -> None:
     assert synthetic_evaluation.projection_sha256 == PROJECTION_SHA256
 
