@@ -57,7 +57,8 @@ def max_normalized_fusion(contributions: Sequence[Contribution], k: int) -> list
         if best <= 0:
             continue
         for hit, weight in weighted:
-            scores[hit.chunk_id] += weight * max(hit.score, 0.0) / best
+            # Normalized first: weight * score would underflow for subnormal scores and break the [0, 1] bound.
+            scores[hit.chunk_id] += weight * (max(hit.score, 0.0) / best)
     return order_hits(Hit(chunk_id, score) for chunk_id, score in scores.items() if score > 0)
 
 

@@ -62,10 +62,10 @@ def test_first_code_cell_is_tagged_parameters(path: Path) -> None:
 def test_main_notebook_declares_the_issue_parameters() -> None:
     declared = declared_parameters(MAIN)
     assert set(declared) == set(EvaluationParameters.model_fields)
-    assert declared["min_reranked_mrr_at_10"]["default"] == "0.78"
-    assert declared["min_reranked_ndcg_at_10"]["default"] == "0.75"
-    assert declared["max_no_answer_fpr"]["default"] == "0.34"
-    assert declared["max_rerank_ndcg_drop"]["default"] == "0.05"
+    # Gate bounds default to None: the fixture's gates.json decides unless a parameter overrides it, as in `run`.
+    for bound in ("min_reranked_mrr_at_10", "min_reranked_ndcg_at_10", "max_no_answer_fpr", "max_rerank_ndcg_drop"):
+        assert declared[bound]["default"] == "None", bound
+    assert declared["ties"]["default"] == '"evalkit"'
     assert declared["report_output"]["default"] == "None"
     assert declared["runs"]["default"] == "2"
 

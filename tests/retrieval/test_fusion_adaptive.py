@@ -105,3 +105,14 @@ def test_fused_scores_are_bounded_and_ordered(
     assert all(0.0 < h.score <= 1.0 + 1e-9 for h in fused)
     assert fused == sorted(fused, key=lambda h: (-h.score, h.chunk_id))
     assert 0.0 <= top_margin(contributions[0]) <= 1.0
+
+
+def test_subnormal_scores_stay_within_the_bound() -> None:
+    # Found by hypothesis: weight * 5e-324 rounds before the division, so a list's best hit could score above 1.
+    tiny = 5e-324
+    contributions = [
+        Contribution([Hit("a", tiny)], [1.0]),
+        Contribution([Hit("a", 1.0), Hit("b", 0.5)], [1.0, 1.0]),
+    ]
+    fused = margin_weighted_fusion(contributions, k=60)
+    assert all(0.0 < h.score <= 1.0 + 1e-9 for h in fused), fused
