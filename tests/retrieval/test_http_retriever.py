@@ -61,6 +61,8 @@ class _Handler(BaseHTTPRequestHandler):
             cls.in_flight += 1
             cls.max_in_flight = max(cls.max_in_flight, cls.in_flight)
             cls.seen_auth.append(self.headers.get("Authorization"))
+        # A request is in flight until its answer is ready, not until it is written: the client may send its next
+        # request as soon as it has read this answer, before this thread would get to count this one out.
         try:
             time.sleep(0.02)
             path = urlsplit(self.path).path
@@ -70,18 +72,19 @@ class _Handler(BaseHTTPRequestHandler):
                 attempt = cls.attempts[key]
             if path == "/slow":
                 time.sleep(1.0)
-                self._answer(200, self._hits(3))
+                reply = (200, self._hits(3))
             elif path == "/500" or (path == "/flaky" and attempt == 1):
-                self._answer(500, b"{}")
+                reply = (500, b"{}")
             elif path == "/404":
-                self._answer(404, b"{}")
+                reply = (404, b"{}")
             elif path == "/malformed":
-                self._answer(200, b'{"data": {"hits": [{"doc": {}, "score": "x"}]}}')
+                reply = (200, b'{"data": {"hits": [{"doc": {}, "score": "x"}]}}')
             else:
-                self._answer(200, self._hits(int(body.get("size", 10))))
+                reply = (200, self._hits(int(body.get("size", 10))))
         finally:
             with cls.lock:
                 cls.in_flight -= 1
+        self._answer(*reply)
 
     def do_POST(self) -> None:
         length = int(self.headers.get("Content-Length", 0))

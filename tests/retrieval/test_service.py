@@ -395,7 +395,7 @@ def test_max_normalized_fusion_in_the_service(tiny_db: KnowledgeDatabase, tiny: 
     # No lexical hit: the vector list alone, scaled by its best score and weighted 0.7: 0.7 * s / s_best.
     best = vector[0].score
     hits = service.search(text, "hybrid")
-    assert hits == [Hit(h.chunk_id, 0.7 * h.score / best) for h in vector]
+    assert hits == [Hit(h.chunk_id, 0.7 * (h.score / best)) for h in vector]
     assert hits[0].score == pytest.approx(0.7, rel=1e-15)
 
 
@@ -409,15 +409,15 @@ def test_max_normalized_fusion_scales_by_the_best_weighted_hit(tiny_db: Knowledg
     gated, trash, sync = (h.score for h in lexical)
     assert gated > trash * 1.5
     assert service.search("500 notes", "hybrid") == [
-        Hit("en-trash-01", 0.3 * trash / trash),
-        Hit("en-sync-02", 0.3 * sync / trash),
+        Hit("en-trash-01", 0.3 * (trash / trash)),
+        Hit("en-sync-02", 0.3 * (sync / trash)),
     ]
     # With the cross-language hit weighted (1.0), it is the best weighted hit and sets the scale for all three.
     weighted = _service(tiny_db, tiny, **MAX_NORMALIZED, cross_language_lexical_weight=1.0, vector_min_similarity=1.0)
     assert weighted.search("500 notes", "hybrid") == [
-        Hit("zh-export-02", 0.3 * gated / gated),
-        Hit("en-trash-01", 0.3 * trash / gated),
-        Hit("en-sync-02", 0.3 * sync / gated),
+        Hit("zh-export-02", 0.3 * (gated / gated)),
+        Hit("en-trash-01", 0.3 * (trash / gated)),
+        Hit("en-sync-02", 0.3 * (sync / gated)),
     ]
 
 
