@@ -13,8 +13,12 @@ Mapping (what the writers produce and the readers read back):
   language and title are the first chunk's); without it every record is its own document, ``doc_id = _id``.
 - **Query** = ``{"_id": query_id, "text": ..., "metadata": {"language": ..., "tags": [...], "spans": [{"chunk_id",
   "start", "text"}]}}``. ``query_id``, ``qid`` and ``text``'s aliases ``query`` and ``title`` are read too (TREC
-  topics in JSONL). Spans are evalkit's own and optional: a judgment without them gets the whole chunk as its span
-  (``missing_spans``).
+  topics in JSONL). Spans are evalkit's own and optional: a relevant judgment (grade 1-3) without them gets the
+  whole chunk as its span (``missing_spans``); a judgment of grade 0 (judged, not relevant) has none.
+- **Grades** of a qrels file: 1-3 as they are, 0 kept as "judged, not relevant"; ``-1`` is trec_eval's "pooled, not
+  judged" (as infAP reads it), so the pair stays unjudged (``pooled_not_judged``); ``-2`` and below are left out
+  too, as trec_eval reads every negative grade (``negative_grade``; its ``repair`` makes them 0, judged not
+  relevant, for TREC Web's junk pages); above 3 becomes 3 (``grade_above_3``).
 - **Language** of a record: ``metadata.language`` when present, else the ``language`` option: ``en``, ``zh`` or
   ``auto`` (:func:`evalkit.data.language.detect_language`, per record).
 - **IDs** with characters outside ``A-Z a-z 0-9 . _ : -`` have each such character replaced by ``_``
@@ -37,7 +41,7 @@ from pydantic import Field
 from evalkit.common.output import write_atomic
 from evalkit.data.assembly import ImportOptions, assemble_fixture, replace_id_characters
 from evalkit.data.field_names import QUERY_ID_KEYS, QUERY_TEXT_KEYS
-from evalkit.data.fixture import Fixture
+from evalkit.data.fixture import RELEVANT_GRADE, Fixture
 from evalkit.data.inputs import DEFAULT_MAX_INPUT_BYTES
 from evalkit.data.language import detect_language
 from evalkit.data.qrels import Layout, QrelsError, read_qrels_lines
@@ -105,7 +109,8 @@ class QueryRecord:
 
 @dataclass(frozen=True)
 class Qrel:
-    """A graded judgment read from a qrels file (grade already within 1..3); `where` names the file and line."""
+    """A graded judgment read from a qrels file (grade already within 0..3, 0 judged not relevant); `where` names
+    the file and line."""
 
     query_id: str
     chunk_id: str
@@ -326,8 +331,8 @@ def _judgments(
 ) -> list[dict[str, Any]]:
     judgments: list[dict[str, Any]] = []
     for qrel in qrels:
-        spans = query.spans.get(qrel.chunk_id)
-        if not spans:
+        spans = query.spans.get(qrel.chunk_id, [])
+        if not spans and qrel.grade >= RELEVANT_GRADE:
             problem = f"{qrel.where}: query {query.query_id!r}, chunk {qrel.chunk_id!r}: no answer spans"
             if log.note("missing_spans", query.query_id, problem) == "fail":
                 continue
@@ -451,8 +456,11 @@ def read_qrels(path: Path, log: RepairLog, layout: Layout, max_bytes: int = DEFA
     The file is read by the one qrels reader, :func:`evalkit.data.qrels.read_qrels_lines` (what ``evalkit score
     --qrels`` reads with): columns past the grade ignored, grades decimal integers, a pair judged with two different
     grades refused. Each line it refuses goes to the log's failures, naming the file, the line and the field. Then,
-    for a fixture: a grade of 0 or less (judged not relevant) is skipped and counted (``non_positive_grade``), a
-    grade above 3 is lowered to 3 (``grade_above_3``), and IDs are rewritten like the records'.
+    for a fixture: a grade of 0 is kept (judged, not relevant); a grade of -1 (trec_eval's "pooled, not judged") is
+    skipped and counted, so the pair stays unjudged (``pooled_not_judged``); a grade of -2 or below is skipped too, as
+    trec_eval reads it (``negative_grade``; repairing it makes it 0, judged not relevant, as TREC Web's junk pages
+    are); a grade above 3 is lowered to 3
+    (``grade_above_3``); and IDs are rewritten like the records'.
 
     Raises:
         SourceFormatError: a file that cannot be read at all (missing, not a regular file, over `max_bytes`).
@@ -468,12 +476,24 @@ def read_qrels(path: Path, log: RepairLog, layout: Layout, max_bytes: int = DEFA
     for query, chunk, grade, line in zip(rows.query_ids, rows.doc_ids, rows.grades, rows.lines, strict=True):
         where, ident = f"{rows.source} line {line}", f"{query}/{chunk}"
         field = f"field {rows.grade_field!r}"
-        if grade <= 0:
-            log.note("non_positive_grade", ident, f"{where}: {field}: grade {grade} (not relevant)")
-            continue
-        if grade > 3:
-            if log.note("grade_above_3", ident, f"{where}: {field}: grade {grade} is above 3") != "repair":
-                continue
-            grade = 3
-        qrels.append(Qrel(_rewrite(query), _rewrite(chunk), grade, where))
+        fixture_grade = _fixture_grade(grade, ident, f"{where}: {field}", log)
+        if fixture_grade is not None:
+            qrels.append(Qrel(_rewrite(query), _rewrite(chunk), fixture_grade, where))
     return qrels
+
+
+POOLED_NOT_JUDGED = -1
+"""trec_eval's grade for a document in the pool that was not judged (as infAP reads it)."""
+
+
+def _fixture_grade(grade: int, ident: str, where: str, log: RepairLog) -> int | None:
+    """The fixture grade (0-3) of a qrels grade, or None when the pair is left out; every change is noted."""
+    if grade == POOLED_NOT_JUDGED:
+        log.note("pooled_not_judged", ident, f"{where}: grade -1 (pooled, not judged)")
+        return None
+    if grade < POOLED_NOT_JUDGED:
+        problem = f"{where}: grade {grade} is negative (trec_eval reads it as not judged)"
+        return 0 if log.note("negative_grade", ident, problem) == "repair" else None
+    if grade > 3:
+        return 3 if log.note("grade_above_3", ident, f"{where}: grade {grade} is above 3") == "repair" else None
+    return grade

@@ -1,5 +1,8 @@
 """The fixture schema: documents, chunks, queries with graded judgments and exact answer spans.
 
+Grades keep three states apart: judged relevant (grade 1-3, with exact answer spans), judged not relevant (grade 0,
+no spans), and unjudged (a chunk no judgment of the query names).
+
 A fixture lives in a directory holding ``fixture.json`` (this schema) and optionally ``aliases.json`` (alias groups
 for the alias embedding provider). :func:`load_fixture` reads both and turns every schema problem into one
 :class:`FixtureError` that lists each problem with the record ID and field it concerns.
@@ -19,6 +22,8 @@ from pydantic import (
     SerializerFunctionWrapHandler,
     ValidationError,
     ValidationInfo,
+    ValidatorFunctionWrapHandler,
+    field_validator,
     model_serializer,
     model_validator,
 )
@@ -80,14 +85,60 @@ class Span(StrictModel):
         return self.start + len(self.text)
 
 
+RELEVANT_GRADE = 1
+"""The lowest grade that counts as relevant: grade 0 is judged, not relevant."""
+
+
 class Judgment(StrictModel):
-    """A graded relevance judgment of one chunk for one query, with its supporting spans."""
+    """A graded relevance judgment of one chunk for one query, with its supporting spans.
+
+    A relevant chunk (grade 1-3) has at least one exact answer span; a chunk judged not relevant (grade 0) has none.
+    A chunk that no judgment of the query names is unjudged, which is not the same as grade 0.
+    """
 
     chunk_id: Identifier = Field(description="the judged chunk")
-    grade: Grade = Field(description="3 directly answers, 2 substantially answers, 1 supporting evidence")
-    spans: tuple[Span, ...] = Field(
-        min_length=1, max_length=MAX_SPANS_PER_JUDGMENT, description="exact answer spans in the chunk"
+    grade: Grade = Field(
+        description="3 directly answers, 2 substantially answers, 1 supporting evidence, 0 judged not relevant"
     )
+    spans: tuple[Span, ...] = Field(
+        default=(),
+        validate_default=True,  # a grade 1-3 judgment without the key is checked too
+        max_length=MAX_SPANS_PER_JUDGMENT,
+        description="exact answer spans in the chunk: at least one for grade 1-3, none for grade 0",
+    )
+
+    @property
+    def relevant(self) -> bool:
+        """True for grade 1-3; False for a chunk judged not relevant (grade 0)."""
+        return self.grade >= RELEVANT_GRADE
+
+    @field_validator("grade", mode="wrap")
+    @classmethod
+    def _grade_in_range(cls, value: Any, handler: ValidatorFunctionWrapHandler, info: ValidationInfo) -> int:
+        """Name the judged chunk when a grade is outside 0-3 (a type error is left as it is)."""
+        try:
+            grade: int = handler(value)
+        except ValidationError as exc:
+            if not {e["type"] for e in exc.errors()} <= {"greater_than_equal", "less_than_equal"}:
+                raise
+            chunk = info.data.get("chunk_id")
+            of = f" of chunk {chunk!r}" if chunk is not None else ""
+            problem = f"grade {clip(str(value))}{of} is outside 0-3 (1-3 relevant, 0 judged not relevant)"
+            raise ValueError(problem) from None
+        return grade
+
+    @field_validator("spans")
+    @classmethod
+    def _spans_fit_grade(cls, spans: tuple[Span, ...], info: ValidationInfo) -> tuple[Span, ...]:
+        """Grade 1-3 needs at least one span, grade 0 takes none (nothing is checked when the grade is invalid)."""
+        grade = info.data.get("grade")
+        chunk = info.data.get("chunk_id")
+        of = f"chunk {chunk!r}" if chunk is not None else "the chunk"
+        if grade == 0 and spans:
+            raise ValueError(f"{of} is judged not relevant (grade 0): it takes no spans, not {len(spans)}")
+        if grade is not None and grade >= RELEVANT_GRADE and not spans:
+            raise ValueError(f"{of} is judged relevant (grade {grade}): it needs at least 1 exact answer span")
+        return spans
 
 
 class Document(StrictModel):
@@ -107,7 +158,8 @@ class Chunk(StrictModel):
 
 
 class Query(StrictModel):
-    """An evaluation query; a query without judgments is a no-answer query."""
+    """An evaluation query; a query without a relevant judgment (grade >= 1) is a no-answer query, which may still
+    hold judgments of grade 0 (chunks judged not relevant)."""
 
     query_id: Identifier = Field(description="stable query ID")
     language: Language = Field(description="language of the query text")
@@ -116,13 +168,18 @@ class Query(StrictModel):
     judgments: tuple[Judgment, ...] = Field(
         default=(),
         max_length=MAX_JUDGMENTS_PER_QUERY,
-        description="graded relevant chunks; empty = no answer",
+        description="judged chunks, grade 0 included; none of grade >= 1 = no answer",
     )
 
     @property
     def answerable(self) -> bool:
-        """True when at least one chunk is judged relevant."""
-        return bool(self.judgments)
+        """True when at least one chunk is judged relevant (grade >= 1); grade-0 judgments do not count."""
+        return any(j.relevant for j in self.judgments)
+
+    @property
+    def relevant_judgments(self) -> tuple[Judgment, ...]:
+        """The judgments of relevant chunks (grade >= 1), in fixture order."""
+        return tuple(j for j in self.judgments if j.relevant)
 
 
 class Fixture(StrictModel):

@@ -4,9 +4,13 @@
   column is not used, columns past the fourth are ignored (as trec_eval ignores them).
 - **BEIR**: ``query-id<TAB>corpus-id<TAB>score``, with or without BEIR's header line ``query-id corpus-id score``.
 
-The format is told by the first data line: three columns is BEIR, four or more TREC. Grades are integers; a grade
-of 0 or below means "judged, not relevant" (it counts for ``judged@k``, never as relevant). A query whose
-judgments are all 0 or below has no relevant document: it is a no-answer query (scored by ``no_answer_fpr``).
+The format is told by the first data line: three columns is BEIR, four or more TREC. Grades are integers, kept as
+read, so that each measure can give them trec_eval's meaning: 1 and above relevant (at the default relevance
+level), 0 judged not relevant, and a negative grade what trec_eval reads as "in the pool, not judged" (``-1``, as
+infAP reads it). A document absent from the file is unjudged; a row of grade 0 or ``-1`` is never dropped, so the
+three states stay apart. A query without a grade of 1 or more has no relevant document: it is a no-answer query
+(scored by ``no_answer_fpr``). The fixture importers (:func:`evalkit.data.collection.read_qrels`) map these grades
+to a fixture's 0-3.
 
 Duplicate policy: a (query, document) pair judged twice with the same grade is kept once and counted; judged with
 two different grades it is refused, naming the query, the document and both grades, since no rule can tell which

@@ -47,7 +47,8 @@ CollectionKind = Literal[
     "duplicate_id",
     "id_rewritten",
     "unknown_reference",
-    "non_positive_grade",
+    "pooled_not_judged",
+    "negative_grade",
     "grade_above_3",
     "missing_spans",
 ]
@@ -79,7 +80,11 @@ KIND_ACTIONS: dict[RepairKind, tuple[tuple[Action, ...], str]] = {
     "duplicate_id": (("skip", "fail"), "a second record with an ID already read: dropped"),
     "id_rewritten": (("repair", "fail"), "an ID with characters outside A-Z a-z 0-9 . _ : -: each becomes '_'"),
     "unknown_reference": (("skip", "fail"), "a judgment naming an unknown query or document: dropped"),
-    "non_positive_grade": (("skip", "fail"), "a judgment of grade 0 or less (judged not relevant): dropped"),
+    "pooled_not_judged": (("skip", "fail"), "a qrel of grade -1 (trec_eval's pooled, not judged): left unjudged"),
+    "negative_grade": (
+        ("skip", "repair", "fail"),
+        "a qrel of grade -2 or below: left out, unjudged, as trec_eval reads it (skip); repair makes it grade 0",
+    ),
     "grade_above_3": (("repair", "skip", "fail"), "a grade above 3: lowered to 3 (repair)"),
     "missing_spans": (("repair", "fail"), "a judgment without answer spans: the whole chunk becomes its span"),
     "links_in_text": (("repair", "fail"), "a link, host name or path in chunk or query text: kept (repair)"),
@@ -144,7 +149,7 @@ class ImportSummary(StrictModel):
     documents: int = Field(ge=0, description="documents written")
     chunks: int = Field(ge=0, description="chunks written")
     queries: int = Field(ge=0, description="queries written")
-    answerable: int = Field(ge=0, description="queries with at least one judgment")
+    answerable: int = Field(ge=0, description="queries with at least one relevant judgment (grade >= 1)")
     repairs: dict[str, KindSummary] = Field(description="kind -> what was done, in kind order")
 
 

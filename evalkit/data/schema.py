@@ -331,8 +331,9 @@ ChunkText = Annotated[str, Field(max_length=MAX_CHUNK_LENGTH), *_TEXT]
 QueryText = Annotated[str, Field(max_length=MAX_QUERY_LENGTH), *_TEXT]
 AttributionText = Annotated[str, Field(max_length=MAX_ATTRIBUTION_LENGTH), *_SAFE]
 AliasTerm = Annotated[str, Field(max_length=MAX_ALIAS_TERM_LENGTH), *_SAFE]
-Grade = Annotated[int, Field(ge=1, le=3)]
-"""Graded relevance: 3 directly answers, 2 substantially answers, 1 useful supporting evidence."""
+Grade = Annotated[int, Field(ge=0, le=3)]
+"""Graded relevance: 3 directly answers, 2 substantially answers, 1 useful supporting evidence, 0 judged not relevant
+(a chunk no judgment names is unjudged, not "not relevant")."""
 Offset = Annotated[int, Field(ge=0, le=MAX_CHUNK_LENGTH)]
 Sha256 = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
 NonNegativeFloat = Annotated[float, Field(ge=0.0)]

@@ -31,13 +31,23 @@ from evalkit.data.fixture import Query
 from evalkit.data.qrels import Qrels
 from evalkit.data.runs import Run
 from evalkit.measures.ranked import Ranked, SpanContext, dedupe_ranking, rank_lists
-from evalkit.measures.registry import NO_ANSWER_FPR, STANDARD_MEASURES, MeasureDef, QueryCase, reference_value
+from evalkit.measures.registry import (
+    NO_ANSWER_FPR,
+    STANDARD_MEASURES,
+    MeasureDef,
+    QueryCase,
+    condensed_forms,
+    judged_k,
+    judged_share_measures,
+    reference_value,
+)
 from evalkit.measures.results import CONTEXT_K
 from evalkit.measures.run_order import RunCounts, rank_run
 from evalkit.measures.spans import merge_intervals
 from evalkit.measures.ties import SUMMATION_OF, tie_policy
 
 __all__ = [
+    "FIXTURE_COMPANIONS",
     "FIXTURE_MEASURES",
     "MISSING_POLICIES",
     "Missing",
@@ -45,9 +55,11 @@ __all__ = [
     "depth_of",
     "score_queries",
     "score_query",
+    "score_companions",
     "score_ranked",
     "score_rankings",
     "score_run",
+    "unjudged_counts",
 ]
 
 FloatArray = npt.NDArray[np.float64]
@@ -68,6 +80,9 @@ class RunScores:
     judged_rank: npt.NDArray[np.int64] | None = None
     """Per qrels row, the rank its document reached in the deduplicated ranking (0: not within the depth scored);
     only when asked, for the failures a fixture report lists."""
+    unjudged: npt.NDArray[np.int64] | None = None
+    """Per qrels row, how many of its first ``unjudged_k`` results the judgments do not speak for (absent, or a
+    negative grade); only when asked (``score_run(..., unjudged_k=k)``)."""
 
 
 def depth_of(measures: Sequence[MeasureDef], context_k: int = 0) -> int | None:
@@ -79,7 +94,7 @@ def depth_of(measures: Sequence[MeasureDef], context_k: int = 0) -> int | None:
             depths.append(context_k)
         elif spec.defined_on == "no_answer":
             depths.append(1)
-        elif m.cutoff is None or spec.user:
+        elif m.cutoff is None or spec.user or spec.condensed:  # a condensed list's k-th result may lie deeper
             return None
         else:
             depths.append(m.cutoff)
@@ -123,12 +138,14 @@ def score_run(
     context: SpanContext | None = None,
     judged_ranks: bool = False,
     whole_rankings: bool = False,
+    unjudged_k: int | None = None,
 ) -> RunScores:
     """Score ``run`` against ``qrels`` (see the module docstring); rows follow ``qrels.queries``.
 
     ``context`` gives the gold spans and chunk lengths the context measures read (a fixture's); without it they are
     refused. ``judged_ranks`` also records the rank each judged document reached within the depth the measures read
-    (:attr:`RunScores.judged_rank`); ``whole_rankings`` reads every rank."""
+    (:attr:`RunScores.judged_rank`); ``whole_rankings`` reads every rank; ``unjudged_k`` counts each query's unjudged
+    results in its first k (:attr:`RunScores.unjudged`)."""
     tie_policy(ties)
     if missing not in MISSING_POLICIES:
         raise ValueError(f"unknown missing-query policy {missing!r}; valid: {', '.join(MISSING_POLICIES)}")
@@ -137,16 +154,21 @@ def score_run(
         raise ValueError(f"{', '.join(spans)} need(s) gold spans, which qrels do not have: score against a fixture")
     with_ids = any(m.spec.user for m in measures)
     depth = None if whole_rankings else depth_of(measures, 0 if context is None else context.context_k)
+    if depth is not None and unjudged_k is not None:
+        depth = max(depth, unjudged_k)
     ranked_run = rank_run(run, qrels, ties, SUMMATION_OF[ties], depth, with_ids, context)
     n = ranked_run.n
     values = {m.name: np.full(n, np.nan) for m in measures}
     answerable = np.zeros(n, dtype=bool)
     reached = np.zeros(len(qrels), dtype=np.int64) if judged_ranks else None
+    unjudged = None if unjudged_k is None else np.zeros(n, dtype=np.int64)
     for rows, ranked in ranked_run.blocks():  # one block of queries at a time: bounded memory
         block_values, block_answerable = score_ranked(ranked, measures)
         answerable[rows] = block_answerable
         for name, column in block_values.items():
             values[name][rows] = column
+        if unjudged is not None and unjudged_k is not None:
+            unjudged[rows] = unjudged_counts(ranked, unjudged_k)
         if reached is not None and ranked.qrels_row is not None:
             judged = ranked.qrels_row >= 0
             reached[ranked.qrels_row[judged]] = ranked.rank[judged]
@@ -154,7 +176,15 @@ def score_run(
     evaluated = np.ones(n, dtype=bool) if missing == "zero" else in_run
     if missing == "skip":
         values = {name: np.where(evaluated, column, np.nan) for name, column in values.items()}
-    return RunScores(run.name, values, evaluated, answerable, counts, reached)
+    return RunScores(run.name, values, evaluated, answerable, counts, reached, unjudged)
+
+
+def unjudged_counts(ranked: Ranked, k: int) -> npt.NDArray[np.int64]:
+    """Per query, how many of its first ``k`` (deduplicated) results the judgments do not speak for: absent from
+    them, or judged with a negative grade (trec_eval's "pooled, not judged"). These are what a pool of depth ``k``
+    asks to label."""
+    unjudged = ~(ranked.judged & (ranked.grade >= 0)) & (ranked.rank <= k)
+    return ranked.count(unjudged)
 
 
 def score_rankings(
@@ -173,6 +203,31 @@ def score_rankings(
 
 FIXTURE_MEASURES: Final = (*STANDARD_MEASURES, NO_ANSWER_FPR)
 """Every measure a fixture run reports: the standard ones on answerable queries, ``no_answer_fpr`` on the others."""
+
+FIXTURE_COMPANIONS: Final = (*judged_share_measures(STANDARD_MEASURES), *condensed_forms(STANDARD_MEASURES))
+"""What a fixture report carries beside its measures: ``judged@10`` and ``unj@10`` (the unjudged share shown beside
+every score) and the condensed-list forms of the standard measures (which ``compare`` retests a drop on when the
+head's top 10 holds more unjudged chunks than the base's)."""
+
+FIXTURE_JUDGED_K: Final = judged_k(STANDARD_MEASURES)
+"""The k of a fixture report's unjudged share and counts."""
+
+
+def score_companions(
+    queries: Sequence[Query], rankings: Sequence[Sequence[str]], summation: str = "exact"
+) -> tuple[dict[str, dict[str, float]], dict[str, int]]:
+    """:data:`FIXTURE_COMPANIONS` for each query (answerable ones: the others have none), and each query's count of
+    unjudged results in its first :data:`FIXTURE_JUDGED_K` (every query), by query ID."""
+    grades = [{j.chunk_id: j.grade for j in query.judgments} for query in queries]
+    ranked = rank_lists(rankings, grades, summation, depth_of(FIXTURE_COMPANIONS))
+    values, answerable = score_ranked(ranked, FIXTURE_COMPANIONS)
+    columns = {name: column.tolist() for name, column in values.items()}
+    counts = unjudged_counts(ranked, FIXTURE_JUDGED_K).tolist()
+    scored = {
+        q.query_id: ({m.name: columns[m.name][row] for m in FIXTURE_COMPANIONS} if has_answer else {})
+        for row, (q, has_answer) in enumerate(zip(queries, answerable.tolist(), strict=True))
+    }
+    return scored, {q.query_id: int(c) for q, c in zip(queries, counts, strict=True)}
 
 
 def score_query(query: Query, ranking: Sequence[str], chunk_lengths: Mapping[str, int]) -> dict[str, float]:

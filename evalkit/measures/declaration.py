@@ -48,7 +48,7 @@ NoRelevant = Literal["skip", "zero"]
 scores) or ``zero`` (trec_eval's names: it scores 0 and counts in the mean, as trec_eval's)."""
 DefinedOn = Literal["answerable", "no_answer"]
 """The queries a family is defined on under evalkit's names: those with a relevant document, or those without."""
-Unjudged = Literal["not_relevant", "not_judged", "any_result", "as_given"]
+Unjudged = Literal["not_relevant", "not_judged", "any_result", "as_given", "removed", "skipped", "inferred"]
 """What a family does with a returned document absent from the judgments (see :data:`UNJUDGED`)."""
 
 EVERY_JUDGED_QUERY: Final = "no_relevant=zero"
@@ -86,9 +86,26 @@ UNJUDGED: Final[dict[Unjudged, UnjudgedPolicy]] = {
         "Unjudged documents (absent from the judgments) are absent from the grades the function receives; what it "
         "does with them is the function's own.",
     ),
+    "removed": UnjudgedPolicy(
+        "removed (condensed list)",
+        "Unjudged documents (absent from the judgments, or with a negative grade: trec_eval's pooled, not judged) "
+        "are removed from the ranking before the cutoff applies (a condensed list, Sakai 2007), and the plain "
+        "measure is computed on what remains.",
+    ),
+    "skipped": UnjudgedPolicy(
+        "skipped",
+        "Unjudged documents (absent from the judgments, or with a negative grade: trec_eval's pooled, not judged) "
+        "are skipped: only the order of judged relevant and judged non-relevant documents counts.",
+    ),
+    "inferred": UnjudgedPolicy(
+        "not relevant; pooled ones inferred",
+        "Unjudged documents absent from the judgments count as not relevant where they stand; documents with a "
+        "negative grade (trec_eval's pooled, not judged) are taken to be relevant in the proportion of the judged "
+        "documents above them.",
+    ),
 }
-"""Every policy for unjudged documents, by name. The plain measures count them as not relevant; a condensed-list
-form (unjudged documents dropped before scoring) would carry a name of its own."""
+"""Every policy for unjudged documents, by name. The plain measures count them as not relevant; the condensed-list
+forms (``condensed_ndcg@k`` and the like) remove them before scoring and carry names of their own."""
 
 
 class QueryCase(NamedTuple):
@@ -177,6 +194,9 @@ class Family:
     fixed: tuple[tuple[str, str], ...] = ()
     """Parameters with a single value, spelled out in the definition so that a change of meaning changes it."""
     user: bool = False
+    condensed: bool = False
+    """Whether its cutoff applies after unjudged documents are removed (a condensed list), so that it reads the
+    whole ranking whatever its cutoff."""
 
     @property
     def default_gain(self) -> Gain | None:

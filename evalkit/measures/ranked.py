@@ -79,6 +79,15 @@ class Ranked:
     total_span_chars: IntArray | None = None
     qrels_row: IntArray | None = None
     """Per position, the qrels row of its judgment (-1: unjudged); columnar rankings only."""
+    nonrelevant: IntArray | None = None
+    """Per query, the number of its judgments of grade 0 (judged, not relevant; negative grades are trec_eval's
+    pooled, not judged), which bpref reads; both builders set it."""
+
+    def judged_nonrelevant(self) -> IntArray:
+        """:attr:`nonrelevant`, ``ValueError`` when the builder did not set it."""
+        if self.nonrelevant is None:
+            raise ValueError("these rankings do not carry the count of grade-0 judgments")
+        return self.nonrelevant
 
     def count(self, mask: BoolArray) -> IntArray:
         """Per query, the number of positions where ``mask`` holds."""
@@ -204,6 +213,7 @@ def rank_lists(
     judged_query = np.array([i for i, g in enumerate(grades) for _ in g], dtype=np.int64)
     judged_grades = np.array([v for g in grades for v in g.values()], dtype=np.int64)
     ideal_row, ideal_rank, ideal_grade = ideal_arrays(judged_query, judged_grades, n)
+    nonrelevant = np.bincount(judged_query[judged_grades == 0], minlength=n).astype(np.int64)
     span_chars = lengths = total = None
     if spans is not None:
         span_chars, lengths, total = _context(rows, ids, rank, spans, chunk_lengths, context_k, n)
@@ -222,6 +232,7 @@ def rank_lists(
         span_chars,
         lengths,
         total,
+        nonrelevant=nonrelevant,
     )
 
 

@@ -1,17 +1,19 @@
 """The measure registry: every family declared once (:mod:`evalkit.measures.families`), and names parsed into them.
 
 Names are parsed by :func:`parse_measure` in two vocabularies. evalkit's: ``recall@k``, ``precision@k``,
-``success@k``, ``mrr@k``, ``ndcg@k``, ``map@k``, ``rprec``, ``judged@k``, ``context_precision``,
-``context_recall``, ``no_answer_fpr`` (``recall``, ``mrr`` and ``map`` without ``@k`` read the whole ranking).
-trec_eval's, with trec_eval's meaning, as each family declares them: ``ndcg_cut_k`` and ``ndcg`` (linear gain),
-``recip_rank`` (no cutoff), ``P_k``, ``recall_k``, ``success_k``, ``map``, ``map_cut_k``, ``Rprec`` (``map`` and
-``ndcg``, spelled alike in both, are trec_eval's). A measure keeps the name it was asked by (the report key, the
-column name); :attr:`MeasureDef.definition` spells out every parameter, and reports carry it, so two reports never
-compare different definitions under one name.
+``success@k``, ``mrr@k``, ``ndcg@k``, ``map@k``, ``rprec``, ``judged@k``, ``unj@k``, ``infap``, the condensed-list
+forms ``condensed_ndcg@k``, ``condensed_map@k``, ``condensed_precision@k``, ``condensed_recall@k``,
+``condensed_mrr@k``, and ``context_precision``, ``context_recall``, ``no_answer_fpr`` (``recall``, ``mrr``, ``map``
+and the condensed ``ndcg``, ``map``, ``recall`` and ``mrr`` without ``@k`` read the whole ranking). trec_eval's, with
+trec_eval's meaning, as each family declares them: ``ndcg_cut_k`` and ``ndcg`` (linear gain), ``recip_rank`` (no
+cutoff), ``P_k``, ``recall_k``, ``success_k``, ``map``, ``map_cut_k``, ``Rprec``, ``bpref``, ``infAP`` (``map``,
+``ndcg`` and ``bpref``, spelled alike in both, are trec_eval's). A measure keeps the name it was asked by (the
+report key, the column name); :attr:`MeasureDef.definition` spells out every parameter, and reports carry it, so two
+reports never compare different definitions under one name.
 
-Common rules: a document is relevant when its grade is at least 1; grades of 0 or below are judged, not relevant,
-and give no gain. Under evalkit's names, ranking measures are defined on answerable queries (at least one relevant
-document; the others are no-answer queries, which ``no_answer_fpr`` scores); under trec_eval's names on every
+Common rules: a document is relevant when its grade is at least 1; grade 0 is judged, not relevant, and a
+negative grade is read as trec_eval reads it, "pooled, not judged" (``-1``); neither gives gain. Under evalkit's
+names, ranking measures are defined on answerable queries (at least one relevant document; the others are no-answer queries, which ``no_answer_fpr`` scores); under trec_eval's names on every
 judged query, one without a relevant document scoring 0, as trec_eval scores it (:attr:`MeasureDef.no_relevant`).
 An empty ranking scores 0. Rankings are deduplicated before any cutoff (first occurrence kept). Each family says
 what it does with unjudged documents (:data:`~evalkit.measures.declaration.UNJUDGED`).
@@ -43,6 +45,7 @@ from evalkit.measures.families.shared import relevant_grades
 from evalkit.measures.ranked import Ranked, dedupe_ranking
 
 __all__ = [
+    "DEFAULT_JUDGED_K",
     "DEFAULT_SCORE_MEASURES",
     "EVERY_JUDGED_QUERY",
     "FAMILIES",
@@ -52,6 +55,10 @@ __all__ = [
     "Family",
     "MeasureDef",
     "QueryCase",
+    "condensed_form",
+    "condensed_forms",
+    "judged_k",
+    "judged_share_measures",
     "parse_measure",
     "parse_measures",
     "reference_value",
@@ -135,6 +142,51 @@ NO_ANSWER_FPR: Final = parse_measure("no_answer_fpr")
 DEFAULT_SCORE_MEASURES: Final = tuple(m.name for m in STANDARD_MEASURES if not m.spec.needs_spans)
 """What ``evalkit score`` reports when no measure is named (``no_answer_fpr`` joins when there are no-answer
 queries, and the context measures when a fixture with spans is given)."""
+
+
+DEFAULT_JUDGED_K: Final = 10
+"""The k of the unjudged share shown beside a score when no measure asked has a cutoff."""
+
+_CONDENSED: Final[dict[str, str]] = {
+    "ndcg": "condensed_ndcg",
+    "map": "condensed_map",
+    "precision": "condensed_precision",
+    "recall": "condensed_recall",
+    "mrr": "condensed_mrr",
+}
+"""The plain families that have a condensed-list form, and its family."""
+
+
+def judged_k(measures: Sequence[MeasureDef]) -> int:
+    """The k of the unjudged share shown beside `measures`: the largest cutoff asked, else
+    :data:`DEFAULT_JUDGED_K`."""
+    return max((m.cutoff for m in measures if m.cutoff is not None), default=DEFAULT_JUDGED_K)
+
+
+def judged_share_measures(measures: Sequence[MeasureDef]) -> tuple[MeasureDef, ...]:
+    """``judged@K`` and ``unj@K`` (K = :func:`judged_k`) that are not among `measures` already: the share of the top
+    K the judgments speak for, and its complement, shown beside every score."""
+    k = judged_k(measures)
+    asked = {m.name for m in measures}
+    return tuple(parse_measure(f"{name}@{k}") for name in ("judged", "unj") if f"{name}@{k}" not in asked)
+
+
+def condensed_form(measure: MeasureDef) -> MeasureDef | None:
+    """The condensed-list form of a plain measure asked by evalkit's name (``ndcg@10`` -> ``condensed_ndcg@10``),
+    with the same cutoff and gain; None when it has none (trec_eval's names, the other families, the condensed forms
+    themselves)."""
+    family = _CONDENSED.get(measure.spec.name)
+    if family is None or measure.no_relevant != "skip" or measure.spec.user:
+        return None
+    condensed = parse_measure(family if measure.cutoff is None else f"{family}@{measure.cutoff}")
+    return condensed if condensed.gain == measure.gain else None
+
+
+def condensed_forms(measures: Sequence[MeasureDef]) -> tuple[MeasureDef, ...]:
+    """The condensed-list forms (:func:`condensed_form`) of `measures` not among them already, in their order."""
+    asked = {m.name for m in measures}
+    forms = [c for m in measures if (c := condensed_form(m)) is not None and c.name not in asked]
+    return tuple({c.name: c for c in forms}.values())
 
 
 def reference_value(measure: MeasureDef, case: QueryCase) -> float:

@@ -101,14 +101,15 @@ class Failure:
 
 
 def query_failures(query: Query, ranking: Sequence[str]) -> list[Failure]:
-    """ID-only failures of one query, relevant chunks by grade descending then ID."""
+    """ID-only failures of one query, relevant chunks (grade >= 1) by grade descending then ID; a chunk judged not
+    relevant (grade 0) is never a failure, retrieved or not."""
     if not query.answerable:
         if not ranking:
             return []
         return [Failure(query.query_id, query.language, "no_answer_returned_results", None, None, None, len(ranking))]
     rank_of = {chunk_id: index for index, chunk_id in enumerate(dedupe_ranking(ranking), 1)}
     failures = []
-    for judgment in sorted(query.judgments, key=lambda j: (-j.grade, j.chunk_id)):
+    for judgment in sorted(query.relevant_judgments, key=lambda j: (-j.grade, j.chunk_id)):
         rank = rank_of.get(judgment.chunk_id)
         if rank is None or rank > FAILURE_CUTOFF:
             failures.append(

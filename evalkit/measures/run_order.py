@@ -345,7 +345,9 @@ class RankedRun:
         order = np.argsort(q, kind="stable")  # rows ascending; ranks stay in order within a row
         judged_rows, counts = _judgments_of(self._qrels, rows)
         local_query = np.repeat(np.arange(len(rows), dtype=np.int64), counts)
-        ideal_row, ideal_rank, ideal_grade = ideal_arrays(local_query, self._qrels.grades[judged_rows], len(rows))
+        judged_grades = self._qrels.grades[judged_rows]
+        ideal_row, ideal_rank, ideal_grade = ideal_arrays(local_query, judged_grades, len(rows))
+        nonrelevant = np.bincount(local_query[judged_grades == 0], minlength=len(rows)).astype(np.int64)
         ranked = Ranked(
             len(rows),
             q[order],
@@ -357,6 +359,7 @@ class RankedRun:
             ideal_grade,
             self._summation,
             qrels_row=part.qrels_row[order],
+            nonrelevant=nonrelevant,
         )
         if self._context is not None and part.span_chars is not None and part.lengths is not None:
             totals = self._span_totals

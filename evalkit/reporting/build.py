@@ -20,10 +20,11 @@ import numpy as np
 from evalkit.data.judgments import fixture_judgments, judgments_sha256
 from evalkit.data.schema import SLICES, Slice
 from evalkit.data.settings import RetrievalSettings
+from evalkit.measures.core import FIXTURE_COMPANIONS, FIXTURE_JUDGED_K, score_companions
 from evalkit.measures.metrics import LatencySummary
-from evalkit.measures.results import ScoredEvaluation
+from evalkit.measures.results import QueryResult, ScoredEvaluation
 from evalkit.measures.statistics import DEFAULT_STATISTICS, StatisticsSettings
-from evalkit.measures.ties import DEFAULT_TIE_POLICY
+from evalkit.measures.ties import DEFAULT_TIE_POLICY, SUMMATION_OF, order_ranking
 from evalkit.reporting.calibration_record import CalibrationRecord
 from evalkit.reporting.per_query import (
     QueryIndex,
@@ -41,6 +42,7 @@ from evalkit.reporting.report import (
     ReportFailure,
     ReportQueryError,
     SystemReport,
+    UnjudgedCounts,
 )
 
 __all__ = ["NOT_MEASURED", "ReportSource", "ReportedEvaluation", "SystemScores", "build_report", "evaluation_source"]
@@ -60,6 +62,8 @@ class SystemScores:
     failures: tuple[ReportFailure, ...] = ()
     system: SystemReport | None = None
     query_errors: tuple[ReportQueryError, ...] = ()
+    unjudged: Mapping[str, int] | None = None
+    """Query ID -> unjudged results in its first :attr:`ReportSource.unjudged_k` (None: not counted)."""
 
 
 @dataclass(frozen=True)
@@ -85,6 +89,12 @@ class ReportSource:
     calibration: CalibrationRecord | None = None
     notes: tuple[str, ...] = field(default=())
     """What the front door prints beside the summary (counts that shape the numbers); never in the report."""
+    unjudged_k: int | None = None
+    """The depth each system's unjudged results were counted to (:attr:`SystemScores.unjudged`)."""
+    pooled: frozenset[str] = frozenset()
+    """The queries whose judgments hold a chunk judged not relevant (grade 0): where the holes check can look."""
+    companions: tuple[str, ...] = ()
+    """Measures of :attr:`measures` carried for ``compare``'s check of label holes, not shown in the summary."""
 
 
 def mean_of(values: Sequence[float], ties: str) -> float:
@@ -129,7 +139,8 @@ def build_report(source: ReportSource | ReportedEvaluation, gates: tuple[GateOut
     index, names = source.index, list(source.measures)
     per_query = {system_id: scores.per_query for system_id, scores in source.systems.items()}
     every = every_query_measures(source.measures)
-    intervals = aggregate_intervals(index, per_query, source.statistics, names, every)
+    shown = [name for name in names if name not in source.companions]  # companions are read per query, not as means
+    intervals = aggregate_intervals(index, per_query, source.statistics, shown, every)
     counts = _query_counts(index)
     ablations = {
         system_id: AblationReport(
@@ -142,6 +153,7 @@ def build_report(source: ReportSource | ReportedEvaluation, gates: tuple[GateOut
             query_errors=scores.query_errors,
             intervals=intervals[system_id],
             per_query=per_query_columns(index, scores.per_query, names),
+            unjudged=_unjudged(index, scores, source.unjudged_k, source.pooled),
         )
         for system_id, scores in source.systems.items()
     }
@@ -163,6 +175,19 @@ def build_report(source: ReportSource | ReportedEvaluation, gates: tuple[GateOut
         measures=dict(source.measures),
         missing_queries=source.missing,  # type: ignore[arg-type]
         calibration=source.calibration,
+        companions=source.companions,
+    )
+
+
+def _unjudged(index: QueryIndex, scores: SystemScores, k: int | None, pooled: frozenset[str]) -> UnjudgedCounts | None:
+    """The system's unjudged counts aligned with the query index (None: not counted)."""
+    if scores.unjudged is None or k is None:
+        return None
+    counts = scores.unjudged
+    return UnjudgedCounts(
+        k=k,
+        per_query=tuple(counts.get(query_id) for query_id in index.query_ids),
+        pooled=tuple(query_id in pooled for query_id in index.query_ids),
     )
 
 
@@ -182,11 +207,17 @@ class ReportedEvaluation(ScoredEvaluation, Protocol):
 
 
 def evaluation_source(evaluation: ReportedEvaluation) -> ReportSource:
-    """A fixture evaluation as the builder takes it: the standard measures over the fixture's queries."""
+    """A fixture evaluation as the builder takes it: the standard measures over the fixture's queries, with
+    ``judged@10``, ``unj@10``, each query's unjudged results in its top 10 and the condensed-list forms
+    (:data:`~evalkit.measures.core.FIXTURE_COMPANIONS`) beside them."""
+    companions = {
+        ablation_id: _companions(evaluation, result.results) for ablation_id, result in evaluation.ablations.items()
+    }
     systems = {
         ablation_id: SystemScores(
             mode=result.ablation.mode,
-            per_query=result.per_query,
+            per_query={q: {**v, **companions[ablation_id][0].get(q, {})} for q, v in result.per_query.items()},
+            unjudged=companions[ablation_id][1],
             latency=result.latency,
             failures=tuple(ReportFailure(**asdict(f), message=f.describe()) for f in result.failures),
             system=_system_report(evaluation, ablation_id),
@@ -209,13 +240,27 @@ def evaluation_source(evaluation: ReportedEvaluation) -> ReportSource:
         projection_sha256=evaluation.projection_sha256,
         index=query_index(evaluation.fixture.queries),
         judgments_sha256=judgments_sha256(fixture_judgments(evaluation.fixture)),
-        measures=dict(STANDARD_DEFINITIONS),
+        measures={**STANDARD_DEFINITIONS, **{m.name: m.definition for m in FIXTURE_COMPANIONS}},
         systems=systems,
         runs=evaluation.runs,
         settings=evaluation.settings,
         ties=evaluation.tie_policy,
         calibration=evaluation.calibration,
+        unjudged_k=FIXTURE_JUDGED_K,
+        pooled=frozenset(q.query_id for q in evaluation.fixture.queries if any(j.grade == 0 for j in q.judgments)),
+        companions=tuple(m.name for m in FIXTURE_COMPANIONS if m.spec.condensed),
     )
+
+
+def _companions(
+    evaluation: ReportedEvaluation, results: Sequence[QueryResult]
+) -> tuple[dict[str, dict[str, float]], dict[str, int]]:
+    """One system's companion values and unjudged counts (:func:`~evalkit.measures.core.score_companions`), its
+    rankings ordered as they were scored."""
+    queries = {q.query_id: q for q in evaluation.fixture.queries}
+    ties = evaluation.tie_policy
+    ranked = [order_ranking(tuple(zip(r.chunk_ids, r.scores, strict=True)), ties) for r in results]
+    return score_companions([queries[r.query_id] for r in results], ranked, SUMMATION_OF[ties])
 
 
 def _system_report(evaluation: ScoredEvaluation, system_id: str) -> SystemReport | None:

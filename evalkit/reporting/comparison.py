@@ -30,6 +30,8 @@ from evalkit.common.progress import progress
 from evalkit.data.schema import SLICES, Identifier, Sha256, Slice, StrictModel, UnitFloat, ablation_order
 from evalkit.measures.registry import NO_ANSWER_FPR
 from evalkit.measures.statistics import StatisticsSettings, holm_adjust, paired_bootstrap_intervals, sign_flip_p_values
+from evalkit.reporting.comparison_notes import report_notes
+from evalkit.reporting.holes import JudgedTest, UnjudgedShare, compared, first_against_others, unjudged_shares
 from evalkit.reporting.per_query import (
     ANSWERABLE_MEASURES,
     NO_ANSWER_MEASURES,
@@ -143,6 +145,8 @@ class Comparison(GateFamilies):
     only_in_base: tuple[str, ...] = Field(description="ablations not compared: in the base report only")
     only_in_head: tuple[str, ...] = Field(description="ablations not compared: in the head report only")
     rows: tuple[ComparisonRow, ...]
+    unjudged: tuple[UnjudgedShare, ...] = Field(default=(), description="each side's unjudged share of its top k")
+    judged_tests: tuple[JudgedTest, ...] = Field(default=(), description="gated rows tested on judged evidence only")
 
     def gate_rows(self) -> tuple[ComparisonRow, ...]:
         """The rows the regression gate reads: the gated family."""
@@ -180,6 +184,8 @@ class PairwiseComparison(GateFamilies):
     ablations: tuple[str, ...] = Field(description="ablations compared: those in every report")
     not_compared: tuple[str, ...] = Field(description="ablations missing from some report")
     rows: tuple[PairRow, ...]
+    unjudged: tuple[UnjudgedShare, ...] = Field(default=(), description="each report's unjudged share of its top k")
+    judged_tests: tuple[JudgedTest, ...] = Field(default=(), description="gated rows tested on judged evidence only")
 
     def gate_rows(self) -> tuple[PairRow, ...]:
         """The rows the regression gate reads: gated rows of each later system against the first."""
@@ -218,28 +224,6 @@ def _shared_queries(reports: Sequence[Report], labels: Sequence[str]) -> tuple[Q
         return shared_queries([r.queries for r in reports], labels)
     except ValueError as exc:
         raise ComparisonError(str(exc)) from None
-
-
-def _notes(base: Report, head: Report) -> tuple[str, ...]:
-    notes = []
-    if base.fixture_version != head.fixture_version:
-        notes.append(f"fixture version differs: base {base.fixture_version}, head {head.fixture_version}")
-    if base.corpus_sha256 != head.corpus_sha256:
-        notes.append("the corpus differs (corpus_sha256): documents or chunks changed")
-    if base.provider_definitions_hash != head.provider_definitions_hash:
-        notes.append("the embedding providers differ (provider_definitions_hash)")
-    if base.metrics_version != head.metrics_version:
-        notes.append(
-            f"the metric definitions differ: metrics_version base {base.metrics_version}, head {head.metrics_version}"
-        )
-    if base.statistics != head.statistics:
-        notes.append("the statistics settings differ: the head report's settings are used")
-    if base.evaluation_definition_hash != head.evaluation_definition_hash:
-        notes.append(
-            "the evaluation definition differs (evaluation_definition_hash): retrieval settings, ablation "
-            "definitions, providers, corpus, metric or analyzer version"
-        )
-    return tuple(notes)
 
 
 def _ordered(ablations: Collection[str]) -> list[str]:
@@ -389,17 +373,15 @@ def compare_reports(
     _check_comparable(base, head)
     index, (base_rows, head_rows), left_out = _shared_queries([base, head], ["base", "head"])
     shared = _ordered(set(base.ablations) & set(head.ablations))
-    pairs = [
-        (a, restricted(base.ablations[a].per_query, base_rows), restricted(head.ablations[a].per_query, head_rows))
-        for a in shared
-    ]
+    pairs = [(a, restricted(compared(base, a), base_rows), restricted(compared(head, a), head_rows)) for a in shared]
     every = every_query_measures(base.measure_definitions())
     rows = compared_rows(index, pairs, head.statistics, gated, alpha, max_drop, every)
+    g, s = gate_measures(pairs, gated), head.statistics
     return Comparison(
         base=_identity(base, "base"),
         head=_identity(head, "head"),
         statistics=head.statistics,
-        notes=(*_notes(base, head), *left_out),
+        notes=(*report_notes(base, head), *left_out),
         only_in_base=tuple(_ordered(set(base.ablations) - set(head.ablations))),
         only_in_head=tuple(_ordered(set(head.ablations) - set(base.ablations))),
         gate_measures=gate_measures(pairs, gated),
@@ -408,6 +390,11 @@ def compare_reports(
         family_size=sum(r.gated for r in rows),
         exploratory_family_size=sum(not r.gated for r in rows),
         rows=rows,
+        unjudged=(
+            *unjudged_shares(base, "base", index, base_rows, shared),
+            *unjudged_shares(head, "head", index, head_rows, shared),
+        ),
+        judged_tests=first_against_others([base, head], ["base", "head"], index, [base_rows, head_rows], shared, g, s),
     )
 
 
@@ -448,21 +435,21 @@ def compare_many(
     meta: list[dict[str, str]] = []
     for i, j in itertools.combinations(range(len(reports)), 2):
         for a in shared:
-            base_columns = restricted(reports[i].ablations[a].per_query, query_rows[i])
-            head_columns = restricted(reports[j].ablations[a].per_query, query_rows[j])
+            base_columns = restricted(compared(reports[i], a), query_rows[i])
+            head_columns = restricted(compared(reports[j], a), query_rows[j])
             pairs.append((str(len(pairs)), base_columns, head_columns))
             meta.append({"ablation": a, "base_system": labels[i], "head_system": labels[j]})
     statistics = reports[-1].statistics
     every = every_query_measures(reports[0].measure_definitions())
     rows = compared_rows(index, pairs, statistics, gated, alpha, max_drop, every)
-    two_sided = _two_sided_holm(rows)
+    g, two_sided = gate_measures(pairs, gated), _two_sided_holm(rows)
     out = [
         PairRow(**{**dict(r), **meta[int(r.ablation)], "p_holm_two_sided": two_sided[k]}) for k, r in enumerate(rows)
     ]
     notes = [
         f"{label} vs {labels[0]}: {note}"
         for label, r in zip(labels[1:], reports[1:], strict=True)
-        for note in _notes(reports[0], r)
+        for note in report_notes(reports[0], r)
         if not note.startswith("the statistics settings differ")
     ]
     notes += left_out
@@ -480,6 +467,12 @@ def compare_many(
         family_size=sum(r.gated for r in rows),
         exploratory_family_size=sum(not r.gated for r in rows),
         rows=tuple(out),
+        unjudged=tuple(
+            share
+            for label, report, rows_of in zip(labels, reports, query_rows, strict=True)
+            for share in unjudged_shares(report, label, index, rows_of, shared)
+        ),
+        judged_tests=first_against_others(reports, labels, index, query_rows, shared, g, statistics),
     )
 
 
@@ -492,6 +485,6 @@ def compare_ablations(report: Report, base: str, head: str) -> tuple[ComparisonR
     for name in (base, head):
         if name not in report.ablations:
             raise ValueError(f"ablation {name!r} is not in the report; it holds {', '.join(report.ablations)}")
-    pair = (f"{head} vs {base}", report.ablations[base].per_query, report.ablations[head].per_query)
+    pair = (f"{head} vs {base}", compared(report, base), compared(report, head))
     every = every_query_measures(report.measure_definitions())
     return compared_rows(report.queries, [pair], report.statistics, every=every)

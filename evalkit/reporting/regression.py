@@ -5,14 +5,21 @@
 package's :class:`~evalkit.reporting.gates.GateFailure` for it; with ``require_power`` an underpowered gated row
 (:class:`~evalkit.reporting.power.RowPower`) fails too. Each gated row's power at other values of ``alpha`` and
 ``max_drop`` is derived again here (:func:`~evalkit.reporting.power.row_power`).
+
+Before a drop counts, the gate asks whether label holes explain it (:mod:`evalkit.reporting.holes`): a gated row
+whose head's top k is more unjudged than its base's by over ``max_unjudged_gap`` is tested again on condensed lists,
+and a drop that does not survive there is reported as **holes**, with both shares, the number of unjudged chunks to
+label and the ``evalkit pool`` command that lists them; ``require_judged`` fails such rows, as ``require_power``
+fails underpowered ones. A drop that survives stays a regression.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from evalkit.reporting.comparison import Comparison, ComparisonRow, PairwiseComparison
+from evalkit.reporting.comparison import Comparison, ComparisonRow, PairRow, PairwiseComparison
 from evalkit.reporting.gates import GateFailure
+from evalkit.reporting.holes import DEFAULT_MAX_UNJUDGED_GAP, GatedRow, Retest, retest_on_judged
 from evalkit.reporting.power import RowPower, check_gate_arguments, row_power
 from evalkit.reporting.report import GateOutcome
 
@@ -34,6 +41,13 @@ class RegressionVerdict:
     """Significant drops no larger than max_drop: real perhaps, but tolerated."""
     underpowered: tuple[ComparisonRow, ...] = ()
     """Gated rows (not regressions) whose test could not have seen a drop of max_drop (see :class:`RowPower`)."""
+    holes: tuple[tuple[ComparisonRow, Retest], ...] = ()
+    """Drops explained by label holes: the head's top k more unjudged than the base's by over max_unjudged_gap, and
+    no regression on condensed lists (see :mod:`evalkit.reporting.holes`)."""
+    retested: tuple[tuple[ComparisonRow, Retest], ...] = ()
+    """Regressions whose head was more unjudged than its base, that survived the condensed-list test (or had no
+    condensed form to be tested on)."""
+    max_unjudged_gap: float = DEFAULT_MAX_UNJUDGED_GAP
 
     @property
     def passed(self) -> bool:
@@ -46,8 +60,14 @@ class RegressionVerdict:
         needed = [r.power.queries_needed for r in self.underpowered if r.power and r.power.queries_needed]
         return max(needed) if needed else None
 
-    def outcomes(self, require_power: bool = False) -> tuple[GateOutcome, ...]:
-        """One failed outcome per regression (and, with ``require_power``, per underpowered row)."""
+    @property
+    def to_label(self) -> int:
+        """The most unjudged chunks a head's top k holds in a row reported as holes (0: none)."""
+        return max((retest.head.unjudged for _, retest in self.holes), default=0)
+
+    def outcomes(self, require_power: bool = False, require_judged: bool = False) -> tuple[GateOutcome, ...]:
+        """One failed outcome per regression (and, with ``require_power``, per underpowered row; with
+        ``require_judged``, per row reported as holes)."""
         failed = tuple(
             GateOutcome(
                 gate=f"{row.label()} difference",
@@ -60,6 +80,18 @@ class RegressionVerdict:
             )
             for row in self.regressions
         )
+        if require_judged:
+            failed += tuple(
+                GateOutcome(
+                    gate=f"{row.label()} unjudged share gap",
+                    value=retest.gap,
+                    threshold=self.max_unjudged_gap,
+                    comparison="<=",
+                    passed=False,
+                    detail=f"holes: {retest.describe()}; label them (evalkit pool) before this row can be read",
+                )
+                for row, retest in self.holes
+            )
         if not require_power:
             return failed
         return failed + tuple(
@@ -77,7 +109,19 @@ class RegressionVerdict:
 
     def describe(self) -> str:
         """Plain lines: FAIL per regression, the drops seen but not significant, those tolerated, then power."""
-        lines = [f"FAIL  {row.label()}: {row.evidence(self.confidence)}" for row in self.regressions]
+        retested = dict((id(row), retest) for row, retest in self.retested)
+        lines = [
+            f"FAIL  {row.label()}: {row.evidence(self.confidence)}" + _survived(retested.get(id(row)))
+            for row in self.regressions
+        ]
+        for row, retest in self.holes:
+            lines.append(
+                f"holes  {row.label()}: {row.evidence(self.confidence)}; {retest.describe()}; on judged documents "
+                f"only ({retest.condensed}, the head given the benefit of the doubt where its top k holds unjudged "
+                f"chunks) the drop is {retest.condensed_drop:+.4f} with Holm p = "
+                f"{retest.condensed_p_holm:.4g}: not a regression, label holes. List them with `evalkit pool "
+                f"--qrels FILE --run BASE --run HEAD --depth {retest.head.k}` (--require-judged fails on this)"
+            )
         if not self.regressions:
             lines.append(
                 f"PASS  no gated measure dropped by more than {self.max_drop:g} with one-sided Holm p < "
@@ -101,21 +145,55 @@ class RegressionVerdict:
         return "\n".join(lines)
 
 
+def _survived(retest: Retest | None) -> str:
+    if retest is None:
+        return ""
+    if retest.condensed is None:
+        return f"; {retest.describe()}, and its measure has no condensed-list form to test it on judged documents"
+    return (
+        f"; {retest.describe()}, yet on judged documents only ({retest.condensed}) the drop is "
+        f"{retest.condensed_drop:+.4f} with Holm p = {retest.condensed_p_holm:.4g}: a regression, not holes"
+    )
+
+
 def _needed(power: RowPower) -> str:
     if power.queries_needed is None:
         return "no number of queries detects a drop of 0"
     return f"about {power.queries_needed} queries needed for MDE <= max drop"
 
 
+def _sides(row: ComparisonRow) -> tuple[str, str]:
+    """The labels of a row's base and head, as :attr:`Comparison.unjudged` names them."""
+    return (row.base_system, row.head_system) if isinstance(row, PairRow) else ("base", "head")
+
+
+def _retests(
+    comparison: Comparison | PairwiseComparison, gated: list[ComparisonRow], max_unjudged_gap: float
+) -> tuple[dict[int, Retest], list[float]]:
+    """Each gated row's retest on judged evidence where label holes may explain it, and the family's Holm p."""
+    shares = {(s.system, s.ablation, s.slice): s for s in comparison.unjudged}
+    tests = {(t.base_system, t.head_system, t.ablation, t.measure, t.slice): t for t in comparison.judged_tests}
+    plain = [
+        GatedRow(**row.model_dump(include={"ablation", "measure", "slice", "p_one_sided"}), drop=row.drop)
+        for row in gated
+    ]
+    return retest_on_judged(plain, [_sides(row) for row in gated], tests, shares, max_unjudged_gap)
+
+
 def find_regressions(
-    comparison: Comparison | PairwiseComparison, alpha: float | None = None, max_drop: float | None = None
+    comparison: Comparison | PairwiseComparison,
+    alpha: float | None = None,
+    max_drop: float | None = None,
+    max_unjudged_gap: float = DEFAULT_MAX_UNJUDGED_GAP,
 ) -> RegressionVerdict:
     """Read the gate over the gated rows, at the comparison's alpha and max_drop unless given others.
 
     Of a :class:`~evalkit.reporting.comparison.PairwiseComparison`, the gate reads the pairs whose base is the first
     system (each other system a head), with the Holm p and power of the whole family of pairs.
 
-    Other values re-derive every gated row's power; the Holm-adjusted p-values do not depend on them.
+    Other values re-derive every gated row's power. A row whose head's top k is more unjudged than its base's by over
+    ``max_unjudged_gap`` is tested again on condensed lists (:mod:`evalkit.reporting.holes`); when there is such a
+    row, every gated row's Holm p is that of the family with the retested rows' condensed p in their place.
     """
     alpha = comparison.alpha if alpha is None else alpha
     max_drop = comparison.max_drop if max_drop is None else max_drop
@@ -124,22 +202,36 @@ def find_regressions(
         row.model_copy(update={"power": row_power(row, comparison.family_size, alpha, max_drop, comparison.statistics)})
         for row in comparison.gate_rows()
     ]
-    significant = [row for row in gated if row.p_holm < alpha and row.drop > 0]
+    retests, adjusted = _retests(comparison, gated, max_unjudged_gap)
+    if retests:
+        gated = [row.model_copy(update={"p_holm": adjusted[i]}) for i, row in enumerate(gated)]
+    holes = tuple((gated[i], r) for i, r in retests.items() if not r.survives(alpha, max_drop))
+    hole_rows = {id(row) for row, _ in holes}
+    significant = [row for row in gated if row.p_holm < alpha and row.drop > 0 and id(row) not in hole_rows]
     regressions = tuple(row for row in significant if row.drop > max_drop)
+    retested = tuple((gated[i], r) for i, r in retests.items() if r.survives(alpha, max_drop))
     return RegressionVerdict(
         alpha=alpha,
         max_drop=max_drop,
         confidence=comparison.statistics.confidence,
         gated=len(gated),
         regressions=regressions,
-        not_significant=tuple(row for row in gated if row.p_holm >= alpha and row.drop > max_drop),
+        not_significant=tuple(
+            row for row in gated if row.p_holm >= alpha and row.drop > max_drop and id(row) not in hole_rows
+        ),
         within_tolerance=tuple(row for row in significant if row.drop <= max_drop),
-        underpowered=tuple(r for r in gated if r.power and r.power.underpowered and r not in regressions),
+        underpowered=tuple(
+            r for r in gated if r.power and r.power.underpowered and r not in regressions and id(r) not in hole_rows
+        ),
+        holes=holes,
+        retested=tuple((row, r) for row, r in retested if row in regressions),
+        max_unjudged_gap=max_unjudged_gap,
     )
 
 
-def check_regressions(verdict: RegressionVerdict, require_power: bool = False) -> None:
-    """Raise :class:`GateFailure` listing every regression (and underpowered row, with ``require_power``)."""
-    failed = verdict.outcomes(require_power)
+def check_regressions(verdict: RegressionVerdict, require_power: bool = False, require_judged: bool = False) -> None:
+    """Raise :class:`GateFailure` listing every regression (and underpowered row, with ``require_power``; and row
+    reported as holes, with ``require_judged``)."""
+    failed = verdict.outcomes(require_power, require_judged)
     if failed:
         raise GateFailure(failed)

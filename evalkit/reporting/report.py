@@ -131,6 +131,23 @@ class SystemReport(StrictModel):
     )
 
 
+class UnjudgedCounts(StrictModel):
+    """How many of each query's first k results the judgments do not speak for (absent from them, or a negative
+    grade): what a pool of depth k (``evalkit pool``) asks to label. The share of them is the ``judged@k`` and
+    ``unj@k`` measures beside it."""
+
+    k: PositiveInt = Field(description="the depth counted: the largest cutoff of the measures reported")
+    per_query: tuple[Annotated[int, Field(ge=0)] | None, ...] = Field(
+        description="one count per query of Report.queries (None: the query was not evaluated)"
+    )
+    pooled: tuple[bool, ...] = Field(
+        default=(),
+        description="per query of Report.queries, whether its judgments hold a chunk judged not relevant (grade 0): "
+        "only there can an unjudged chunk be told from a miss (judgments of relevant chunks alone leave every other "
+        "chunk unjudged by design); empty: every query",
+    )
+
+
 class AblationReport(StrictModel):
     """Aggregates of one ablation: overall and per language, latency and failures."""
 
@@ -146,6 +163,9 @@ class AblationReport(StrictModel):
     )
     per_query: dict[ReportText, tuple[float | None, ...]] = Field(
         default_factory=dict, description="measure -> one value per query of Report.queries (None: not defined)"
+    )
+    unjudged: UnjudgedCounts | None = Field(
+        default=None, exclude_if=absent, description="unjudged results in each query's top k; absent in old reports"
     )
 
 
@@ -195,6 +215,12 @@ class Report(StrictModel):
         exclude_if=absent,
         description="the calibration split and what was chosen on it; absent when every query was evaluated",
     )
+    companions: tuple[ReportText, ...] = Field(
+        default=(),
+        exclude_if=lambda value: not value,
+        description="measures carried for compare's check of label holes (condensed-list forms), not shown in the "
+        "summary table",
+    )
 
     def measure_definitions(self) -> dict[str, str]:
         """Every measure's definition; a report written before definitions were recorded holds the standard ones."""
@@ -237,6 +263,9 @@ def check_report_integrity(report: Report) -> None:
             if value is not None and not math.isfinite(value):
                 raise ValueError(f"gates[{position}] ({gate.gate}): {name} {value!r} is not a finite number")
     declared = report.measure_definitions()
+    for name in report.companions:
+        if name not in declared:
+            raise ValueError(f"companions names measure {shorten(name)}, which the report does not declare")
     index = report.queries
     counts = {s: (len(index.members(s, True)), len(index.members(s, False))) for s in SLICES}
     masks = {s: np.array([s in ("all", language) for language in index.languages], dtype=bool) for s in SLICES}
@@ -246,9 +275,26 @@ def check_report_integrity(report: Report) -> None:
         _check_declared(where, ablation, declared)
         _check_intervals(where, ablation.intervals)
         columns = _per_query_arrays(where, index, ablation.per_query)
+        _check_unjudged(where, index, ablation.unjudged)
         if index.query_ids:
             _check_query_counts(where, ablation.query_counts, counts)
             _check_aggregates(where, ablation.metrics, columns, masks)
+
+
+def _check_unjudged(where: str, index: QueryIndex, unjudged: UnjudgedCounts | None) -> None:
+    if unjudged is None:
+        return
+    if len(unjudged.per_query) != len(index.query_ids):
+        raise ValueError(
+            f"{where}: unjudged.per_query has {len(unjudged.per_query)} values for {len(index.query_ids)} queries"
+        )
+    if unjudged.pooled and len(unjudged.pooled) != len(index.query_ids):
+        raise ValueError(
+            f"{where}: unjudged.pooled has {len(unjudged.pooled)} values for {len(index.query_ids)} queries"
+        )
+    for query_id, count in zip(index.query_ids, unjudged.per_query, strict=True):
+        if count is not None and count > unjudged.k:
+            raise ValueError(f"{where}: unjudged.per_query value {count} for query {query_id} exceeds k {unjudged.k}")
 
 
 def _check_latency(where: str, latency: LatencySummary) -> None:

@@ -4,6 +4,9 @@
 report (:func:`report_rows`) or from a result not yet made into one (:meth:`evalkit.runs.precomputed.ScoreResult.
 summary_rows`, so that a text table costs no bootstrap). Values have four decimals, as trec_eval prints them; a
 measure not defined on any query of a slice shows ``-``; the latency columns appear when some system was timed.
+Beside the measures, ``judged@k`` and ``unj@k`` (k the largest cutoff asked) say how much of each system's top k the
+judgments speak for; the condensed-list forms a report carries for ``compare`` (``Report.companions``) are not
+shown.
 """
 
 from __future__ import annotations
@@ -78,5 +81,6 @@ def format_summary(rows: Sequence[SummaryRow], measures: Sequence[str], notes: S
 
 def format_outcome(report: Report, notes: Sequence[str] = ()) -> str:
     """The report's summary table and notes, a blank line, then one line per gate (or that no gate applies)."""
-    summary = format_summary(report_rows(report), list(report.measure_definitions()), notes)
+    shown = [m for m in report.measure_definitions() if m not in report.companions]
+    summary = format_summary(report_rows(report), shown, notes)
     return f"{summary}\n\n{format_gates(report.gates) or NO_GATES}"

@@ -21,8 +21,9 @@ from evalkit.data.columns import IntArray, lookup
 from evalkit.data.fixture import Fixture
 from evalkit.data.qrels import Qrels
 from evalkit.data.runs import Run
-from evalkit.measures.core import FIXTURE_MEASURES, RunScores, score_run
+from evalkit.measures.core import FIXTURE_JUDGED_K, FIXTURE_MEASURES, RunScores, score_run
 from evalkit.measures.ranked import SpanContext
+from evalkit.measures.registry import STANDARD_MEASURES, judged_share_measures
 from evalkit.measures.results import CONTEXT_K, FAILURE_CUTOFF, Failure
 from evalkit.measures.spans import merge_intervals
 from evalkit.reporting.report import SystemReport
@@ -175,7 +176,11 @@ def score_fixture_runs(
     `systems` are the runs' provenance (file hash and the counts of what reading them found), by run name."""
     qrels = fixture_qrels(fixture)
     context = span_context(fixture, qrels)
-    scores = tuple(score_run(qrels, run, FIXTURE_MEASURES, ties, "zero", context, judged_ranks=True) for run in runs)
+    measures = (*FIXTURE_MEASURES, *judged_share_measures(STANDARD_MEASURES))
+    scores = tuple(
+        score_run(qrels, run, measures, ties, "zero", context, judged_ranks=True, unjudged_k=FIXTURE_JUDGED_K)
+        for run in runs
+    )
     failures = {
         s.name: run_failures(fixture, qrels, s, deep_ranks(qrels, run, s, ties), distinct_returned(run, qrels))
         for s, run in zip(scores, runs, strict=True)
@@ -192,7 +197,7 @@ def score_fixture_runs(
     return ScoreResult(
         qrels,
         scores,
-        tuple(FIXTURE_MEASURES),
+        measures,
         {q.query_id: q.language for q in fixture.queries},
         ties,
         "zero",
@@ -207,4 +212,5 @@ def score_fixture_runs(
         fixture=fixture,
         failures=failures,
         systems=dict(systems),
+        judged_share=tuple(m.name for m in measures[len(FIXTURE_MEASURES) :]),
     )

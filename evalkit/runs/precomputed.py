@@ -41,7 +41,14 @@ from evalkit.data.runs import Run
 from evalkit.data.schema import LANGUAGES, MAX_ID_LENGTH, Language, Slice, is_identifier
 from evalkit.data.tables import DEFAULT_MAX_TABLE_BYTES
 from evalkit.measures.core import RunScores, score_run
-from evalkit.measures.registry import DEFAULT_SCORE_MEASURES, MeasureDef, parse_measures
+from evalkit.measures.registry import (
+    DEFAULT_SCORE_MEASURES,
+    MeasureDef,
+    condensed_forms,
+    judged_k,
+    judged_share_measures,
+    parse_measures,
+)
 from evalkit.measures.results import Failure
 from evalkit.measures.statistics import DEFAULT_STATISTICS, StatisticsSettings
 from evalkit.measures.ties import DEFAULT_TIE_POLICY
@@ -108,6 +115,9 @@ class ScoreResult:
     """Run name -> its ID-only failures (against a fixture)."""
     systems: Mapping[str, SystemReport] = field(default_factory=dict)
     """Run name -> its provenance as the front door read it (file hash, counts); default: from the run as read."""
+    judged_share: tuple[str, ...] = ()
+    """The measures of :attr:`measures` added beside those asked for the unjudged share (``judged@k``, ``unj@k``):
+    trec_eval's layout (:meth:`format_trec`) leaves them out."""
 
     @cached_property
     def run_hashes(self) -> dict[str, str]:
@@ -135,10 +145,16 @@ class ScoreResult:
 
     def _frame(self, run: RunScores) -> pd.DataFrame:
         frame = pd.DataFrame(
-            {m.name: run.values[m.name][self._rows] for m in self.measures}, index=pd.Index(self.query_ids)
+            {m.name: run.values[m.name][self._rows] for m in self._asked}, index=pd.Index(self.query_ids)
         )
         frame.index.name = "query_id"
         return frame
+
+    @property
+    def _asked(self) -> tuple[MeasureDef, ...]:
+        """The measures asked: :attr:`measures` but the unjudged share added beside them (:attr:`judged_share`),
+        which the tables and reports show and :attr:`per_query` and :attr:`aggregate` leave out."""
+        return tuple(m for m in self.measures if m.name not in self.judged_share)
 
     @cached_property
     def per_query(self) -> pd.DataFrame:
@@ -185,9 +201,10 @@ class ScoreResult:
 
     @property
     def aggregate(self) -> dict[str, float] | dict[str, dict[str, float]]:
-        """Measure -> mean over the judged queries (slice ``all``); with several runs, or runs given as
-        ``{name: run}``, run -> that mapping."""
-        means = {run.name: dict(self.means[(run.name, "all")]) for run in self.runs}
+        """Measure -> mean over the judged queries (slice ``all``), for the measures asked; with several runs, or runs
+        given as ``{name: run}``, run -> that mapping."""
+        asked = {m.name for m in self._asked}
+        means = {run.name: {m: v for m, v in self.means[(run.name, "all")].items() if m in asked} for run in self.runs}
         return means[self.runs[0].name] if len(self.runs) == 1 and not self.named else means
 
     @cached_property
@@ -230,11 +247,13 @@ class ScoreResult:
                 "a report cannot carry it; score with --format table or trec instead"
             )
         index, per_query = self._index_and_values()
+        condensed = self._condensed(index)
         names = [m.name for m in self.measures]
         systems = {
             run.name: SystemScores(
                 mode="run",
-                per_query=per_query[run.name],
+                per_query={q: {**v, **condensed[run.name].get(q, {})} for q, v in per_query[run.name].items()},
+                unjudged=self._unjudged(run),
                 failures=tuple(
                     ReportFailure(**asdict(f), message=f.describe()) for f in self.failures.get(run.name, ())
                 ),
@@ -249,7 +268,7 @@ class ScoreResult:
             for run in self.runs
         }
         judgments = judgments_sha256(qrels_judgments(self.qrels))
-        definitions = {m.name: m.definition for m in self.measures}
+        definitions = {m.name: m.definition for m in (*self.measures, *self._condensed_measures)}
         projection = _content_sha256(*(run.values[m][self._rows] for run in self.runs for m in names))
         definition = _content_sha256(
             judgments,
@@ -282,7 +301,42 @@ class ScoreResult:
             missing=self.missing,
             statistics=self.statistics,
             notes=self.notes,
+            unjudged_k=judged_k(self.measures) if any(r.unjudged is not None for r in self.runs) else None,
+            pooled=frozenset(
+                self.qrels.queries.take(pa.array(np.unique(self.qrels.query[self.qrels.grades == 0]))).to_pylist()
+            ),
+            companions=tuple(m.name for m in self._condensed_measures),
         )
+
+    @property
+    def _condensed_measures(self) -> tuple[MeasureDef, ...]:
+        """The condensed-list forms of the measures asked, which a report carries for ``compare``'s check of label
+        holes (none when no source runs are kept to score them from)."""
+        return condensed_forms(self.measures) if self.sources else ()
+
+    def _condensed(self, index: QueryIndex) -> dict[str, dict[str, dict[str, float]]]:
+        """Run name -> query ID -> the condensed forms' values, each run scored again from its source (its floor
+        applied), only when a report is built."""
+        measures = self._condensed_measures
+        out: dict[str, dict[str, dict[str, float]]] = {run.name: {} for run in self.runs}
+        if not measures:
+            return out
+        sources = {source.name: source for source in self.sources}
+        for run in self.runs:
+            floored, _ = abstain_below(sources[run.name], self.floor)
+            values = score_run(self.qrels, floored, measures, self.ties, self.missing).values
+            columns = {m.name: values[m.name][self._rows].tolist() for m in measures}
+            out[run.name] = {
+                q: {name: v[i] for name, v in columns.items() if not math.isnan(v[i])}
+                for i, q in enumerate(index.query_ids)
+            }
+        return out
+
+    def _unjudged(self, run: RunScores) -> dict[str, int] | None:
+        """Query ID -> the run's unjudged results in its top k, over the evaluated queries (None: not counted)."""
+        if run.unjudged is None:
+            return None
+        return dict(zip(self.query_ids, run.unjudged[self._rows].tolist(), strict=True))
 
     def to_report(self) -> Report:
         """The schema-2 report (IDs, hashes and numbers only) that ``evalkit compare`` reads."""
@@ -304,17 +358,16 @@ class ScoreResult:
         first when asked, then ``all``. With several runs, each run's block follows the previous one and opens with
         trec_eval's ``runid<TAB>all<TAB>NAME`` line, so the blocks can be told apart."""
         lines = []
+        shown = self._asked
         for run in self.runs:
             if len(self.runs) > 1:
                 lines.append(f"{'runid':<22}\tall\t{run.name}")
             if per_query:
-                columns = {m.name: run.values[m.name][self._rows].tolist() for m in self.measures}
+                columns = {m.name: run.values[m.name][self._rows].tolist() for m in shown}
                 for i, query_id in enumerate(self.query_ids):
                     lines += [f"{n:<22}\t{query_id}\t{v[i]:6.4f}" for n, v in columns.items() if not math.isnan(v[i])]
             means = self.means[(run.name, "all")]
-            lines += [
-                f"{m.name:<22}\tall\t{means[m.name]:6.4f}" for m in self.measures if not math.isnan(means[m.name])
-            ]
+            lines += [f"{m.name:<22}\tall\t{means[m.name]:6.4f}" for m in shown if not math.isnan(means[m.name])]
         return "\n".join(lines)
 
     def _repr_html_(self) -> str:
@@ -404,7 +457,10 @@ def _score(
         raise ValueError("measures names no measure")
     dropped = [m.name for m in asked if m.spec.needs_spans]
     chosen = [m for m in asked if not m.spec.needs_spans]
-    scores = tuple(score_run(judged, r, chosen, ties, missing) for r, _ in floored)
+    share = list(judged_share_measures(chosen)) if chosen else []
+    chosen += share
+    depth_k = judged_k(chosen)
+    scores = tuple(score_run(judged, r, chosen, ties, missing, unjudged_k=depth_k) for r, _ in floored)
     for run_scores, source in zip(scores, runs, strict=True):
         n = len(source.queries)
         if n and run_scores.counts is not None and run_scores.counts.unjudged_queries == n:
@@ -416,7 +472,7 @@ def _score(
         no_answer = parse_measures(["no_answer_fpr"])
         extra = [score_run(judged, r, no_answer, ties, missing) for r, _ in floored]
         scores = tuple(
-            RunScores(s.name, {**s.values, **e.values}, s.evaluated, s.answerable, s.counts)
+            RunScores(s.name, {**s.values, **e.values}, s.evaluated, s.answerable, s.counts, unjudged=s.unjudged)
             for s, e in zip(scores, extra, strict=True)
         )
         chosen += list(no_answer)
@@ -443,6 +499,7 @@ def _score(
         sources=tuple(runs),
         floor=floor,
         named=not is_single_run(run),
+        judged_share=tuple(m.name for m in share),
     )
 
 

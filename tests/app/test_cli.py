@@ -319,7 +319,7 @@ def test_invalid_input_leaves_the_workspace_untouched(
 # --- help and usage --------------------------------------------------------------------------------------------
 
 
-COMMANDS = ("run", "validate", "baseline", "notebook", "import", "score", "export", "compare")
+COMMANDS = ("run", "validate", "baseline", "notebook", "import", "score", "export", "compare", "pool")
 
 
 @pytest.mark.parametrize("argv", [["--help"]] + [[command, "--help"] for command in COMMANDS])

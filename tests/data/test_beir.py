@@ -19,7 +19,9 @@ from evalkit.data.language import detect_language
 from evalkit.data.repairs import SUMMARY_FILE, ImportSummary, RepairLog, RepairPolicy, SourceFormatError
 from evalkit.runs.evaluation import corpus_sha256
 
-from ..conftest import SYNTHETIC_DIR
+from ..conftest import ROOT, SYNTHETIC_DIR
+
+GRADE_ZERO_DIR = ROOT / "tests" / "fixtures" / "judged-not-relevant"
 
 COMMON = ["--fixture-id", "imported", "--license", "CC0-1.0", "--attribution", "Hand-written BEIR test data."]
 
@@ -75,7 +77,6 @@ def test_hand_made_directory_is_read_with_every_repair_counted(tmp_path: Path) -
         "duplicate_id": 1,
         "id_rewritten": 1,
         "unknown_reference": 2,
-        "non_positive_grade": 1,
         "grade_above_3": 1,
         "missing_spans": 3,
     }
@@ -87,7 +88,9 @@ def test_hand_made_directory_is_read_with_every_repair_counted(tmp_path: Path) -
         "d_4": ("en", "Export"),
     }
     judged = {q.query_id: [(j.chunk_id, j.grade) for j in q.judgments] for q in fixture.queries}
-    assert judged == {"q1": [("d1", 2)], "q2": [("d2", 3)], "q3": [("d_4", 1)], "q4": [], "q5": []}
+    # q1 judges d2 not relevant (score 0): kept as grade 0, with no span and no missing_spans repair
+    assert judged == {"q1": [("d1", 2), ("d2", 0)], "q2": [("d2", 3)], "q3": [("d_4", 1)], "q4": [], "q5": []}
+    assert fixture.queries[0].judgments[1].spans == ()
     assert [q.language for q in fixture.queries] == ["en", "zh", "en", "en", "zh"]
     span = fixture.queries[0].judgments[0].spans[0]
     assert (span.start, span.text) == (0, "Deleted notes stay in the trash for 30 days.")  # the whole chunk
@@ -137,6 +140,18 @@ def test_round_trip_of_the_synthetic_fixture(tmp_path: Path) -> None:
     again = read_beir(tmp_path / "beir", "test", options(language="en"), log)
     _round_trip_same(original, again)
     assert again.queries == original.queries  # tags and spans come back too, from the metadata
+    assert log.repairs() == {}
+
+
+def test_round_trip_keeps_judged_not_relevant_chunks(tmp_path: Path) -> None:
+    original = load_fixture(GRADE_ZERO_DIR).fixture
+    write_beir(original, tmp_path / "beir")
+    rows = (tmp_path / "beir" / "qrels" / "test.tsv").read_text(encoding="utf-8").splitlines()
+    assert "q-zh-002\tzh-billing-02\t0" in rows and len(rows) == 1 + 8  # the header, then every judgment
+    log = RepairLog(RepairPolicy.strict())  # grade 0 and its empty spans need no repair
+    again = read_beir(tmp_path / "beir", "test", options(), log)
+    _round_trip_same(original, again)
+    assert again.queries == original.queries and again.documents == original.documents
     assert log.repairs() == {}
 
 
@@ -260,7 +275,11 @@ def test_unjudged_queries_can_be_left_out(tmp_path: Path) -> None:
     directory = write_beir_dir(tmp_path, corpus, queries, "q1\td1\t1\nq2\td2\t0\n")
     kept = read_beir(directory, "test", options(), RepairLog(RepairPolicy()))
     assert [q.query_id for q in kept.queries] == ["q1", "q2", "q3"]
-    # With "skip" only q1 is left: every English query answerable, a degenerate label set the schema refuses.
+    # With "skip" q3 (no qrel) is left out; q2 is judged (its one chunk not relevant): a no-answer query that stays.
+    judged = read_beir(directory, "test", options(unjudged_queries="skip"), RepairLog(RepairPolicy()))
+    assert [(q.query_id, q.answerable) for q in judged.queries] == [("q1", True), ("q2", False)]
+    # Without q2's judgment only q1 is left: every English query answerable, a degenerate label set.
+    (directory / "qrels" / "test.tsv").write_text("q1\td1\t1\n", encoding="utf-8")
     with pytest.raises(ValueError, match="has no no-answer query"):
         read_beir(directory, "test", options(unjudged_queries="skip"), RepairLog(RepairPolicy()))
 
@@ -275,7 +294,7 @@ def test_qrels_reader_never_raises_and_keeps_grades_in_range(text: str) -> None:
         path.write_text(text, encoding="utf-8")
         log = RepairLog(RepairPolicy())
         qrels = read_qrels(path, log, "beir")
-    assert all(1 <= q.grade <= 3 for q in qrels)
+    assert all(0 <= q.grade <= 3 for q in qrels)
     # each refused line is named by number; a pair judged with two grades by query and document
     assert all(problem.startswith(("test.tsv line ", "test.tsv: query ")) for problem in log.failures)
     assert all(q.where.startswith("test.tsv line ") for q in qrels)

@@ -279,19 +279,24 @@ def _pad(text: str, length: int) -> str:
             f"at most {MAX_ATTRIBUTION_LENGTH} characters",
         ),
         (
-            lambda d: d["queries"][0]["judgments"][0].update(grade=0),
+            lambda d: d["queries"][0]["judgments"][0].update(grade=-1),
             "query 'q-en-001': field 'judgments[0].grade'",
-            "greater than or equal to 1",
+            "grade -1 of chunk 'en-trash-01' is outside 0-3",
         ),
         (
             lambda d: d["queries"][0]["judgments"][0].update(grade=4),
             "query 'q-en-001': field 'judgments[0].grade'",
-            "less than or equal to 3",
+            "grade 4 of chunk 'en-trash-01' is outside 0-3",
         ),
         (
             lambda d: d["queries"][0]["judgments"][0].update(spans=[]),
             "query 'q-en-001': field 'judgments[0].spans'",
-            "at least 1 item",
+            "chunk 'en-trash-01' is judged relevant (grade 3): it needs at least 1 exact answer span",
+        ),
+        (
+            lambda d: d["queries"][0]["judgments"][0].update(grade=0),
+            "query 'q-en-001': field 'judgments[0].spans'",
+            "chunk 'en-trash-01' is judged not relevant (grade 0): it takes no spans, not 1",
         ),
         (
             lambda d: d["queries"][0]["judgments"][0].update(

@@ -3,8 +3,9 @@
 The score path reads qrels with :func:`evalkit.data.qrels.read_qrels_file`, the import path with
 :func:`evalkit.data.collection.read_qrels` (over :func:`evalkit.data.qrels.read_qrels_lines`); topics with
 :func:`evalkit.data.topics.read_topics` and :func:`evalkit.data.trec.read_topics_tsv`. The same file must give the
-same judgments (the importer then drops grades of 0 or less and lowers grades above 3, each counted) and the same
-refusals, naming the file, the line and the field.
+same judgments (the importer then leaves out grade -1, "pooled, not judged", makes grades below -1 judged not
+relevant, 0, and lowers grades above 3, each counted) and the same refusals, naming the file, the line and the
+field.
 """
 
 from __future__ import annotations
@@ -62,6 +63,13 @@ def _imported(qrels: list[Qrel]) -> dict[str, dict[str, int]]:
     return table
 
 
+def _fixture_grades(scored: dict[str, dict[str, int]]) -> dict[str, dict[str, int]]:
+    """What the importer makes of raw grades: negative grades left out (unjudged), above 3 lowered to 3; a query
+    whose every grade is negative has no judgment left."""
+    table = {q: {d: min(g, 3) for d, g in docs.items() if g >= 0} for q, docs in scored.items()}
+    return {q: docs for q, docs in table.items() if docs}
+
+
 def _counts(log: RepairLog) -> dict[str, int]:
     return {kind: item.count for kind, item in log.repairs().items()}
 
@@ -76,10 +84,10 @@ def test_import_and_score_read_the_same_judgments(tmp_path: Path, key: str) -> N
     assert scored == {"q1": {"d1": 1, "d2": 0, "d3": 2}, "q2": {"d1": 5, "d4": -1}, "q3": {"d2": 3}}
     log = RepairLog(RepairPolicy())
     imported = _imported(read_qrels(path, log, layout))
-    # the importer keeps grades 1-3: 0 and below skipped, above 3 lowered, each counted
-    expected = {q: {d: min(g, 3) for d, g in docs.items() if g > 0} for q, docs in scored.items()}
-    assert imported == expected
-    assert _counts(log) == {"non_positive_grade": 2, "grade_above_3": 1}
+    # the importer keeps grades 0-3: 0 judged not relevant, -1 (pooled, not judged) left out, above 3 lowered
+    assert imported == _fixture_grades(scored)
+    assert imported["q1"]["d2"] == 0 and "d4" not in imported["q2"]
+    assert _counts(log) == {"pooled_not_judged": 1, "grade_above_3": 1}
     assert log.failures == []
 
 
@@ -89,7 +97,7 @@ def test_the_importer_names_the_line_each_judgment_came_from(tmp_path: Path, key
     raw = gzip.decompress(path.read_bytes()) if key.endswith("gz") else path.read_bytes()
     lines = raw.decode("utf-8").removeprefix("\ufeff").split("\n")
     qrels = read_qrels(path, RepairLog(RepairPolicy()), layout)
-    assert len(qrels) == 4
+    assert len(qrels) == 5
     for qrel in qrels:
         number = int(qrel.where.rsplit(" ", 1)[1])
         assert lines[number - 1].split()[0] == qrel.query_id
@@ -119,15 +127,26 @@ def test_repeated_lines_are_one_judgment_on_both_paths(tmp_path: Path) -> None:
     )
 
 
-def test_grades_of_zero_or_less_are_a_counted_skip_with_examples(tmp_path: Path) -> None:
-    path = _write(tmp_path, "qrels.txt", "q1 0 d1 0\nq1 0 d2 -1\nq2 0 d1 0\nq2 0 d2 1\n")
+def test_grade_zero_is_kept_and_negative_grades_left_unjudged_unless_repaired(tmp_path: Path) -> None:
+    text = "q1 0 d1 0\nq1 0 d2 -1\nq2 0 d1 0\nq2 0 d2 1\nq2 0 d3 -2\nq2 0 d4 -1\nq3 0 d1 -1\n"
+    path = _write(tmp_path, "qrels.txt", text)
     log = RepairLog(RepairPolicy())
-    assert _imported(read_qrels(path, log, "trec")) == {"q2": {"d2": 1}}
-    summary = log.repairs()["non_positive_grade"]
-    assert (summary.action, summary.count, summary.examples) == ("skip", 3, ("q1/d1", "q1/d2", "q2/d1"))
+    assert _imported(read_qrels(path, log, "trec")) == {"q1": {"d1": 0}, "q2": {"d1": 0, "d2": 1}}
+    skipped, negative = log.repairs()["pooled_not_judged"], log.repairs()["negative_grade"]
+    assert (skipped.action, skipped.count, skipped.examples) == ("skip", 3, ("q1/d2", "q2/d4", "q3/d1"))
+    assert (negative.action, negative.count, negative.examples) == ("skip", 1, ("q2/d3",))
+    # -2 made judged not relevant when asked; strict refuses both, naming the file, the line and the field
+    repair = RepairLog(RepairPolicy.from_choices({"negative_grade": "repair"}))
+    assert _imported(read_qrels(path, repair, "trec")) == {"q1": {"d1": 0}, "q2": {"d1": 0, "d2": 1, "d3": 0}}
     strict = RepairLog(RepairPolicy.strict())
     read_qrels(path, strict, "trec")
-    assert strict.failures[0].startswith("qrels.txt line 1: field 'grade': grade 0 (not relevant) (refused as")
+    assert strict.failures[:2] == [
+        "qrels.txt line 2: field 'grade': grade -1 (pooled, not judged) "
+        "(refused as pooled_not_judged; --on-pooled-not-judged skip accepts it)",
+        "qrels.txt line 5: field 'grade': grade -2 is negative (trec_eval reads it as not judged) "
+        "(refused as negative_grade; --on-negative-grade skip/repair accepts it)",
+    ]
+    assert len(strict.failures) == 4
 
 
 # --- qrels: the same refusals ------------------------------------------------------------------------------------
@@ -200,8 +219,8 @@ def test_a_beir_directory_imports_the_judgments_the_score_path_reads(tmp_path: P
     fixture = read_beir(folder, "test", _options(), log)
     imported = {q.query_id: {j.chunk_id: j.grade for j in q.judgments} for q in fixture.queries if q.judgments}
     scored = read_qrels_file(qrels).as_dict()
-    assert imported == {q: {d: min(g, 3) for d, g in docs.items() if g > 0} for q, docs in scored.items()}
-    assert _counts(log)["non_positive_grade"] == 2
+    assert imported == _fixture_grades(scored)
+    assert _counts(log)["pooled_not_judged"] == 1
 
 
 @settings(max_examples=80, deadline=None)
@@ -236,12 +255,10 @@ def test_both_paths_agree_on_any_written_file(
     for q, d, g in kept:
         expected.setdefault(q, {})[d] = g
     assert read_qrels_file(path).as_dict() == expected
-    assert _imported(imported) == {
-        q: {d: min(g, 3) for d, g in docs.items() if g > 0} for q, docs in expected.items() if max(docs.values()) > 0
-    }
+    assert _imported(imported) == _fixture_grades(expected)
     numbered = [number for number, line in enumerate(lines, 1) if line.strip() and not line.startswith("query-id")]
     assert [int(q.where.rsplit(" ", 1)[1]) for q in imported] == [
-        n for n, (_, _, g) in zip(numbered, kept, strict=True) if g > 0
+        n for n, (_, _, g) in zip(numbered, kept, strict=True) if g >= 0
     ]
 
 

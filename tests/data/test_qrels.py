@@ -130,10 +130,25 @@ def test_many_conflicts_list_twenty_and_count_the_rest(tmp_path: Path) -> None:
     assert message.endswith("  - ... and 10 more")
 
 
-def test_negative_and_zero_grades_are_judged_not_relevant(tmp_path: Path) -> None:
+def test_negative_and_zero_grades_are_kept_as_read(tmp_path: Path) -> None:
     qrels = read_qrels_file(_write(tmp_path, "neg.qrels", "q1 0 d1 -1\nq1 0 d2 -2\nq1 0 d3 0\nq2 0 d4 3\n"))
     assert qrels.as_dict() == {"q1": {"d1": -1, "d2": -2, "d3": 0}, "q2": {"d4": 3}}
     assert qrels.grades.tolist() == [-1, -2, 0, 3]
+
+
+@pytest.mark.parametrize("layout", ["trec", "beir"])
+def test_judged_not_relevant_and_pooled_not_judged_stay_apart_from_absent(tmp_path: Path, layout: str) -> None:
+    """Grade 0 (judged, not relevant), -1 (trec_eval's pooled, not judged) and a document absent from the file
+    (unjudged) are three states: the scoring reader keeps 0 and -1 as rows with their own grade, never drops them."""
+    rows = [("q1", "rel", 2), ("q1", "zero", 0), ("q1", "pooled", -1), ("q2", "pooled", -1), ("q3", "zero", 0)]
+    text = "".join(f"{q} 0 {d} {g}\n" if layout == "trec" else f"{q}\t{d}\t{g}\n" for q, d, g in rows)
+    qrels = read_qrels_file(_write(tmp_path, "states.qrels", text))
+    table = qrels.as_dict()
+    assert table == {"q1": {"pooled": -1, "rel": 2, "zero": 0}, "q2": {"pooled": -1}, "q3": {"zero": 0}}
+    assert table["q1"]["zero"] == 0 and table["q1"]["pooled"] == -1 and "absent" not in table["q1"]
+    # a query judged only 0 or -1 is a judged query (no relevant document), not a missing one
+    assert qrels.queries.to_pylist() == ["q1", "q2", "q3"]
+    assert (len(qrels), qrels.grades.tolist()) == (5, [-1, 2, 0, -1, 0])
 
 
 def test_grades_span_the_64_bit_range(tmp_path: Path) -> None:

@@ -17,7 +17,9 @@ from evalkit.data.trec import QRELS_GAINS, qrels_text, read_trec, trec_files, wr
 from evalkit.measures.registry import QueryCase, parse_measure, reference_value
 from evalkit.runs.evaluation import corpus_sha256
 
-from ..conftest import SYNTHETIC_DIR
+from ..conftest import ROOT, SYNTHETIC_DIR
+
+GRADE_ZERO_DIR = ROOT / "tests" / "fixtures" / "judged-not-relevant"
 
 COMMON = ["--fixture-id", "imported", "--license", "CC0-1.0", "--attribution", "Hand-written TREC test data."]
 
@@ -60,14 +62,17 @@ TOPICS = "qid\ttext\n1\tHow long are deleted notes kept?\n2\t删除的笔记保�
 
 def test_tsv_topics_and_qrels_with_extra_columns(tmp_path: Path) -> None:
     # Every line as wide as the first (the qrels reader refuses a line of another width, naming it).
-    args = write_collection(tmp_path, "1 0 D1 1 extra-column\n1 0 D2 0 x\n2 Q0 D2 2 x\n\n5 0 D1 1 x\n", TOPICS)
+    qrels = "1 0 D1 1 extra-column\n1 0 D2 0 x\n2 Q0 D2 2 x\n\n5 0 D1 1 x\n3 0 D1 -1 x\n4 0 D2 -2 x\n"
+    args = write_collection(tmp_path, qrels, TOPICS)
     log = RepairLog(RepairPolicy())
     fixture = read_trec(Path(args[1]), Path(args[3]), Path(args[5]), options(), log)
     judged = {q.query_id: [(j.chunk_id, j.grade) for j in q.judgments] for q in fixture.queries}
-    assert judged == {"1": [("D1", 1)], "2": [("D2", 2)], "3": [], "4": []}
+    # 0 is judged not relevant (kept), -1 pooled but not judged (left out), -2 judged not relevant (becomes 0)
+    assert judged == {"1": [("D1", 1), ("D2", 0)], "2": [("D2", 2)], "3": [], "4": []}
+    assert [q.answerable for q in fixture.queries] == [True, True, False, False]
     assert [q.language for q in fixture.queries] == ["en", "zh", "en", "zh"]
     counts = {kind: item.count for kind, item in log.repairs().items()}
-    assert counts == {"unknown_reference": 1, "non_positive_grade": 1, "missing_spans": 2}
+    assert counts == {"unknown_reference": 1, "pooled_not_judged": 1, "negative_grade": 1, "missing_spans": 2}
 
 
 def test_jsonl_topics_with_trec_keys(tmp_path: Path) -> None:
@@ -103,6 +108,35 @@ def test_round_trip_of_the_synthetic_fixture(workspace: Path, topics_format: str
     assert [[(j.chunk_id, j.grade) for j in q.judgments] for q in again.queries] == [
         [(j.chunk_id, j.grade) for j in q.judgments] for q in original.queries
     ]
+    if topics_format == "jsonl":
+        assert again.queries == original.queries
+
+
+@pytest.mark.parametrize("topics_format", ["jsonl", "tsv"])
+def test_round_trip_keeps_judged_not_relevant_chunks(workspace: Path, topics_format: str) -> None:
+    original = load_fixture(GRADE_ZERO_DIR).fixture
+    assert main(["export", "trec", str(GRADE_ZERO_DIR), "--output-dir", "out", "--topics-format", topics_format]) == 0
+    qrels = (workspace / "out" / "qrels.txt").read_text(encoding="utf-8").splitlines()
+    assert [line for line in qrels if line.startswith("q-en-002 ")] == [
+        "q-en-002 0 en-sync-01 0",
+        "q-en-002 0 en-trash-02 0",
+    ]
+    assert len(qrels) == 8
+    argv = ["--qrels", "out/qrels.txt", "--topics", f"out/topics.{topics_format}", "--corpus", "out/corpus.jsonl"]
+    assert main(["import", "trec", *argv, "--output-dir", "fx", *COMMON]) == 0
+    again = load_fixture(workspace / "fx").fixture
+    assert corpus_sha256(again) == corpus_sha256(original)
+    assert [[(j.chunk_id, j.grade) for j in q.judgments] for q in again.queries] == [
+        [(j.chunk_id, j.grade) for j in q.judgments] for q in original.queries
+    ]
+    assert [q.answerable for q in again.queries] == [q.answerable for q in original.queries]
+    summary = json.loads((workspace / "fx" / "import_summary.json").read_text(encoding="utf-8"))
+    # grade 0 needs no span: only TSV topics (no spans at all) leave the two relevant chunks without one
+    assert summary["repairs"] == (
+        {}
+        if topics_format == "jsonl"
+        else {"missing_spans": {"action": "repair", "count": 2, "examples": ["q-en-001", "q-zh-001"]}}
+    )
     if topics_format == "jsonl":
         assert again.queries == original.queries
 

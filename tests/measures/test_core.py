@@ -22,7 +22,7 @@ from evalkit.data.qrels import qrels_from_mapping
 from evalkit.data.runs import run_from_rankings
 from evalkit.measures import run_order
 from evalkit.measures.core import depth_of, score_ranked, score_rankings, score_run
-from evalkit.measures.families import average_precision, ndcg
+from evalkit.measures.families import average_precision, bpref, infap, ndcg
 from evalkit.measures.ranked import SUMMATIONS, ideal_arrays, rank_lists, segment_sums
 from evalkit.measures.registry import FAMILIES, MeasureDef, QueryCase, parse_measure, parse_measures, reference_value
 from evalkit.measures.spans import merge_intervals
@@ -108,7 +108,7 @@ def summation(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -
     """Each summation; under ``sequential`` the reference functions add their terms as trec_eval does (``math.fsum``
     replaced by a left-to-right sum), everything else about them unchanged."""
     if request.param == "sequential":
-        for module in (ndcg, average_precision):  # the families whose references add terms
+        for module in (ndcg, average_precision, bpref, infap):  # the families whose references add terms
             monkeypatch.setattr(module, "math", SimpleNamespace(log2=math.log2, fsum=_in_rank_order))
     name: str = request.param
     return name

@@ -24,7 +24,7 @@ def test_every_family_has_a_row_with_its_unjudged_policy() -> None:
     assert len(rows) == len(FAMILIES)
     for row, family in zip(rows, FAMILIES.values(), strict=True):
         assert row.startswith(f"| `{family.name}")
-    assert "| `judged@k` |  | judged documents (any grade, 0 included) in the first k / results in the first k" in (
+    assert "| `judged@k` |  | judged documents (grade 0 or more; a negative grade is trec_eval's pooled" in (
         measure_table()
     )
 

@@ -46,6 +46,28 @@ EVALKIT_NAMES = [
     ("map@5", "map", 5, None, "map(cutoff=5)"),
     ("rprec", "rprec", None, None, "rprec()"),
     ("judged@10", "judged", 10, None, "judged(cutoff=10, denominator=returned)"),
+    ("unj@10", "unj", 10, None, "unj(cutoff=10, denominator=returned)"),
+    ("bpref", "bpref", None, None, "bpref(no_relevant=zero)"),  # trec_eval's name and meaning in both vocabularies
+    ("infap", "infap", None, None, "infap()"),
+    (
+        "condensed_ndcg@10",
+        "condensed_ndcg",
+        10,
+        "exponential",
+        "condensed_ndcg(cutoff=10, gain=exponential, unjudged=removed)",
+    ),
+    (
+        "condensed_ndcg",
+        "condensed_ndcg",
+        None,
+        "exponential",
+        "condensed_ndcg(cutoff=none, gain=exponential, unjudged=removed)",
+    ),
+    ("condensed_map@10", "condensed_map", 10, None, "condensed_map(cutoff=10, unjudged=removed)"),
+    ("condensed_map", "condensed_map", None, None, "condensed_map(cutoff=none, unjudged=removed)"),
+    ("condensed_precision@5", "condensed_precision", 5, None, "condensed_precision(cutoff=5, unjudged=removed)"),
+    ("condensed_recall@10", "condensed_recall", 10, None, "condensed_recall(cutoff=10, unjudged=removed)"),
+    ("condensed_mrr@10", "condensed_mrr", 10, None, "condensed_mrr(cutoff=10, unjudged=removed)"),
     ("context_precision", "context_precision", None, None, "context_precision()"),
     ("context_recall", "context_recall", None, None, "context_recall()"),
     ("no_answer_fpr", "no_answer_fpr", None, None, "no_answer_fpr()"),
@@ -60,6 +82,7 @@ TREC_EVAL_NAMES = [
     ("map", "map", None, None, "map(cutoff=none, no_relevant=zero)"),
     ("map_cut_10", "map", 10, None, "map(cutoff=10, no_relevant=zero)"),
     ("Rprec", "rprec", None, None, "rprec(no_relevant=zero)"),
+    ("infAP", "infap", None, None, "infap(no_relevant=zero)"),
 ]
 
 

@@ -12,6 +12,8 @@ import pytest
 from evalkit.common.hashing import canonical_json
 from evalkit.data.fixture import LoadedFixture
 from evalkit.data.judgments import fixture_judgments, judgments_sha256
+from evalkit.measures.core import score_companions
+from evalkit.measures.ties import order_ranking
 from evalkit.reporting.build import build_report
 from evalkit.reporting.per_query import QueryIndex
 from evalkit.reporting.report import Report, ReportVersionError, parse_report, report_json
@@ -99,7 +101,23 @@ def test_report_carries_required_fields(tiny_evaluation: Evaluation) -> None:
         "context_precision",
         "context_recall",
         "no_answer_fpr",
+        # beside them: the unjudged share of the top 10, and the condensed-list forms compare's holes check reads
+        "judged@10",
+        "unj@10",
+        "condensed_recall@1",
+        "condensed_recall@5",
+        "condensed_recall@10",
+        "condensed_mrr@10",
+        "condensed_ndcg@10",
     }
+    assert data["companions"] == [
+        "condensed_recall@1",
+        "condensed_recall@5",
+        "condensed_recall@10",
+        "condensed_mrr@10",
+        "condensed_ndcg@10",
+    ]
+    assert hybrid["unjudged"]["k"] == 10 and len(hybrid["unjudged"]["per_query"]) == len(data["queries"]["query_ids"])
     assert set(hybrid["latency_ms"]) == {"count", "min_ms", "median_ms", "p95_ms", "max_ms", "mean_ms"}
     expected = tiny_evaluation.ablations["hybrid-rerank"].aggregates["zh"]["ndcg@10"]
     assert hybrid["metrics"]["zh"]["ndcg@10"] == expected
@@ -149,10 +167,17 @@ def test_per_query_values_are_columns_aligned_with_the_query_index(tiny_evaluati
     index = report.queries
     assert list(index.query_ids) == sorted(q.query_id for q in tiny_evaluation.fixture.queries)
     result = tiny_evaluation.ablations["lexical"]
+    queries = {q.query_id: q for q in tiny_evaluation.fixture.queries}
     columns = report.ablations["lexical"].per_query
+    companions, counts = score_companions(
+        [queries[q] for q in index.query_ids],
+        [order_ranking(tuple(zip(r.chunk_ids, r.scores, strict=True))) for r in result.results],
+    )
+    unjudged = report.ablations["lexical"].unjudged
+    assert unjudged is not None and unjudged.per_query == tuple(counts[q] for q in index.query_ids)
     for row, query_id in enumerate(index.query_ids):
         for measure, column in columns.items():
-            expected = result.per_query[query_id].get(measure)
+            expected = {**result.per_query[query_id], **companions[query_id]}.get(measure)
             assert column[row] == (None if expected is None else round(expected, 6)), (query_id, measure)
     assert sum(v is not None for v in columns["no_answer_fpr"]) == index.answerable.count(False)
 
@@ -162,8 +187,10 @@ def test_every_aggregate_has_an_interval_around_it(synthetic_evaluation: Evaluat
     for ablation_id, ablation in report.ablations.items():
         assert set(ablation.intervals) == set(ablation.metrics)
         for slice_name, row in ablation.metrics.items():
-            assert set(ablation.intervals[slice_name]) == set(row), (ablation_id, slice_name)
-            for measure, value in row.items():
+            # the condensed companions are read per query by compare's holes check, and carry no interval
+            shown = {m: v for m, v in row.items() if m not in report.companions}
+            assert set(ablation.intervals[slice_name]) == set(shown), (ablation_id, slice_name)
+            for measure, value in shown.items():
                 low, high = ablation.intervals[slice_name][measure]
                 assert low - 1e-9 <= value <= high + 1e-9, (ablation_id, slice_name, measure)
     rerank = report.ablations["hybrid-rerank"].intervals["all"]["ndcg@10"]
@@ -213,4 +240,5 @@ def test_a_20000_query_report_stays_a_few_megabytes(tiny_evaluation: Evaluation)
         ablations[ablation_id] = ablation.model_copy(update={"per_query": columns})
     big = report.model_copy(update={"queries": index, "ablations": ablations})
     size = len(report_json(big))
-    assert size < 8_000_000, f"{size / 1e6:.1f} MB for {n} queries and {len(ablations)} ablations"
+    # 14 per-query columns (7 measures, judged@10 and unj@10, 5 condensed companions) of 20,000 values, 5 ablations
+    assert size < 14_000_000, f"{size / 1e6:.1f} MB for {n} queries and {len(ablations)} ablations"

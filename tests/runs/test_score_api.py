@@ -207,7 +207,16 @@ def test_report_round_trips_and_compares() -> None:
     base = evalkit.score(QRELS, {"sys": RUN}, measures=["ndcg@10", "recall@10"]).to_report()
     head = evalkit.score(QRELS, {"sys": better}, measures=["ndcg@10", "recall@10"]).to_report()
     assert parse_report(report_json(base)) == base
-    assert base.measures == {"ndcg@10": "ndcg(cutoff=10, gain=exponential)", "recall@10": "recall(cutoff=10)"}
+    assert base.measures == {
+        "ndcg@10": "ndcg(cutoff=10, gain=exponential)",
+        "recall@10": "recall(cutoff=10)",
+        # the unjudged share beside every score, and the condensed-list forms compare's holes check reads
+        "judged@10": "judged(cutoff=10, denominator=returned)",
+        "unj@10": "unj(cutoff=10, denominator=returned)",
+        "condensed_ndcg@10": "condensed_ndcg(cutoff=10, gain=exponential, unjudged=removed)",
+        "condensed_recall@10": "condensed_recall(cutoff=10, unjudged=removed)",
+    }
+    assert base.companions == ("condensed_ndcg@10", "condensed_recall@10")
     assert base.corpus_sha256 is None and base.retrieval_settings is None
     comparison = compare_reports(base, head)
     assert {row.measure for row in comparison.rows} == {"ndcg@10", "recall@10"}

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from evalkit.app.cli.options import EXIT_OK, Commands, add_input_limit, max_bytes
 from evalkit.common.output import refuse_input_overwrite, resolve_output_path, write_atomic
+from evalkit.reporting.holes import DEFAULT_MAX_UNJUDGED_GAP
 from evalkit.reporting.report import parse_report
 
 
@@ -45,7 +46,7 @@ def compare(args: argparse.Namespace) -> int:
         if len(reports) == 2
         else compare_many(reports, labels, measures, args.alpha, args.max_drop)
     )
-    verdict = find_regressions(comparison)
+    verdict = find_regressions(comparison, max_unjudged_gap=args.max_unjudged_gap)
     if args.format != "text":
         many = comparison if isinstance(comparison, PairwiseComparison) else None
         text = pairwise_table(many or compare_many(reports, labels, measures, args.alpha, args.max_drop), args.format)
@@ -61,8 +62,8 @@ def compare(args: argparse.Namespace) -> int:
     if target is not None:
         write_atomic(target, comparison_json(comparison))
         print(f"comparison written to {target.relative_to(Path.cwd().resolve())}")
-    if args.fail_on_regression or args.require_power:
-        check_regressions(verdict, args.require_power)
+    if args.fail_on_regression or args.require_power or args.require_judged:
+        check_regressions(verdict, args.require_power, args.require_judged)
     return EXIT_OK
 
 
@@ -104,6 +105,21 @@ def add_parser(commands: Commands) -> None:
         action="store_true",
         help="exit 1 when a gated row is underpowered: its minimum detectable effect exceeds --max-drop, or too few "
         "queries differ for the test to reach its alpha (implies --fail-on-regression)",
+    )
+    parser.add_argument(
+        "--max-unjudged-gap",
+        type=float,
+        default=DEFAULT_MAX_UNJUDGED_GAP,
+        help="how much larger (0-1) the head's unjudged share of its top k may be than the base's before a drop is "
+        "tested again on judged documents only (condensed lists); a drop that does not survive is reported as "
+        "label holes, not a regression (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--require-judged",
+        action="store_true",
+        help="exit 1 when a gated drop is explained by label holes (the head's top k more unjudged than the base's "
+        "beyond --max-unjudged-gap, and no regression on judged documents): label them first (implies "
+        "--fail-on-regression)",
     )
     parser.add_argument("--alpha", type=float, default=0.05, help="significance level (default: %(default)s)")
     parser.add_argument(

@@ -12,8 +12,15 @@ from typing import Final
 
 from evalkit.measures.declaration import Family
 from evalkit.measures.families.average_precision import AVERAGE_PRECISION
+from evalkit.measures.families.bpref import BPREF
+from evalkit.measures.families.condensed_map import CONDENSED_AVERAGE_PRECISION
+from evalkit.measures.families.condensed_mrr import CONDENSED_MRR
+from evalkit.measures.families.condensed_ndcg import CONDENSED_NDCG
+from evalkit.measures.families.condensed_precision import CONDENSED_PRECISION
+from evalkit.measures.families.condensed_recall import CONDENSED_RECALL
 from evalkit.measures.families.context_precision import CONTEXT_PRECISION
 from evalkit.measures.families.context_recall import CONTEXT_RECALL
+from evalkit.measures.families.infap import INFAP
 from evalkit.measures.families.judged import JUDGED
 from evalkit.measures.families.mrr import MRR
 from evalkit.measures.families.ndcg import NDCG
@@ -22,6 +29,7 @@ from evalkit.measures.families.precision import PRECISION
 from evalkit.measures.families.recall import RECALL
 from evalkit.measures.families.rprec import RPREC
 from evalkit.measures.families.success import SUCCESS
+from evalkit.measures.families.unj import UNJ
 
 __all__ = ["BUILT_IN"]
 
@@ -34,6 +42,14 @@ BUILT_IN: Final[tuple[Family, ...]] = (
     AVERAGE_PRECISION,
     RPREC,
     JUDGED,
+    UNJ,
+    BPREF,
+    INFAP,
+    CONDENSED_NDCG,
+    CONDENSED_AVERAGE_PRECISION,
+    CONDENSED_PRECISION,
+    CONDENSED_RECALL,
+    CONDENSED_MRR,
     CONTEXT_PRECISION,
     CONTEXT_RECALL,
     NO_ANSWER_FPR_FAMILY,

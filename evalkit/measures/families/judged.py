@@ -15,9 +15,11 @@ __all__ = ["JUDGED", "kernel", "reference"]
 
 def reference(case: QueryCase, m: MeasureDef) -> float:
     """``|judged documents in dedupe(ranking)[:k]| / min(k, |dedupe(ranking)|)``: of the results in the first k, the
-    share that has a judgment of any grade (0 and below included). The denominator is the number of results in the
-    first k, not k, as ir_measures' ``Judged@k`` (its ``judged`` provider): a ranking of 3 judged results has
-    ``judged@10`` 1.
+    share judged with a grade of 0 or more. A negative grade is read as trec_eval reads it, "pooled, not judged"
+    (``-1``), so such a document is unjudged here, as in the condensed lists, ``infAP``, ``bpref`` and
+    ``evalkit pool``; ir_measures' ``Judged@k`` counts it as judged, and is otherwise the same. The denominator is
+    the number of results in the first k, not k, as ir_measures' (its ``judged`` provider): a ranking of 3 judged
+    results has ``judged@10`` 1.
 
     Unjudged documents (absent from the judgments) are what it measures: they stay in the ranking and are the
     results it does not count.
@@ -27,19 +29,19 @@ def reference(case: QueryCase, m: MeasureDef) -> float:
     """
     relevant_grades(case)
     ranking = top(case, m.cutoff)
-    return sum(1 for c in ranking if c in case.grades) / len(ranking) if ranking else 0.0
+    return sum(1 for c in ranking if case.grades.get(c, -1) >= 0) / len(ranking) if ranking else 0.0
 
 
 def kernel(ranked: Ranked, m: MeasureDef) -> FloatArray:
     """:func:`reference` for every query at once."""
     first_k = within(ranked, m.cutoff)
-    return ratio(ranked.count(ranked.judged & first_k), ranked.count(first_k))
+    return ratio(ranked.count(ranked.judged & (ranked.grade >= 0) & first_k), ranked.count(first_k))
 
 
 JUDGED = Family(
     "judged",
-    "judged documents (any grade, 0 included) in the first k / results in the first k (min(k, returned)), as "
-    "ir_measures' Judged@k: how much of a run the judgments speak for",
+    "judged documents (grade 0 or more; a negative grade is trec_eval's pooled, not judged) in the first k / "
+    "results in the first k (min(k, returned)), as ir_measures' Judged@k: how much of a run the judgments speak for",
     reference,
     kernel,
     "not_judged",

@@ -1,21 +1,36 @@
 """What several families read: a query's first k results and its relevant documents (reference functions), and the
-same over a :class:`~evalkit.measures.ranked.Ranked` (kernels).
+same over a :class:`~evalkit.measures.ranked.Ranked` (kernels); and the condensed lists (Sakai 2007) that the
+``condensed_*`` families score.
 
-A document is relevant when its grade is at least 1; grades of 0 or below are judged, not relevant. Rankings are
-deduplicated before any cutoff (first occurrence kept).
+A document is relevant when its grade is at least 1; grade 0 is judged, not relevant; a negative grade is trec_eval's
+"pooled, not judged", unjudged for ``judged@k``, ``unj@k`` and the condensed lists. Rankings are
+deduplicated before any cutoff (first occurrence kept). A condensed list keeps, in order, the documents judged with
+a grade of 0 or more: one absent from the judgments, or with a negative grade (trec_eval's "pooled, not judged"), is
+removed, as trec_eval's ``-J`` and ir_measures' ``judged_only`` remove it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 
 import numpy as np
 import numpy.typing as npt
 
 from evalkit.measures.declaration import QueryCase
-from evalkit.measures.ranked import Ranked, dedupe_ranking
+from evalkit.measures.ranked import Ranked, dedupe_ranking, group_ranks
 
-__all__ = ["context_inputs", "hits", "ratio", "relevant_grades", "top", "within"]
+__all__ = [
+    "condense",
+    "condensed_case",
+    "context_inputs",
+    "hits",
+    "ratio",
+    "relevant_grades",
+    "running_count",
+    "top",
+    "within",
+]
 
 FloatArray = npt.NDArray[np.float64]
 BoolArray = npt.NDArray[np.bool_]
@@ -65,3 +80,36 @@ def ratio(numerator: npt.NDArray[np.float64] | npt.NDArray[np.int64], denominato
         where=denominator > 0,
     )
     return values
+
+
+def condensed_case(case: QueryCase) -> QueryCase:
+    """The case with its ranking deduplicated and condensed: only documents judged with a grade >= 0, in order."""
+    kept = tuple(c for c in dedupe_ranking(case.ranking) if case.grades.get(c, -1) >= 0)
+    return case._replace(ranking=kept)
+
+
+def condense(ranked: Ranked) -> Ranked:
+    """:func:`condensed_case` for every query at once: the positions of documents judged with a grade >= 0, ranked
+    again from 1 in their order (the context measures' span columns are dropped)."""
+    keep = ranked.judged & (ranked.grade >= 0)
+    row = ranked.row[keep]
+    ids = ranked.doc_ids
+    return replace(
+        ranked,
+        row=row,
+        rank=group_ranks(row, ranked.n),
+        grade=ranked.grade[keep],
+        judged=ranked.judged[keep],
+        doc_ids=None if ids is None else [ids[i] for i in np.flatnonzero(keep).tolist()],
+        qrels_row=None if ranked.qrels_row is None else ranked.qrels_row[keep],
+        span_chars=None,
+        lengths=None,
+    )
+
+
+def running_count(ranked: Ranked, mask: BoolArray) -> npt.NDArray[np.int64]:
+    """Per position, how many positions of its query, up to and including it, satisfy ``mask``."""
+    total = np.cumsum(mask, dtype=np.int64)
+    first = np.searchsorted(ranked.row, ranked.row, side="left")  # each query's first position
+    counts: npt.NDArray[np.int64] = total - total[first] + mask[first]
+    return counts

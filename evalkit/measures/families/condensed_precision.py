@@ -1,0 +1,48 @@
+"""Condensed-list precision (over k, not the number of judged results): the unjudged documents removed from the
+ranking, then ``precision`` computed on what remains, its cutoff counting judged results only (Sakai 2007)."""
+
+from __future__ import annotations
+
+from evalkit.measures.declaration import Family, FloatArray, MeasureDef, QueryCase
+from evalkit.measures.families import precision
+from evalkit.measures.families.shared import condense, condensed_case
+from evalkit.measures.ranked import Ranked
+
+__all__ = ["CONDENSED_PRECISION", "kernel", "reference"]
+
+
+def reference(case: QueryCase, m: MeasureDef) -> float:
+    """``precision``'s reference on the condensed ranking: ``dedupe(ranking)`` with every document not judged with a
+    grade >= 0 removed, order kept; the cutoff k then counts judged results (the k-th may lie deeper in the run).
+
+    Reference: Sakai, "Alternatives to Bpref", SIGIR 2007; ir_measures' ``P(judged_only=True)@k``, equal to
+    trec_eval's ``-J`` (judged documents only) on the plain measure.
+
+    Unjudged documents (absent from the judgments, or with a negative grade: trec_eval's pooled, not judged) are
+    removed from the ranking before the cutoff applies (a condensed list, Sakai 2007), and the plain measure is
+    computed on what remains.
+
+    Edge cases: no relevant document -> ``ValueError`` (answerable queries only, as ``precision``); empty ranking, or
+    every result unjudged -> 0; duplicates removed before condensing (first occurrence kept); ties are ordered by the
+    tie policy before condensing, so condensing keeps their order.
+    """
+    return precision.reference(condensed_case(case), m)
+
+
+def kernel(ranked: Ranked, m: MeasureDef) -> FloatArray:
+    """:func:`reference` for every query at once: ``precision``'s kernel on the condensed rankings."""
+    return precision.kernel(condense(ranked), m)
+
+
+CONDENSED_PRECISION = Family(
+    "condensed_precision",
+    "precision on the condensed list: unjudged documents (absent, or a negative grade) removed, then the cutoff "
+    "(Sakai 2007; ir_measures' judged_only)",
+    reference,
+    kernel,
+    "removed",
+    cutoff=precision.PRECISION.cutoff,
+    gains=precision.PRECISION.gains,
+    fixed=(("unjudged", "removed"),),
+    condensed=True,
+)

@@ -1,0 +1,165 @@
+"""The gate that tells label holes from evidence: a better system scored against a pool of the worse one is never
+failed, a truly worse system with holes still is, and ``--require-judged`` fails the holes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import evalkit
+from evalkit.app.cli import main
+from evalkit.reporting.build import build_report
+from evalkit.reporting.comparison import compare_many, compare_reports
+from evalkit.reporting.gates import GateFailure
+from evalkit.reporting.holes import DEFAULT_MAX_UNJUDGED_GAP, condensed_name
+from evalkit.reporting.regression import check_regressions, find_regressions
+from evalkit.reporting.report import Report, report_json
+from evalkit.reporting.run_files import trec_runs
+from evalkit.runs.evaluation import Evaluation
+
+
+def _rankings(evaluation: Evaluation, system: str) -> dict[str, list[tuple[str, float]]]:
+    """The system's TREC run as ``{query: [(doc, score), ...]}`` in rank order."""
+    out: dict[str, list[tuple[str, float]]] = {}
+    for line in trec_runs(evaluation)[f"{system}.trec"].decode().splitlines():
+        query, _, doc, _, score, _ = line.split()
+        out.setdefault(query, []).append((doc, float(score)))
+    return out
+
+
+def _pool_qrels(evaluation: Evaluation, system: str, depth: int = 10) -> str:
+    """Judgments as a team labelling `system` makes them: its top `depth` judged, relevant or not; nothing else."""
+    grades = {q.query_id: {j.chunk_id: j.grade for j in q.judgments} for q in evaluation.fixture.queries}
+    lines = [
+        f"{query} 0 {doc} {grades[query].get(doc, 0)}"
+        for query, ranking in sorted(_rankings(evaluation, system).items())
+        for doc, _ in ranking[:depth]
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _report(qrels: Path, run: dict[str, dict[str, float]], languages: dict[str, str]) -> Report:
+    return evalkit.score(str(qrels), {"sys": run}, languages=languages).to_report()
+
+
+def _as_run(rankings: dict[str, list[tuple[str, float]]]) -> dict[str, dict[str, float]]:
+    return {q: dict(ranking) for q, ranking in rankings.items()}
+
+
+@pytest.fixture(scope="module")
+def pooled(synthetic_evaluation: Evaluation, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str]]:
+    folder = tmp_path_factory.mktemp("holes")
+    qrels = folder / "pool.txt"
+    qrels.write_text(_pool_qrels(synthetic_evaluation, "lexical"))
+    return qrels, {q.query_id: q.language for q in synthetic_evaluation.fixture.queries}
+
+
+@pytest.fixture(scope="module")
+def better_head(synthetic_evaluation: Evaluation, pooled: tuple[Path, dict[str, str]]) -> tuple[Report, Report]:
+    """lexical (the base, whose top 10 the judgments are) and hybrid-rerank (the better head) scored on the pool."""
+    qrels, languages = pooled
+    base = _report(qrels, _as_run(_rankings(synthetic_evaluation, "lexical")), languages)
+    return base, _report(qrels, _as_run(_rankings(synthetic_evaluation, "hybrid-rerank")), languages)
+
+
+def test_a_better_system_scored_against_the_pool_of_the_worse_one_is_not_failed(
+    better_head: tuple[Report, Report],
+) -> None:
+    comparison = compare_reports(*better_head)
+    # Without the holes check the plain test fails the better system, as it did before the check.
+    plain = [r for r in comparison.gate_rows() if r.p_holm < 0.05 and r.drop > 0.01]
+    assert plain, "the scenario no longer shows the trap"
+    verdict = find_regressions(comparison)
+    assert verdict.passed, verdict.describe()
+    assert verdict.holes and {row.label() for row, _ in verdict.holes} >= {r.label() for r in plain}
+    _, retest = verdict.holes[0]
+    assert retest.head.share > retest.base.share + DEFAULT_MAX_UNJUDGED_GAP
+    assert retest.base.share == 0.0  # the base is its own pool
+    text = verdict.describe()
+    assert "holes  sys" in text and "unjudged chunk(s)" in text and "evalkit pool" in text
+    assert f"{retest.head.unjudged} unjudged chunk(s)" in text
+    check_regressions(verdict)  # no exception: not a regression
+    with pytest.raises(GateFailure, match="unjudged share gap"):
+        check_regressions(verdict, require_judged=True)
+
+
+def test_a_truly_worse_system_with_holes_still_fails(
+    synthetic_evaluation: Evaluation, pooled: tuple[Path, dict[str, str]]
+) -> None:
+    """The head loses the base's relevant chunks on every query, and on half of them fills its top 10 with chunks
+    nobody judged: the judged half is evidence, and the gate fails it."""
+    qrels, languages = pooled
+    base_rankings = _rankings(synthetic_evaluation, "lexical")
+    grades = {q.query_id: {j.chunk_id for j in q.judgments} for q in synthetic_evaluation.fixture.queries}
+    head: dict[str, dict[str, float]] = {}
+    for i, (query, ranking) in enumerate(sorted(base_rankings.items())):
+        kept = [(d, s) for d, s in ranking if d not in grades[query]]  # its judged misses, no relevant chunk
+        filler = [(f"unjudged-{query}-{j}", 0.5 - j / 100) for j in range(10)] if i % 2 else []
+        head[query] = dict((kept + filler)[:10])
+    base = _report(qrels, _as_run(base_rankings), languages)
+    worse = _report(qrels, head, languages)
+    verdict = find_regressions(compare_reports(base, worse))
+    assert not verdict.passed, verdict.describe()
+    assert any(row.measure == "ndcg@10" and row.slice == "all" for row in verdict.regressions)
+    assert verdict.retested, "the head is more unjudged than the base: the drop must have been tested again"
+    assert "a regression, not holes" in verdict.describe()
+    with pytest.raises(GateFailure, match="ndcg@10"):
+        check_regressions(verdict)
+
+
+def test_the_gap_bound_decides_when_the_retest_runs(better_head: tuple[Report, Report]) -> None:
+    comparison = compare_reports(*better_head)
+    everything = find_regressions(comparison, max_unjudged_gap=1.0)  # no gap exceeds 1: the plain test alone
+    assert not everything.holes and not everything.passed
+    with pytest.raises(ValueError, match="max_unjudged_gap"):
+        find_regressions(comparison, max_unjudged_gap=1.5)
+
+
+def test_several_reports_are_checked_for_holes_against_the_first(
+    synthetic_evaluation: Evaluation, pooled: tuple[Path, dict[str, str]]
+) -> None:
+    qrels, languages = pooled
+    reports = [
+        _report(qrels, _as_run(_rankings(synthetic_evaluation, name)), languages)
+        for name in ("lexical", "hybrid", "hybrid-rerank")
+    ]
+    verdict = find_regressions(compare_many(reports, ["lexical", "hybrid", "hybrid-rerank"]))
+    assert verdict.passed, verdict.describe()
+    assert {row.head_system for row, _ in verdict.holes} <= {"hybrid", "hybrid-rerank"}  # type: ignore[attr-defined]
+    assert verdict.holes
+
+
+def test_judgments_of_relevant_chunks_alone_are_not_read_as_holes(synthetic_evaluation: Evaluation) -> None:
+    """The fixture judges relevant chunks only: every other chunk is unjudged by design, so a worse system is more
+    unjudged because it is worse, and the check must not excuse it."""
+    report = build_report(synthetic_evaluation)
+    unjudged = report.ablations["lexical"].unjudged
+    assert unjudged is not None and not any(unjudged.pooled)
+    comparison = compare_reports(report, report)
+    assert comparison.unjudged == ()
+
+
+def test_condensed_names() -> None:
+    assert condensed_name("ndcg@10") == "condensed_ndcg@10"
+    assert condensed_name("recall@5") == "condensed_recall@5"
+    assert condensed_name("ndcg_cut_10") is None  # trec_eval's names have no condensed form here
+    assert condensed_name("not a measure") is None
+
+
+def test_compare_cli_reports_holes_and_require_judged_fails_them(
+    better_head: tuple[Report, Report],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    for name, report in zip(("base.json", "head.json"), better_head, strict=True):
+        (tmp_path / name).write_bytes(report_json(report))
+    assert main(["compare", "base.json", "head.json", "--fail-on-regression"]) == 0
+    out = capsys.readouterr().out
+    assert "holes  sys ndcg@10 [all]" in out and "evalkit pool" in out
+    assert main(["compare", "base.json", "head.json", "--require-judged"]) == 1
+    assert "unjudged share gap" in capsys.readouterr().err
+    assert main(["compare", "base.json", "head.json", "--fail-on-regression", "--max-unjudged-gap", "1"]) == 1
+    assert main(["compare", "base.json", "head.json", "--max-unjudged-gap", "2", "--fail-on-regression"]) == 2
