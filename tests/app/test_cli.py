@@ -319,7 +319,7 @@ def test_invalid_input_leaves_the_workspace_untouched(
 # --- help and usage --------------------------------------------------------------------------------------------
 
 
-COMMANDS = ("run", "validate", "baseline", "notebook", "import", "score", "export", "compare", "pool")
+COMMANDS = ("run", "validate", "baseline", "notebook", "import", "score", "export", "compare", "pool", "labels")
 
 
 @pytest.mark.parametrize("argv", [["--help"]] + [[command, "--help"] for command in COMMANDS])

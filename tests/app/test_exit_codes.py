@@ -109,6 +109,12 @@ def _regressed_reports(ws: Path) -> list[str]:
     return [base, _report(ws, "head.json", SYNTHETIC_DIR, RetrievalSettings(lexical_min_score=1e6))]
 
 
+def _labels(ws: Path, name: str, reviewer: str, grade: int = 3) -> str:
+    """A reviewer's label file for the tiny fixture: one decision, graded `grade` with one exact span."""
+    line = f'{{"query_id": "q-en-001", "chunk_id": "en-trash-01", "grade": {grade}, "spans": [[14, 43]], '
+    return _write(ws / "in" / name, line + f'"reviewer": "{reviewer}"}}\n')
+
+
 # --- 0: success ----------------------------------------------------------------------------------------------
 
 RUN_TINY = ["run", "--fixture", str(TINY_DIR), "--ablations", "lexical", "--runs", "1", "--no-cache"]
@@ -149,6 +155,18 @@ SUCCESS: dict[str, Setup] = {
     "export beir": lambda ws: ["export", "beir", str(TINY_DIR), "--output-dir", "out"],
     "export trec": lambda ws: ["export", "trec", str(TINY_DIR), "--output-dir", "out"],
     "compare": lambda ws: ["compare", *_same_reports(ws), "--fail-on-regression"],
+    "pool": lambda ws: [
+        *("pool", "--qrels", _write(ws / "in" / "qrels.txt", QRELS)),
+        *("--run", _write(ws / "in" / "run.trec", QRELS_RUN + "q2 Q0 x 2 0.5 mine\n"), "--depth", "2"),
+    ],
+    "labels agree": lambda ws: [
+        *("labels", "agree", _labels(ws, "a.jsonl", "ana"), _labels(ws, "b.jsonl", "ben")),
+        *("--fixture", str(TINY_DIR)),
+    ],
+    "labels merge": lambda ws: [
+        *("labels", "merge", "--fixture", str(TINY_DIR), _labels(ws, "a.jsonl", "ana"), _labels(ws, "b.jsonl", "ben")),
+        *("--version", "1.1.0", "--output-dir", "new"),
+    ],
 }
 
 
@@ -254,6 +272,24 @@ REFUSED: dict[str, tuple[Setup, str]] = {
             "c.json",
         ],
         "head report",  # the message names the side and the file
+    ),
+    "pool": (
+        lambda ws: [
+            *("pool", "--qrels", _write(ws / "in" / "qrels.txt", QRELS)),
+            *("--run", _write(ws / "in" / "run.trec", QRELS_RUN), "--depth", "0", "--output", "p.jsonl"),
+        ],
+        "--depth must be at least 1",
+    ),
+    "labels agree": (
+        lambda ws: ["labels", "agree", _labels(ws, "a.jsonl", "ana"), "in/a.jsonl", "--fixture", str(TINY_DIR)],
+        "both label files are by reviewer",
+    ),
+    "labels merge": (
+        lambda ws: [
+            *("labels", "merge", "--fixture", str(TINY_DIR), _labels(ws, "a.jsonl", "ana")),
+            *(_labels(ws, "b.jsonl", "ben", grade=1), "--version", "1.1.0", "--output-dir", "new"),
+        ],
+        "cannot merge the labels",
     ),
 }
 

@@ -10,7 +10,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from evalkit.app.cli import baseline, compare, export, imports, notebook, pool, run, score, validate
+from evalkit.app.cli import baseline, compare, export, imports, labels, notebook, pool, run, score, validate
 from evalkit.app.cli.options import (
     DEFAULT_CACHE_DIR,
     DEFAULT_FIXTURE,
@@ -47,7 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the evalkit command: one subcommand per module of this package."""
     parser = argparse.ArgumentParser(prog="evalkit", description=__doc__.splitlines()[0] if __doc__ else None)
     commands = parser.add_subparsers(dest="command", required=True)
-    for command in (run, validate, baseline, notebook, imports, score, export, compare, pool):
+    for command in (run, validate, baseline, notebook, imports, score, export, compare, pool, labels):
         command.add_parser(commands)
     _document_defaults(parser)
     return parser

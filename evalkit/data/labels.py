@@ -1,0 +1,388 @@
+"""Label files: one reviewer's graded decisions on (query, chunk) pairs, made one at a time and saved at once.
+
+A label file is JSON lines, one :class:`LabelDecision` a line (keys sorted, UTF-8)::
+
+    {"chunk_id": "en-trash-01", "grade": 3, "query_id": "q-en-001", "reviewer": "ana", "spans": [[14, 43]]}
+    {"chunk_id": null, "grade": 0, "query_id": "q-en-004", "reviewer": "ana", "spans": []}
+
+Spans are half-open ``[start, end)`` offsets into the chunk's text, counted in Python string characters (code
+points), not bytes, in both languages: in ``"年度订阅在购买后"`` the span ``[0, 4)`` is ``"年度订阅"``. Grade 1-3 needs
+at least one span, grade 0 (judged not relevant) takes none; ``chunk_id: null`` is a no-answer decision for the whole
+query (grade 0, no spans). One file holds one reviewer's decisions, at most one per (query, chunk).
+
+:func:`read_labels` reads a file through the guarded door (:func:`evalkit.data.inputs.read_input_bytes`, strict JSON
+by :func:`evalkit.data.inputs.loads_strict`) and refuses it with one :class:`LabelFileError` listing every problem,
+each naming the file, the line and the field. :func:`record_label` saves one decision atomically. :func:`load_tasks`
+lists the pairs to label, from a pool file of ``evalkit pool`` or from the fixture's own judgments.
+
+Two reviewers' files are compared by :mod:`evalkit.measures.agreement` and merged into a new fixture version by
+:mod:`evalkit.data.label_merge`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from itertools import pairwise
+from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import AfterValidator, Field, ValidationError, ValidationInfo, field_validator
+
+from evalkit.common.output import write_atomic
+from evalkit.data.fixture import Chunk, Fixture, Query
+from evalkit.data.inputs import (
+    DEFAULT_MAX_INPUT_BYTES,
+    InputError,
+    cap_problems,
+    clip,
+    decode_text,
+    loads_strict,
+    read_input_bytes,
+    shorten,
+)
+from evalkit.data.schema import (
+    MAX_CHUNK_LENGTH,
+    MAX_SPANS_PER_JUDGMENT,
+    Identifier,
+    StrictModel,
+    absent,
+    text_problem,
+    validation_problems,
+)
+
+__all__ = [
+    "LabelDecision",
+    "LabelFileError",
+    "LabelTask",
+    "labels_jsonl",
+    "load_tasks",
+    "read_labels",
+    "record_label",
+    "span_text",
+]
+
+MAX_REVIEWER_LENGTH = 128
+MAX_NOTE_LENGTH = 2_000
+
+
+def _printable_name(value: str) -> str:
+    if not value.strip():
+        raise ValueError("must not be blank")
+    if not value.isprintable():
+        bad = next(c for c in value if not c.isprintable())
+        raise ValueError(f"holds the unprintable character U+{ord(bad):04X} (control, format or bidi characters)")
+    return value
+
+
+def _clean_note(value: str) -> str:
+    problem = text_problem(value)
+    if problem is not None:
+        raise ValueError(f"{problem}; control and bidirectional-override characters are not allowed")
+    return value
+
+
+Reviewer = Annotated[str, Field(max_length=MAX_REVIEWER_LENGTH), AfterValidator(_printable_name)]
+"""A reviewer's name: non-blank, printable (no control, format or bidirectional characters), at most 128 long."""
+NoteText = Annotated[str, Field(max_length=MAX_NOTE_LENGTH), AfterValidator(_clean_note)]
+_Offset = Annotated[int, Field(ge=0, le=MAX_CHUNK_LENGTH)]
+SpanOffsets = tuple[_Offset, _Offset]
+"""A span as ``(start, end)``: half-open character offsets into the chunk's text."""
+
+
+class LabelDecision(StrictModel):
+    """One reviewer's decision on one (query, chunk) pair, or a no-answer decision for a query (``chunk_id`` None)."""
+
+    query_id: Identifier = Field(description="the query decided")
+    chunk_id: Identifier | None = Field(description="the chunk judged; None: the query has no answer (grade 0)")
+    grade: int = Field(description="3 directly answers, 2 substantially, 1 supporting evidence, 0 not relevant")
+    spans: tuple[SpanOffsets, ...] = Field(
+        default=(),
+        validate_default=True,
+        max_length=MAX_SPANS_PER_JUDGMENT,
+        description="[start, end) character offsets into the chunk's text, kept sorted: >= 1 for grade 1-3, none for 0",
+    )
+    reviewer: Reviewer = Field(description="who decided (one reviewer per label file)")
+    note: NoteText | None = Field(default=None, exclude_if=absent, description="the reviewer's remark, if any")
+
+    @field_validator("grade")
+    @classmethod
+    def _grade_fits(cls, grade: int, info: ValidationInfo) -> int:
+        if not 0 <= grade <= 3:
+            raise ValueError(f"grade {grade} is outside 0-3 (1-3 relevant, 0 judged not relevant)")
+        if "chunk_id" in info.data and info.data["chunk_id"] is None and grade != 0:
+            raise ValueError(f"a no-answer decision (chunk_id null) has grade 0, not {grade}")
+        return grade
+
+    @field_validator("spans")
+    @classmethod
+    def _spans_fit_grade(cls, spans: tuple[SpanOffsets, ...], info: ValidationInfo) -> tuple[SpanOffsets, ...]:
+        grade = info.data.get("grade")
+        if grade == 0 and spans:
+            raise ValueError(f"grade 0 (judged not relevant) takes no spans, not {len(spans)}")
+        if grade is not None and grade >= 1 and not spans:
+            raise ValueError(f"grade {grade} (relevant) needs at least 1 span")
+        for index, (start, end) in enumerate(spans):
+            if start >= end:
+                raise ValueError(f"span [{index}] = [{start}, {end}) is empty or reversed (start must be < end)")
+        ordered = tuple(sorted(spans))
+        repeated = next((s for s, t in pairwise(ordered) if s == t), None)
+        if repeated is not None:
+            raise ValueError(f"span [{repeated[0]}, {repeated[1]}) is given twice")
+        return ordered
+
+    @property
+    def key(self) -> tuple[str, str | None]:
+        """The pair decided: ``(query_id, chunk_id)``."""
+        return (self.query_id, self.chunk_id)
+
+
+@dataclass(frozen=True)
+class LabelTask:
+    """One pair to label, with what a reviewer reads; ``language`` is the query's (as ``evalkit pool`` writes it)."""
+
+    query_id: str
+    chunk_id: str
+    language: str
+    query_text: str
+    chunk_title: str
+    chunk_text: str
+
+
+class LabelFileError(ValueError):
+    """A label or task file that cannot be used; ``problems`` lists each problem, naming file, line and field."""
+
+    def __init__(self, source: str, problems: Sequence[str]) -> None:
+        self.source = source
+        self.problems = list(problems)
+        listing = "\n".join(f"  - {p}" for p in cap_problems(self.problems))
+        super().__init__(f"invalid label file {source}: {len(self.problems)} problem(s)\n{listing}")
+
+
+def _lines(path: Path, max_bytes: int) -> Iterator[tuple[int, str]]:
+    """``(line number, text)`` of every non-blank line of a regular UTF-8 file of at most `max_bytes`.
+
+    Lines end at ``\\n`` only: a JSON string may hold U+2028, which :meth:`str.splitlines` would split at."""
+    try:
+        text = decode_text(read_input_bytes(path, max_bytes), clip(path.name))
+    except InputError as exc:
+        raise LabelFileError(clip(path.name), [f"{clip(path.name)}: {exc.reason}"]) from None
+    for number, line in enumerate(text.split("\n"), start=1):
+        if line.strip():
+            yield number, line.rstrip("\r")
+
+
+def _field(loc: Sequence[int | str]) -> str:
+    path = ""
+    for part in loc:
+        path += f"[{part}]" if isinstance(part, int) else (f".{clip(part)}" if path else clip(part))
+    return f"field {path or '(the whole line)'!r}"
+
+
+def _object(line: str, where: str) -> tuple[dict[str, Any] | None, list[str]]:
+    try:
+        record = loads_strict(line)
+    except ValueError as exc:
+        return None, [f"{where}: field '(the whole line)': not JSON ({clip(str(exc), 200)})"]
+    if not isinstance(record, dict):
+        return None, [f"{where}: field '(the whole line)': expected a JSON object, got {type(record).__name__}"]
+    return record, []
+
+
+def _decision(line: str, where: str) -> tuple[LabelDecision | None, list[str]]:
+    record, problems = _object(line, where)
+    if record is None:
+        return None, problems
+    try:
+        return LabelDecision.model_validate_json(line), []
+    except ValidationError as exc:
+        return None, [f"{where}: {p}" for p in validation_problems(exc, record, lambda _, loc: _field(loc))]
+
+
+def _pair_problems(decision: LabelDecision, fixture: Fixture, where: str) -> list[str]:
+    """The decision checked against the fixture: a known query and chunk, every span inside the chunk's text."""
+    problems = []
+    if decision.query_id not in {q.query_id for q in fixture.queries}:
+        problems.append(f"{where}: field 'query_id': unknown query {shorten(decision.query_id)}")
+    if decision.chunk_id is None:
+        return problems
+    chunk = next((c for c in fixture.chunks if c.chunk_id == decision.chunk_id), None)
+    if chunk is None:
+        return [*problems, f"{where}: field 'chunk_id': unknown chunk {shorten(decision.chunk_id)}"]
+    for index, (start, end) in enumerate(decision.spans):
+        if end > len(chunk.text):
+            problems.append(
+                f"{where}: field 'spans[{index}]': [{start}, {end}) is outside chunk {chunk.chunk_id!r} "
+                f"(its text has {len(chunk.text)} characters)"
+            )
+    return problems
+
+
+def read_labels(path: Path, fixture: Fixture, max_bytes: int = DEFAULT_MAX_INPUT_BYTES) -> tuple[LabelDecision, ...]:
+    """The decisions of a label file, in file order, each checked against `fixture`.
+
+    Raises:
+        LabelFileError: listing every problem, each naming the file, the line and the field: a file that cannot be
+            read (missing, not a regular file, over `max_bytes`, not UTF-8), invalid JSON, an unknown key, a grade
+            outside 0-3, spans for grade 0 or none for grade 1-3, an empty or reversed span, an offset outside the
+            chunk's text, an unknown query or chunk, ``chunk_id`` null with a grade other than 0, a second decision
+            on one (query, chunk), or a reviewer other than the first line's.
+    """
+    path = Path(path)
+    name = clip(path.name)
+    decisions: list[LabelDecision] = []
+    problems: list[str] = []
+    first_line: dict[tuple[str, str | None], int] = {}
+    reviewer: tuple[str, int] | None = None
+    for number, line in _lines(path, max_bytes):
+        where = f"{name} line {number}"
+        decision, found = _decision(line, where)
+        if decision is None:
+            problems.extend(found)
+            continue
+        problems.extend(_pair_problems(decision, fixture, where))
+        if decision.key in first_line:
+            problems.append(
+                f"{where}: field 'chunk_id': query {decision.query_id!r}, chunk {decision.chunk_id!r} is decided "
+                f"again (first on line {first_line[decision.key]}; one decision per pair)"
+            )
+        first_line.setdefault(decision.key, number)
+        if reviewer is None:
+            reviewer = (decision.reviewer, number)
+        elif decision.reviewer != reviewer[0]:
+            problems.append(
+                f"{where}: field 'reviewer': {shorten(decision.reviewer)} is not {shorten(reviewer[0])} of line "
+                f"{reviewer[1]} (one reviewer per file)"
+            )
+        decisions.append(decision)
+    if problems:
+        raise LabelFileError(name, problems)
+    return tuple(decisions)
+
+
+def labels_jsonl(decisions: Iterable[LabelDecision]) -> bytes:
+    """Decisions as label-file bytes: one JSON object a line, keys sorted, UTF-8 (``ensure_ascii=False``); a note
+    is written only when set."""
+    return "".join(
+        json.dumps(d.model_dump(mode="json"), sort_keys=True, ensure_ascii=False) + "\n" for d in decisions
+    ).encode("utf-8")
+
+
+def record_label(
+    path: Path, decision: LabelDecision, fixture: Fixture, max_bytes: int = DEFAULT_MAX_INPUT_BYTES
+) -> None:
+    """Save `decision` into the label file at `path`, atomically (:func:`evalkit.common.output.write_atomic`).
+
+    The file's decisions are kept in their order, an earlier decision on the same (query, chunk) replaced in place
+    by this one, a new pair appended; a missing file is created. The caller vets `path` (for example with
+    :func:`evalkit.common.output.resolve_output_path`): the workspace rules are not applied here.
+
+    Raises:
+        LabelFileError: the file holds invalid decisions (see :func:`read_labels`), `decision` does not fit the
+            fixture, or it is by another reviewer than the file's; nothing is written then.
+    """
+    path = Path(path)
+    problems = _pair_problems(decision, fixture, "the decision")
+    if problems:
+        raise LabelFileError(clip(path.name), problems)
+    existing = read_labels(path, fixture, max_bytes) if os.path.lexists(path) else ()
+    if existing and existing[0].reviewer != decision.reviewer:
+        raise LabelFileError(
+            clip(path.name),
+            [
+                f"the decision: field 'reviewer': {shorten(decision.reviewer)} is not {shorten(existing[0].reviewer)}"
+                f", whose labels {clip(path.name)} holds (one reviewer per file)"
+            ],
+        )
+    kept = [decision if d.key == decision.key else d for d in existing]
+    if all(d.key != decision.key for d in existing):
+        kept.append(decision)
+    write_atomic(path, labels_jsonl(kept))
+
+
+def span_text(source: LabelTask | str, spans: Iterable[Sequence[int]]) -> tuple[str, ...]:
+    """The exact characters of each ``(start, end)`` span of a task's chunk text (or of the text given).
+
+    Raises:
+        ValueError: a span that is empty, reversed or outside the text.
+    """
+    text = source.chunk_text if isinstance(source, LabelTask) else source
+    found = []
+    for span in spans:
+        start, end = int(span[0]), int(span[1])
+        if not 0 <= start < end <= len(text):
+            raise ValueError(f"span [{start}, {end}) is empty, reversed or outside the text ({len(text)} characters)")
+        found.append(text[start:end])
+    return tuple(found)
+
+
+# --- tasks -----------------------------------------------------------------------------------------------------
+
+
+def _task(query: Query, chunk: Chunk, fixture: Fixture) -> LabelTask:
+    title = next(d.title for d in fixture.documents if d.doc_id == chunk.doc_id)
+    return LabelTask(query.query_id, chunk.chunk_id, query.language, query.text, title, chunk.text)
+
+
+def _task_pair(
+    record: dict[str, Any], where: str, queries: dict[str, Query], chunks: dict[str, Chunk]
+) -> tuple[tuple[Query, Chunk] | None, list[str]]:
+    query_id = record.get("query_id")
+    query = queries.get(query_id) if isinstance(query_id, str) else None
+    problems = [] if query is not None else [f"{where}: field 'query_id': unknown query {shorten(query_id)}"]
+    field = "chunk_id" if "chunk_id" in record else "doc_id"
+    chunk_id = record.get(field)
+    if "chunk_id" in record and "doc_id" in record and record["doc_id"] != chunk_id:
+        problems.append(f"{where}: field 'doc_id': {shorten(record['doc_id'])} is not chunk_id {shorten(chunk_id)}")
+    chunk = chunks.get(chunk_id) if isinstance(chunk_id, str) else None
+    if chunk is None:
+        problems.append(f"{where}: field {field!r}: unknown chunk {shorten(chunk_id)}")
+    language = record.get("language")
+    if query is not None and language is not None and language != query.language:
+        problems.append(f"{where}: field 'language': {shorten(language)} is not query's language {query.language!r}")
+    if problems or query is None or chunk is None:
+        return None, problems
+    return (query, chunk), []
+
+
+def load_tasks(
+    fixture: Fixture, tasks_path: Path | None, max_bytes: int = DEFAULT_MAX_INPUT_BYTES
+) -> tuple[LabelTask, ...]:
+    """The pairs to label, each with the query's language and text and the chunk's title and text.
+
+    With `tasks_path`, the pairs of a pool file (JSON lines as ``evalkit pool`` writes them: ``query_id``, and
+    ``chunk_id`` or ``doc_id`` naming a chunk of the fixture, both equal when both are given; ``language``, when
+    given, must be the query's; other keys such as ``best_rank`` and ``runs`` are ignored), in file order. With
+    None, every (query, chunk) pair the fixture judges (grade 0 included), in fixture order.
+
+    Raises:
+        LabelFileError: naming file, line and field: invalid JSON, an unknown query or chunk, a language that is not
+            the query's, or a pair listed twice.
+    """
+    queries = {q.query_id: q for q in fixture.queries}
+    chunks = {c.chunk_id: c for c in fixture.chunks}
+    if tasks_path is None:
+        return tuple(_task(q, chunks[j.chunk_id], fixture) for q in fixture.queries for j in q.judgments)
+    path = Path(tasks_path)
+    name = clip(path.name)
+    tasks: list[LabelTask] = []
+    problems: list[str] = []
+    first_line: dict[tuple[str, str], int] = {}
+    for number, line in _lines(path, max_bytes):
+        where = f"{name} line {number}"
+        record, found = _object(line, where)
+        pair, more = (None, []) if record is None else _task_pair(record, where, queries, chunks)
+        problems.extend(found + more)
+        if pair is None:
+            continue
+        key = (pair[0].query_id, pair[1].chunk_id)
+        if key in first_line:
+            problems.append(f"{where}: field 'chunk_id': pair {key} is listed again (first on line {first_line[key]})")
+            continue
+        first_line[key] = number
+        tasks.append(_task(*pair, fixture))
+    if problems:
+        raise LabelFileError(name, problems)
+    return tuple(tasks)

@@ -1,0 +1,163 @@
+"""Merging two reviewers' labels into a new fixture version: agreed pairs taken, adjudicated ones win, every pair left
+undecided refused and listed, judgments replaced pair by pair, the result a valid fixture with the new version."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from evalkit.data.fixture import Fixture, FixtureError, Judgment, LoadedFixture, Span, load_fixture, write_fixture
+from evalkit.data.label_merge import LabelMergeError, decisions_agree, merge_labels
+from evalkit.data.labels import LabelDecision
+from evalkit.measures.agreement import disagreements
+
+
+@pytest.fixture
+def fixture(tiny: LoadedFixture) -> Fixture:
+    return tiny.fixture
+
+
+def _d(
+    query: str, chunk: str | None, grade: int, spans: tuple[tuple[int, int], ...] = (), who: str = "ana"
+) -> LabelDecision:
+    return LabelDecision(query_id=query, chunk_id=chunk, grade=grade, spans=spans, reviewer=who)
+
+
+def _judgments(fixture: Fixture, query_id: str) -> tuple[Judgment, ...]:
+    return next(q.judgments for q in fixture.queries if q.query_id == query_id)
+
+
+A = [
+    _d("q-en-001", "en-trash-01", 3, ((14, 43),)),
+    _d("q-en-001", "en-sync-01", 0),
+    _d("q-zh-001", "zh-export-02", 2, ((0, 4),)),
+    _d("q-zh-001", "zh-export-01", 1, ((7, 10),)),
+]
+B = [
+    _d("q-en-001", "en-trash-01", 3, ((14, 43),), "ben"),  # equal: taken
+    _d("q-en-001", "en-sync-01", 0, who="ben"),  # grade 0 from both: taken
+    _d("q-zh-001", "zh-export-02", 2, ((2, 6),), "ben"),  # overlap F1 0.5, at the bound: the union is taken
+    _d("q-zh-001", "zh-export-01", 1, ((8, 11),), "ben"),
+]
+
+
+def test_agreed_pairs_are_taken_and_the_version_is_new(fixture: Fixture) -> None:
+    merged = merge_labels(fixture, A, B, None, "1.1.0")
+    assert merged.fixture_version == "1.1.0"
+    assert fixture.fixture_version == "1.0.0"
+    assert _judgments(merged, "q-en-001") == (
+        Judgment(chunk_id="en-trash-01", grade=3, spans=(Span(start=14, text="stay in the trash for 30 days"),)),
+        _judgments(fixture, "q-en-001")[1],  # en-trash-02: no decision names it, kept
+        Judgment(chunk_id="en-sync-01", grade=0),  # newly judged: appended
+    )
+
+
+def test_spans_within_the_bound_are_united_verbatim_by_character(fixture: Fixture) -> None:
+    merged = merge_labels(fixture, A, B, None, "1.1.0")
+    zh = {j.chunk_id: j for j in _judgments(merged, "q-zh-001")}
+    assert zh["zh-export-02"] == Judgment(chunk_id="zh-export-02", grade=2, spans=(Span(start=0, text="批量导出一次"),))
+    assert zh["zh-export-01"].spans == (Span(start=7, text=" PDF"),)  # [7, 10) U [8, 11) = [7, 11)
+    # appended in the fixture's chunk order (zh-export-01 before zh-export-02 is replaced in place)
+    assert [j.chunk_id for j in _judgments(merged, "q-zh-001")] == ["zh-export-02", "zh-export-01"]
+
+
+def test_the_merge_does_not_depend_on_which_reviewer_is_a(fixture: Fixture) -> None:
+    assert merge_labels(fixture, A, B, None, "1.1.0") == merge_labels(fixture, B, A, None, "1.1.0")
+
+
+def test_undecided_pairs_are_refused_each_listed(fixture: Fixture) -> None:
+    a = [*A, _d("q-en-002", "en-sync-02", 3, ((45, 87),)), _d("q-en-003", "zh-billing-01", 3, ((0, 4),))]
+    b = [
+        *B[:3],
+        _d("q-zh-001", "zh-export-01", 2, ((8, 11),), "ben"),
+        _d("q-en-002", "en-sync-02", 3, ((45, 50),), "ben"),
+        _d("q-zh-002", None, 0, who="ben"),
+    ]
+    with pytest.raises(LabelMergeError) as caught:
+        merge_labels(fixture, a, b, None, "1.1.0")
+    assert caught.value.problems == [
+        "query 'q-en-002', chunk 'en-sync-02': grade 3 from both, spans [[45, 87]] by 'ana', [[45, 50]] by 'ben' "
+        "(span overlap below the bound)",
+        "query 'q-en-003', chunk 'zh-billing-01': only 'ana' (grade 3) decided it",
+        "query 'q-zh-001', chunk 'zh-export-01': grade 1 by 'ana', 2 by 'ben'",
+        "query 'q-zh-002', no-answer decision: only 'ben' (grade 0) decided it",
+    ]
+    assert isinstance(caught.value, ValueError)
+    assert "4 problem(s)" in str(caught.value)
+    for problem in caught.value.problems:
+        assert problem in str(caught.value)
+
+
+def test_the_disagreements_of_agreement_are_what_the_merge_refuses(fixture: Fixture) -> None:
+    b = [*B[:3], _d("q-zh-001", "zh-export-01", 3, ((8, 11),), "ben")]
+    found = disagreements(A, b, fixture)
+    assert [(d.query_id, d.chunk_id) for d in found] == [("q-zh-001", "zh-export-01")]
+    with pytest.raises(LabelMergeError) as caught:
+        merge_labels(fixture, A, b, None, "1.1.0")
+    assert len(caught.value.problems) == len(found)
+    texts = {c.chunk_id: c.text for c in fixture.chunks}
+    agreed = [x for x, y in zip(A, b, strict=True) if decisions_agree(x, y, texts[x.chunk_id or ""])]
+    assert len(agreed) == 3
+
+
+def test_adjudicated_decisions_win(fixture: Fixture) -> None:
+    b = [*B[:3], _d("q-zh-001", "zh-export-01", 3, ((8, 11),), "ben")]
+    adjudicated = [
+        _d("q-zh-001", "zh-export-01", 2, ((8, 11),), "cy"),  # settles a disagreement
+        _d("q-en-001", "en-trash-01", 2, ((36, 43),), "cy"),  # overrides an agreed pair
+        _d("q-en-002", "en-sync-01", 0, who="cy"),  # a pair neither reviewer decided
+    ]
+    merged = merge_labels(fixture, A, b, adjudicated, "2.0.0")
+    zh = {j.chunk_id: j for j in _judgments(merged, "q-zh-001")}
+    assert zh["zh-export-01"] == Judgment(chunk_id="zh-export-01", grade=2, spans=(Span(start=8, text="PDF"),))
+    assert _judgments(merged, "q-en-001")[0] == Judgment(
+        chunk_id="en-trash-01", grade=2, spans=(Span(start=36, text="30 days"),)
+    )
+    assert [j.chunk_id for j in _judgments(merged, "q-en-002")] == ["en-sync-02", "en-sync-01"]
+
+
+def test_a_no_answer_decision_contradicted_by_a_relevant_chunk_is_refused(fixture: Fixture) -> None:
+    a = [_d("q-en-002", None, 0)]
+    b = [_d("q-en-002", None, 0, who="ben")]
+    with pytest.raises(LabelMergeError, match="query 'q-en-002': merged as no answer"):
+        merge_labels(fixture, a, b, None, "1.1.0")
+    a.append(_d("q-en-002", "en-sync-02", 0))
+    b.append(_d("q-en-002", "en-sync-02", 0, who="ben"))
+    merged = merge_labels(fixture, a, b, None, "1.1.0")
+    assert not next(q for q in merged.queries if q.query_id == "q-en-002").answerable
+
+
+def test_a_merge_that_breaks_the_schema_is_refused_by_it(fixture: Fixture) -> None:
+    # every answerable zh query judged not relevant: the zh slice would hold no answerable query
+    zh = [(q.query_id, j.chunk_id) for q in fixture.queries if q.language == "zh" for j in q.judgments]
+    a = [_d(q, c, 0) for q, c in zh]
+    b = [_d(q, c, 0, who="ben") for q, c in zh]
+    with pytest.raises(FixtureError, match="language 'zh' has no answerable query"):
+        merge_labels(fixture, a, b, None, "1.1.0")
+
+
+@pytest.mark.parametrize(
+    ("version", "problem"),
+    [
+        ("1.0.0", "the fixture's own"),
+        ("1.1", "MAJOR.MINOR.PATCH"),
+        ("v1.1.0", "MAJOR.MINOR.PATCH"),
+        ("１.1.0", "ASCII"),
+    ],
+)
+def test_the_version_must_be_new_and_semantic(fixture: Fixture, version: str, problem: str) -> None:
+    with pytest.raises(ValueError, match=problem):
+        merge_labels(fixture, A, B, None, version)
+
+
+def test_one_reviewer_on_both_sides_is_refused(fixture: Fixture) -> None:
+    with pytest.raises(ValueError, match="both label files are by reviewer 'ana'"):
+        merge_labels(fixture, A, A, None, "1.1.0")
+
+
+def test_the_merged_fixture_loads_with_load_fixture(fixture: Fixture, tmp_path: Path) -> None:
+    merged = merge_labels(fixture, A, B, None, "1.1.0")
+    loaded = load_fixture(write_fixture(merged, tmp_path / "new")).fixture
+    assert loaded == merged
+    assert loaded.fixture_version == "1.1.0"
