@@ -11,12 +11,13 @@ cutoff), ``P_k``, ``recall_k``, ``success_k``, ``map``, ``map_cut_k``, ``Rprec``
 report key, the column name); :attr:`MeasureDef.definition` spells out every parameter, and reports carry it, so two
 reports never compare different definitions under one name.
 
-Common rules: a document is relevant when its grade is at least 1; grade 0 is judged, not relevant, and a
-negative grade is read as trec_eval reads it, "pooled, not judged" (``-1``); neither gives gain. Under evalkit's
-names, ranking measures are defined on answerable queries (at least one relevant document; the others are no-answer queries, which ``no_answer_fpr`` scores); under trec_eval's names on every
-judged query, one without a relevant document scoring 0, as trec_eval scores it (:attr:`MeasureDef.no_relevant`).
-An empty ranking scores 0. Rankings are deduplicated before any cutoff (first occurrence kept). Each family says
-what it does with unjudged documents (:data:`~evalkit.measures.declaration.UNJUDGED`).
+Common rules: a document is relevant when its grade is at least 1; grade 0 is judged, not relevant, and a negative
+grade is read as trec_eval reads it, "pooled, not judged" (``-1``); neither gives gain. Under evalkit's names,
+ranking measures are defined on answerable queries (at least one relevant document; the others are no-answer
+queries, which ``no_answer_fpr`` scores); under trec_eval's names on every judged query, one without a relevant
+document scoring 0, as trec_eval scores it (:attr:`MeasureDef.no_relevant`). An empty ranking scores 0. Rankings are
+deduplicated before any cutoff (first occurrence kept). Each family says what it does with unjudged documents
+(:data:`~evalkit.measures.declaration.UNJUDGED`).
 
 :func:`register_measure` adds a user's measure, a function of one ranking and its judgments; it then flows through
 batch scoring (one Python call per query), intervals, ``compare`` and the notebooks.
