@@ -1,0 +1,360 @@
+"""The labelling session without a browser: resume at the first undecided pair, blind to other reviewers, each
+decision written at once and atomically, progress per language, skip and back, adjudication of disagreements only,
+and browser selections (UTF-16 code units) turned into Python character offsets."""
+
+from __future__ import annotations
+
+import ast
+import json
+from pathlib import Path
+
+import pytest
+
+import evalkit.app.labelling as labelling
+from evalkit.app.headless import declared_parameters
+from evalkit.app.labelling import (
+    LabellingSession,
+    LabellingWidget,
+    LabelParameters,
+    adjudication_tasks,
+    apply_action,
+    merge_span,
+    python_span,
+    session_view,
+)
+from evalkit.app.notebook import UnknownParameterError
+from evalkit.data.fixture import Fixture, LoadedFixture
+from evalkit.data.labels import LabelDecision, LabelFileError, LabelTask, load_tasks, read_labels
+
+from ..conftest import ROOT
+
+NOTEBOOK = ROOT / "notebooks" / "label.ipynb"
+
+
+@pytest.fixture
+def fixture(tiny: LoadedFixture) -> Fixture:
+    return tiny.fixture
+
+
+@pytest.fixture
+def tasks(fixture: Fixture) -> tuple[LabelTask, ...]:
+    return load_tasks(fixture, None)
+
+
+def session_of(tasks: tuple[LabelTask, ...], path: Path, fixture: Fixture, reviewer: str = "ana") -> LabellingSession:
+    return LabellingSession(tasks, path, reviewer, fixture)
+
+
+def test_the_tiny_tasks_are_what_the_tests_assume(tasks: tuple[LabelTask, ...]) -> None:
+    assert [(t.query_id, t.chunk_id, t.language) for t in tasks] == [
+        ("q-en-001", "en-trash-01", "en"),
+        ("q-en-001", "en-trash-02", "en"),
+        ("q-en-002", "en-sync-02", "en"),
+        ("q-en-003", "zh-billing-01", "en"),
+        ("q-zh-001", "zh-export-02", "zh"),
+        ("q-zh-002", "zh-billing-02", "zh"),
+        ("q-zh-003", "en-sync-01", "zh"),
+    ]
+
+
+# --- browser offsets ---------------------------------------------------------------------------------------------
+
+
+def test_a_utf16_selection_becomes_python_offsets_past_an_astral_character() -> None:
+    text = "𠮷笔记可以导出为 PDF"  # U+20BB7 is two UTF-16 code units, one Python character
+    assert len(text) == 12 and len(text.encode("utf-16-le")) // 2 == 13
+    assert python_span(text, 6, 9) == (5, 8)
+    assert text[5:8] == "导出为"
+    assert python_span(text, 0, 2) == (0, 1)  # the astral character itself
+    assert python_span(text, 1, 2) == (0, 1)  # a bound inside its surrogate pair widens to the whole character
+    assert python_span(text, 0, 1) == (0, 1)
+    assert python_span(text, 10, 13) == (9, 12) and text[9:12] == "PDF"
+    assert python_span("plain", 1, 3) == (1, 3)  # no astral character: the offsets are the same
+
+
+@pytest.mark.parametrize(("start", "end"), [(-1, 2), (3, 2), (0, 14)])
+def test_a_selection_outside_the_text_is_refused(start: int, end: int) -> None:
+    with pytest.raises(ValueError, match="outside the chunk's 13 UTF-16 units"):
+        python_span("𠮷笔记可以导出为 PDF", start, end)
+
+
+def test_marked_spans_are_sorted_and_overlaps_merged() -> None:
+    assert merge_span([(5, 8)], (0, 2)) == ((0, 2), (5, 8))
+    assert merge_span([(0, 2), (5, 8)], (1, 6)) == ((0, 8),)
+    assert merge_span([(0, 2)], (2, 4)) == ((0, 4),)
+
+
+def test_a_browser_selection_marks_the_exact_characters(tmp_path: Path, fixture: Fixture) -> None:
+    chunk = next(c for c in fixture.chunks if c.chunk_id == "zh-export-01")
+    query = fixture.queries[4]
+    text = "𠮷" + chunk.text  # as a browser counts it, the astral character is two units
+    task = LabelTask(query.query_id, chunk.chunk_id, query.language, query.text, "导出笔记", text)
+    session = session_of((task,), tmp_path / "ana.jsonl", fixture)
+    assert apply_action(session, {"action": "select", "start": 6, "end": 9}) == "marked [5, 8)"
+    assert session.span_texts() == ("导出为",)
+    view = session_view(session)
+    assert view["task"]["spans"] == [{"start": 5, "end": 8, "text": "导出为"}]
+    assert "".join(s["text"] for s in view["task"]["segments"]) == text
+    assert [s["text"] for s in view["task"]["segments"] if s["marked"]] == ["导出为"]
+
+
+# --- resume, record, progress --------------------------------------------------------------------------------------
+
+
+def test_each_decision_is_written_at_once_and_a_reopened_session_resumes(
+    tmp_path: Path, fixture: Fixture, tasks: tuple[LabelTask, ...]
+) -> None:
+    path = tmp_path / "labels" / "ana.jsonl"
+    session = session_of(tasks, path, fixture)
+    assert session.index == 0 and not path.exists()  # nothing written before a decision
+    session.mark(14, 43)
+    first = session.record(3, note="clear answer")
+    assert read_labels(path, fixture) == (first,)
+    assert first == LabelDecision(
+        query_id="q-en-001", chunk_id="en-trash-01", grade=3, spans=((14, 43),), reviewer="ana", note="clear answer"
+    )
+    session.skip()  # q-en-001/en-trash-02 stays undecided
+    session.record(0)
+    assert [d.chunk_id for d in read_labels(path, fixture)] == ["en-trash-01", "en-sync-02"]
+    reopened = session_of(tasks, path, fixture)
+    assert reopened.index == 1 and reopened.current == tasks[1]
+    assert sorted(p.name for p in path.parent.iterdir()) == ["ana.jsonl"], "no temporary file is left behind"
+
+
+def test_a_decision_made_again_replaces_the_earlier_one(
+    tmp_path: Path, fixture: Fixture, tasks: tuple[LabelTask, ...]
+) -> None:
+    path = tmp_path / "ana.jsonl"
+    session = session_of(tasks, path, fixture)
+    session.record(0)
+    session.back()
+    assert session.current == tasks[0] and session_view(session)["task"]["recorded"] == {"grade": 0, "note": None}
+    session.mark(14, 43)
+    session.record(2)
+    assert [(d.chunk_id, d.grade) for d in read_labels(path, fixture)] == [("en-trash-01", 2)]
+    assert session.index == 1
+
+
+def test_a_refused_write_leaves_the_session_and_the_file_as_they_were(
+    tmp_path: Path, fixture: Fixture, tasks: tuple[LabelTask, ...]
+) -> None:
+    path = tmp_path / "ana.jsonl"
+    session = session_of(tasks, path, fixture)
+    session.record(0)
+    before = path.read_bytes()
+
+    def refuse(target: Path, data: bytes) -> None:
+        raise OSError("disk full")
+
+    monkeypatched = pytest.MonkeyPatch()
+    monkeypatched.setattr("evalkit.data.labels.write_atomic", refuse)
+    try:
+        message = apply_action(session, {"action": "grade", "grade": 0})
+    finally:
+        monkeypatched.undo()
+    assert message == "not saved: disk full"
+    assert session.index == 1 and len(session.decisions) == 1
+    assert path.read_bytes() == before
+
+
+def test_grades_and_spans_must_fit(tmp_path: Path, fixture: Fixture, tasks: tuple[LabelTask, ...]) -> None:
+    session = session_of(tasks, tmp_path / "ana.jsonl", fixture)
+    message = apply_action(session, {"action": "grade", "grade": 2})
+    assert message == "not saved: grade 2 needs at least one span: select the supporting text in the chunk"
+    assert session.index == 0 and not session.decisions
+    with pytest.raises(ValueError, match="white space only"):
+        session.mark(7, 8)  # the space between "notes" and "stay"
+    assert session.mark(7, 14) == (8, 13)  # " notes " trimmed to "notes"
+    assert session.span_texts() == ("notes",)
+    session.clear()
+    assert session.spans == ()
+    session.mark(0, 7)
+    decision = session.record(0)  # grade 0 takes no spans: they are dropped
+    assert decision.spans == ()
+
+
+def test_progress_is_counted_per_language(tmp_path: Path, fixture: Fixture, tasks: tuple[LabelTask, ...]) -> None:
+    session = session_of(tasks, tmp_path / "ana.jsonl", fixture)
+    assert session.progress() == (("en", 0, 4), ("zh", 0, 3), ("all", 0, 7))
+    for _ in range(5):
+        session.record(0)
+    assert session.progress() == (("en", 4, 0), ("zh", 1, 2), ("all", 5, 2))
+    assert session_view(session)["progress"][1] == {"language": "zh", "done": 1, "to_do": 2}
+
+
+def test_skip_and_back(tmp_path: Path, fixture: Fixture, tasks: tuple[LabelTask, ...]) -> None:
+    session = session_of(tasks, tmp_path / "ana.jsonl", fixture)
+    session.back()
+    assert session.index == 0  # nothing before the first pair
+    session.skip()
+    session.skip()
+    assert session.index == 2
+    session.back()
+    assert session.index == 1  # the pair shown before
+    session.record(0)  # the next undecided after 1
+    assert session.index == 2
+    for _ in range(6):  # the undecided pairs: 0 and 2-6
+        session.skip()
+    assert session.index == 2, "skip wraps round the undecided pairs"
+    for _ in range(5):
+        session.record(0)
+    assert session.index == 0  # wrapped round to the first pair, skipped earlier
+    session.record(0)
+    assert session.current is None and session_view(session)["task"] is None
+    assert (
+        apply_action(session, {"action": "grade", "grade": 0}) == "not saved: every pair is decided: nothing to record"
+    )
+    session.back()
+    assert session.current == tasks[0], "back from the end shows the last pair decided"
+
+
+# --- blind ---------------------------------------------------------------------------------------------------------
+
+
+def test_a_file_of_another_reviewer_is_refused(tmp_path: Path, fixture: Fixture, tasks: tuple[LabelTask, ...]) -> None:
+    path = tmp_path / "ana.jsonl"
+    session_of(tasks, path, fixture, reviewer="bo").record(0)
+    with pytest.raises(ValueError, match="holds decisions of bo: each reviewer labels into a file of their own"):
+        session_of(tasks, path, fixture, reviewer="ana")
+
+
+def test_labelling_reads_no_other_file(
+    tmp_path: Path, fixture: Fixture, tasks: tuple[LabelTask, ...], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    read: list[Path] = []
+    real = labelling.read_labels
+
+    def spy(path: Path, fixture: Fixture) -> tuple[LabelDecision, ...]:
+        read.append(Path(path))
+        return real(path, fixture)
+
+    other = tmp_path / "bo.jsonl"
+    session_of(tasks, other, fixture, reviewer="bo").record(0)
+    monkeypatch.setattr(labelling, "read_labels", spy)
+    session = session_of(tasks, tmp_path / "ana.jsonl", fixture)
+    session.record(0)
+    session_of(tasks, tmp_path / "ana.jsonl", fixture)
+    assert read == [tmp_path / "ana.jsonl"]
+    view = json.dumps(session_view(session), ensure_ascii=False)
+    assert "bo" not in json.loads(view)["reviewer"] and '"reviews"' not in view
+
+
+def test_label_mode_refuses_the_other_reviewers_files() -> None:
+    defaults = notebook_defaults()
+    with pytest.raises(ValueError, match="labels_a: read in mode 'adjudicate' only"):
+        LabelParameters.from_namespace({**defaults, "labels_a": "reports/labels/bo.jsonl"})
+
+
+# --- adjudication --------------------------------------------------------------------------------------------------
+
+
+def write_labels(path: Path, lines: list[dict[str, object]]) -> None:
+    path.write_text("".join(json.dumps(line, ensure_ascii=False) + "\n" for line in lines), encoding="utf-8")
+
+
+def test_adjudication_shows_only_the_disagreements(tmp_path: Path, fixture: Fixture) -> None:
+    from evalkit.measures.agreement import disagreements
+
+    common = {"query_id": "q-en-001", "chunk_id": "en-trash-01"}
+    write_labels(
+        tmp_path / "ana.jsonl",
+        [
+            {**common, "grade": 3, "spans": [[14, 43]], "reviewer": "ana"},
+            {"query_id": "q-zh-001", "chunk_id": "zh-export-02", "grade": 3, "spans": [[0, 10]], "reviewer": "ana"},
+        ],
+    )
+    write_labels(
+        tmp_path / "bo.jsonl",
+        [
+            {**common, "grade": 3, "spans": [[14, 43]], "reviewer": "bo"},
+            {"query_id": "q-zh-001", "chunk_id": "zh-export-02", "grade": 1, "spans": [[11, 14]], "reviewer": "bo"},
+        ],
+    )
+    a, b = read_labels(tmp_path / "ana.jsonl", fixture), read_labels(tmp_path / "bo.jsonl", fixture)
+    found = disagreements(a, b, fixture)
+    assert [(d.query_id, d.chunk_id) for d in found] == [("q-zh-001", "zh-export-02")]
+    compare = {(d.query_id, d.chunk_id): d for d in found}
+    session = LabellingSession(adjudication_tasks(fixture, found), tmp_path / "cy.jsonl", "cy", fixture, compare)
+    assert session.mode == "adjudicate" and len(session.tasks) == 1
+    reviews = session_view(session)["task"]["reviews"]
+    assert reviews == [
+        {"reviewer": "ana", "grade": 3, "spans": [{"start": 0, "end": 10, "text": "批量导出一次最多包含"}]},
+        {"reviewer": "bo", "grade": 1, "spans": [{"start": 11, "end": 14, "text": "500"}]},
+    ]
+    session.mark(0, 18)
+    decision = session.record(3)
+    assert decision.reviewer == "cy"
+    assert read_labels(tmp_path / "cy.jsonl", fixture) == (decision,)
+    assert session.current is None
+
+
+def test_adjudication_parameters(tmp_path: Path) -> None:
+    defaults = notebook_defaults()
+    adjudicate = {**defaults, "mode": "adjudicate", "reviewer": "cy"}
+    with pytest.raises(ValueError, match="needs labels_a and labels_b"):
+        LabelParameters.from_namespace({**adjudicate, "labels_a": "reports/a.jsonl"})
+    same = {**adjudicate, "labels_a": "reports/a.jsonl", "labels_b": "reports/b.jsonl", "labels": "reports/a.jsonl"}
+    with pytest.raises(ValueError, match="a file of their own"):
+        LabelParameters.from_namespace(same)
+    params = LabelParameters.from_namespace({**same, "labels": None})
+    assert params.labels_file == (ROOT / "reports" / "labels" / "cy.jsonl").resolve()
+
+
+# --- the widget and the notebook's parameters ---------------------------------------------------------------------
+
+
+def test_the_widget_carries_out_what_the_browser_sends(
+    tmp_path: Path, fixture: Fixture, tasks: tuple[LabelTask, ...]
+) -> None:
+    widget = LabellingWidget(session_of(tasks, tmp_path / "ana.jsonl", fixture))
+    assert widget.view["task"]["chunk_id"] == "en-trash-01"
+    widget._on_message(widget, {"action": "select", "start": 14, "end": 43}, None)
+    assert widget.view["task"]["spans"][0]["text"] == "stay in the trash for 30 days"
+    widget._on_message(widget, {"action": "grade", "grade": 3, "note": None}, None)
+    assert widget.view["message"] == "saved grade 3 of q-en-001 / en-trash-01"
+    assert widget.view["task"]["chunk_id"] == "en-trash-02"
+    assert widget.view["progress"][0] == {"language": "en", "done": 1, "to_do": 3}
+    widget._on_message(widget, {"action": "nope"}, None)
+    assert widget.view["message"] == "unknown action 'nope'"
+    widget._on_message(widget, {"action": "select", "start": 1}, None)
+    assert widget.view["message"] == "malformed action 'select': no 'end'"
+
+
+def notebook_defaults() -> dict[str, object]:
+    return {name: ast.literal_eval(p["default"]) for name, p in declared_parameters(NOTEBOOK).items()}
+
+
+def test_the_notebook_declares_the_model_and_its_defaults_write_nothing() -> None:
+    declared = declared_parameters(NOTEBOOK)
+    assert set(declared) == set(LabelParameters.model_fields)
+    assert declared["tasks"]["default"] == "None" and declared["mode"]["default"] == '"label"'
+    params = LabelParameters.from_namespace(notebook_defaults())
+    assert params.labels_file == (ROOT / "reports" / "labels" / "reviewer-a.jsonl").resolve()
+    existed = params.labels_file.exists()
+    session = params.open_session()
+    assert len(session.tasks) == sum(len(q.judgments) for q in session.fixture.queries)
+    assert params.labels_file.exists() == existed
+
+
+def test_unknown_or_bad_parameters_are_refused() -> None:
+    defaults = notebook_defaults()
+    with pytest.raises(UnknownParameterError, match="grader"):
+        LabelParameters.from_namespace({**defaults, "In": ["# Parameters\ngrader = 'x'\n"]})
+    with pytest.raises(ValueError, match="mode"):
+        LabelParameters.from_namespace({**defaults, "mode": "review"})
+    with pytest.raises(ValueError, match="not an absolute path"):
+        LabelParameters.from_namespace({**defaults, "labels": "/tmp/labels.jsonl"})
+    with pytest.raises(ValueError, match="could escape the workspace"):
+        LabelParameters.from_namespace({**defaults, "labels": "../labels.jsonl"})
+
+
+def test_a_bad_pool_file_is_refused_by_line(tmp_path: Path) -> None:
+    folder = ROOT / "reports"
+    pool = folder / f"pytest-pool-{tmp_path.name}.jsonl"
+    pool.write_text('{"query_id": "q-nope", "chunk_id": "x"}\n', encoding="utf-8")
+    try:
+        params = LabelParameters.from_namespace({**notebook_defaults(), "tasks": pool.relative_to(ROOT).as_posix()})
+        with pytest.raises(LabelFileError, match="line 1: field 'query_id': unknown query"):
+            params.open_session()
+    finally:
+        pool.unlink()
