@@ -97,6 +97,8 @@ def unjudged_shares(
         pooled = counts.pooled if counts is not None and counts.pooled else (True,) * len(per_query)
         for slice_name in SLICES:
             members = [r for r in index.members(slice_name, None) if pooled[rows[r]]]
+            # A query that returned nothing has judged@k 0 and no unjudged result: it has no top k to be unjudged.
+            members = [r for r in members if not (judged[rows[r]] == 0 and not per_query[rows[r]])]
             values = [v for r in members if (v := judged[rows[r]]) is not None]
             if not values:
                 continue
@@ -228,6 +230,7 @@ class GatedRow(StrictModel):
     slice: Slice
     drop: float
     p_one_sided: float
+    p_holm: float
 
 
 @dataclass(frozen=True)
@@ -266,9 +269,12 @@ def retest_on_judged(
     tests: Mapping[tuple[str, str, str, str, Slice], JudgedTest],
     shares: Mapping[tuple[str, str, Slice], UnjudgedShare],
     max_unjudged_gap: float,
+    alpha: float,
+    max_drop: float,
 ) -> tuple[dict[int, Retest], list[float]]:
     """The gated rows (each with its ``(base, head)`` side labels in `sides`) whose head is more unjudged than its
-    base by over `max_unjudged_gap` and whose value dropped, each retested on judged evidence (its test in `tests`,
+    base by over `max_unjudged_gap` and which the plain test would call a regression (a drop over `max_drop` with a
+    Holm p below `alpha`), each retested on judged evidence (its test in `tests`,
     keyed ``(base, head, ablation, measure, slice)``); and the Holm p of every gated row over the family with the
     retested rows' one-sided p in place of their own."""
     if not 0.0 <= max_unjudged_gap <= 1.0:
@@ -277,7 +283,8 @@ def retest_on_judged(
     for position, (row, (base_side, head_side)) in enumerate(zip(rows, sides, strict=True)):
         base = shares.get((base_side, row.ablation, row.slice))
         head = shares.get((head_side, row.ablation, row.slice))
-        if base is None or head is None or row.drop <= 0 or head.share - base.share <= max_unjudged_gap:
+        regression = row.drop > max_drop and row.p_holm < alpha
+        if base is None or head is None or not regression or head.share - base.share <= max_unjudged_gap:
             continue
         suspects[position] = (base, head, tests.get((base_side, head_side, row.ablation, row.measure, row.slice)))
     p_values = [

@@ -167,17 +167,26 @@ def _sides(row: ComparisonRow) -> tuple[str, str]:
     return (row.base_system, row.head_system) if isinstance(row, PairRow) else ("base", "head")
 
 
+def _key(row: ComparisonRow) -> tuple[str, ...]:
+    return (row.ablation, row.measure, row.slice, *_sides(row))
+
+
 def _retests(
-    comparison: Comparison | PairwiseComparison, gated: list[ComparisonRow], max_unjudged_gap: float
+    comparison: Comparison | PairwiseComparison,
+    gated: list[ComparisonRow],
+    max_unjudged_gap: float,
+    alpha: float,
+    max_drop: float,
 ) -> tuple[dict[int, Retest], list[float]]:
     """Each gated row's retest on judged evidence where label holes may explain it, and the family's Holm p."""
     shares = {(s.system, s.ablation, s.slice): s for s in comparison.unjudged}
     tests = {(t.base_system, t.head_system, t.ablation, t.measure, t.slice): t for t in comparison.judged_tests}
     plain = [
-        GatedRow(**row.model_dump(include={"ablation", "measure", "slice", "p_one_sided"}), drop=row.drop)
+        GatedRow(**row.model_dump(include={"ablation", "measure", "slice", "p_one_sided", "p_holm"}), drop=row.drop)
         for row in gated
     ]
-    return retest_on_judged(plain, [_sides(row) for row in gated], tests, shares, max_unjudged_gap)
+    sides = [_sides(row) for row in gated]
+    return retest_on_judged(plain, sides, tests, shares, max_unjudged_gap, alpha, max_drop)
 
 
 def find_regressions(
@@ -202,9 +211,14 @@ def find_regressions(
         row.model_copy(update={"power": row_power(row, comparison.family_size, alpha, max_drop, comparison.statistics)})
         for row in comparison.gate_rows()
     ]
-    retests, adjusted = _retests(comparison, gated, max_unjudged_gap)
-    if retests:
-        gated = [row.model_copy(update={"p_holm": adjusted[i]}) for i, row in enumerate(gated)]
+    # The retest reads the whole gated family (every pair of several reports), so that Holm adjusts over as many
+    # rows as the comparison's own p_holm does; the gate then reads its rows of the family.
+    family = [r for r in comparison.rows if r.gated]
+    position = {_key(r): i for i, r in enumerate(family)}
+    found, adjusted = _retests(comparison, family, max_unjudged_gap, alpha, max_drop)
+    retests = {g: found[position[_key(row)]] for g, row in enumerate(gated) if position[_key(row)] in found}
+    if found:
+        gated = [row.model_copy(update={"p_holm": adjusted[position[_key(row)]]}) for row in gated]
     holes = tuple((gated[i], r) for i, r in retests.items() if not r.survives(alpha, max_drop))
     hole_rows = {id(row) for row, _ in holes}
     significant = [row for row in gated if row.p_holm < alpha and row.drop > 0 and id(row) not in hole_rows]

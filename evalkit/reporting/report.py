@@ -263,9 +263,13 @@ def check_report_integrity(report: Report) -> None:
             if value is not None and not math.isfinite(value):
                 raise ValueError(f"gates[{position}] ({gate.gate}): {name} {value!r} is not a finite number")
     declared = report.measure_definitions()
+    if len(set(report.companions)) != len(report.companions):
+        raise ValueError("companions names a measure twice")
     for name in report.companions:
         if name not in declared:
             raise ValueError(f"companions names measure {shorten(name)}, which the report does not declare")
+        if not name.startswith("condensed_"):
+            raise ValueError(f"companions names measure {shorten(name)}, which is not a condensed-list measure")
     index = report.queries
     counts = {s: (len(index.members(s, True)), len(index.members(s, False))) for s in SLICES}
     masks = {s: np.array([s in ("all", language) for language in index.languages], dtype=bool) for s in SLICES}

@@ -3,6 +3,7 @@ failed, a truly worse system with holes still is, and ``--require-judged`` fails
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -14,7 +15,7 @@ from evalkit.reporting.comparison import compare_many, compare_reports
 from evalkit.reporting.gates import GateFailure
 from evalkit.reporting.holes import DEFAULT_MAX_UNJUDGED_GAP, condensed_name
 from evalkit.reporting.regression import check_regressions, find_regressions
-from evalkit.reporting.report import Report, report_json
+from evalkit.reporting.report import Report, parse_report, report_json
 from evalkit.reporting.run_files import trec_runs
 from evalkit.runs.evaluation import Evaluation
 
@@ -72,7 +73,8 @@ def test_a_better_system_scored_against_the_pool_of_the_worse_one_is_not_failed(
     assert plain, "the scenario no longer shows the trap"
     verdict = find_regressions(comparison)
     assert verdict.passed, verdict.describe()
-    assert verdict.holes and {row.label() for row, _ in verdict.holes} >= {r.label() for r in plain}
+    # Exactly the rows the plain test fails are retested and found to be holes.
+    assert {row.label() for row, _ in verdict.holes} == {r.label() for r in plain}
     _, retest = verdict.holes[0]
     assert retest.head.share > retest.base.share + DEFAULT_MAX_UNJUDGED_GAP
     assert retest.base.share == 0.0  # the base is its own pool
@@ -126,8 +128,8 @@ def test_several_reports_are_checked_for_holes_against_the_first(
     ]
     verdict = find_regressions(compare_many(reports, ["lexical", "hybrid", "hybrid-rerank"]))
     assert verdict.passed, verdict.describe()
-    assert {row.head_system for row, _ in verdict.holes} <= {"hybrid", "hybrid-rerank"}  # type: ignore[attr-defined]
-    assert verdict.holes
+    # Only rows the plain test fails are retested, over the whole family of pairs (Holm over 18 rows here).
+    assert all(r.p_holm < 0.05 and r.drop > 0.01 for r, _ in verdict.holes)
 
 
 def test_judgments_of_relevant_chunks_alone_are_not_read_as_holes(synthetic_evaluation: Evaluation) -> None:
@@ -158,8 +160,25 @@ def test_compare_cli_reports_holes_and_require_judged_fails_them(
         (tmp_path / name).write_bytes(report_json(report))
     assert main(["compare", "base.json", "head.json", "--fail-on-regression"]) == 0
     out = capsys.readouterr().out
-    assert "holes  sys ndcg@10 [all]" in out and "evalkit pool" in out
+    assert "holes  sys recall@10 [all]" in out and "evalkit pool" in out
     assert main(["compare", "base.json", "head.json", "--require-judged"]) == 1
     assert "unjudged share gap" in capsys.readouterr().err
     assert main(["compare", "base.json", "head.json", "--fail-on-regression", "--max-unjudged-gap", "1"]) == 1
     assert main(["compare", "base.json", "head.json", "--max-unjudged-gap", "2", "--fail-on-regression"]) == 2
+
+
+def test_a_drop_the_plain_test_does_not_call_a_regression_is_not_called_holes(
+    better_head: tuple[Report, Report],
+) -> None:
+    verdict = find_regressions(compare_reports(*better_head))
+    held = {row.label() for row, _ in verdict.holes}
+    assert "sys ndcg@10 [en]" not in held  # dropped, but not significantly: no evidence, and nothing to excuse
+    assert any(row.label() == "sys ndcg@10 [en]" for row in verdict.not_significant + verdict.underpowered)
+
+
+def test_companions_must_be_condensed_measures(better_head: tuple[Report, Report]) -> None:
+    """A hand-edited companions list naming a plain measure would hide that measure from the gate."""
+    data = json.loads(report_json(better_head[1]))
+    data["companions"] = ["ndcg@10"]
+    with pytest.raises(ValueError, match="not a condensed-list measure"):
+        parse_report(json.dumps(data))
