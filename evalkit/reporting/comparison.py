@@ -31,7 +31,14 @@ from evalkit.data.schema import SLICES, Identifier, Sha256, Slice, StrictModel, 
 from evalkit.measures.registry import NO_ANSWER_FPR
 from evalkit.measures.statistics import StatisticsSettings, holm_adjust, paired_bootstrap_intervals, sign_flip_p_values
 from evalkit.reporting.comparison_notes import report_notes
-from evalkit.reporting.holes import JudgedTest, UnjudgedShare, compared, first_against_others, unjudged_shares
+from evalkit.reporting.holes import (
+    JudgedTest,
+    UnjudgedShare,
+    compared,
+    first_against_others,
+    holes_notes,
+    unjudged_shares,
+)
 from evalkit.reporting.per_query import (
     ANSWERABLE_MEASURES,
     NO_ANSWER_MEASURES,
@@ -381,7 +388,7 @@ def compare_reports(
         base=_identity(base, "base"),
         head=_identity(head, "head"),
         statistics=head.statistics,
-        notes=(*report_notes(base, head), *left_out),
+        notes=(*report_notes(base, head), *left_out, *holes_notes([base, head], ["base", "head"], shared)),
         only_in_base=tuple(_ordered(set(base.ablations) - set(head.ablations))),
         only_in_head=tuple(_ordered(set(head.ablations) - set(base.ablations))),
         gate_measures=gate_measures(pairs, gated),

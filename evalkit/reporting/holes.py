@@ -48,6 +48,7 @@ __all__ = [
     "compared",
     "condensed_name",
     "first_against_others",
+    "holes_notes",
     "judged_tests",
     "retest_on_judged",
     "unjudged_shares",
@@ -126,6 +127,17 @@ def compared(report: Report, ablation: str) -> PerQueryColumns:
     k = None if result.unjudged is None else result.unjudged.k
     left_out = {*report.companions, *(() if k is None else (f"judged@{k}", f"unj@{k}"))}
     return {m: column for m, column in result.per_query.items() if m not in left_out}
+
+
+def holes_notes(reports: Sequence[Report], labels: Sequence[str], ablations: Sequence[str]) -> tuple[str, ...]:
+    """A note for each report whose compared ablations carry no unjudged counts (written before reports had them):
+    the holes check cannot look at those rows, and the plain test alone decides."""
+    return tuple(
+        f"{label} report carries no unjudged counts (written before evalkit recorded them): label holes cannot be "
+        "told from evidence; regenerate it for the holes check"
+        for label, report in zip(labels, reports, strict=True)
+        if any(report.ablations[a].unjudged is None for a in ablations)
+    )
 
 
 def condensed_name(measure: str) -> str | None:

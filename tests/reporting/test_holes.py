@@ -182,3 +182,13 @@ def test_companions_must_be_condensed_measures(better_head: tuple[Report, Report
     data["companions"] = ["ndcg@10"]
     with pytest.raises(ValueError, match="not a condensed-list measure"):
         parse_report(json.dumps(data))
+
+
+def test_a_report_without_unjudged_counts_is_named_in_the_notes(better_head: tuple[Report, Report]) -> None:
+    base, head = better_head
+    old = base.model_copy(
+        update={"ablations": {a: r.model_copy(update={"unjudged": None}) for a, r in base.ablations.items()}}
+    )
+    comparison = compare_reports(old, head)
+    assert any(note.startswith("base report carries no unjudged counts") for note in comparison.notes)
+    assert not any("unjudged counts" in note for note in compare_reports(base, head).notes)
