@@ -24,6 +24,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from evalkit.app.labelling import LabelParameters
 from evalkit.app.notebook import (
     BenchmarkParameters,
     EvaluationParameters,
@@ -47,6 +48,7 @@ PARAMETER_MODELS: dict[str, type[NotebookParameters]] = {
     "retrieval_evaluation.ipynb": EvaluationParameters,
     "failure_analysis.ipynb": FailureAnalysisParameters,
     "xquad_benchmark.ipynb": BenchmarkParameters,
+    "label.ipynb": LabelParameters,
 }
 """The parameter model each project notebook validates its parameters with (also checked before a run)."""
 
