@@ -61,8 +61,13 @@ from evalkit.reporting.per_query import (
 )
 from evalkit.reporting.report import Report, ReportFailure, SystemReport
 from evalkit.reporting.summary import SummaryRow, format_summary
+from evalkit.runs.score_notes import coverage_notes, run_counts, scoring_notes
 
 __all__ = ["ScoreResult", "load_qrels", "load_run", "score"]
+
+
+PerQuery = dict[str, dict[str, float]]
+"""Query ID -> measure -> value (a measure absent where it is not defined)."""
 
 
 def _content_sha256(*parts: object) -> str:
@@ -218,21 +223,22 @@ class ScoreResult:
         """The measures defined on every judged query (trec_eval's names)."""
         return frozenset(m.name for m in self.measures if m.no_relevant == "zero")
 
-    def _index_and_values(self) -> tuple[QueryIndex, dict[str, dict[str, dict[str, float]]]]:
+    def _index_and_values(self) -> tuple[QueryIndex, dict[str, PerQuery]]:
         answerable = self.runs[0].answerable[self._rows].tolist()
         index = QueryIndex(
             query_ids=tuple(self.query_ids),
             languages=tuple(self.languages.get(q) for q in self.query_ids),
             answerable=tuple(answerable),
         )
-        per_query: dict[str, dict[str, dict[str, float]]] = {}
-        for run in self.runs:
-            columns = {m.name: run.values[m.name][self._rows].tolist() for m in self.measures}
-            per_query[run.name] = {
-                q: {name: v[i] for name, v in columns.items() if not math.isnan(v[i])}
-                for i, q in enumerate(self.query_ids)
-            }
+        per_query = {run.name: self._defined(run.values, self.measures) for run in self.runs}
         return index, per_query
+
+    def _defined(self, values: Mapping[str, npt.NDArray[np.float64]], measures: Sequence[MeasureDef]) -> PerQuery:
+        """Query ID -> measure -> value over the evaluated queries, a measure left out where it is not defined."""
+        columns = {m.name: values[m.name][self._rows].tolist() for m in measures}
+        return {
+            q: {name: v[i] for name, v in columns.items() if not math.isnan(v[i])} for i, q in enumerate(self.query_ids)
+        }
 
     def report_source(self) -> ReportSource:
         """What the report builder (:func:`evalkit.reporting.build.build_report`) takes of this result."""
@@ -247,7 +253,7 @@ class ScoreResult:
                 "a report cannot carry it; score with --format table or trec instead"
             )
         index, per_query = self._index_and_values()
-        condensed = self._condensed(index)
+        condensed = self._condensed()
         names = [m.name for m in self.measures]
         systems = {
             run.name: SystemScores(
@@ -261,7 +267,7 @@ class ScoreResult:
                 or SystemReport(
                     kind="run-file",
                     sha256=self.run_hashes.get(run.name),
-                    counts=_counts(run),
+                    counts=run_counts(run),
                     abstention_floor=self.floor,
                 ),
             )
@@ -314,22 +320,19 @@ class ScoreResult:
         holes (none when no source runs are kept to score them from)."""
         return condensed_forms(self.measures) if self.sources else ()
 
-    def _condensed(self, index: QueryIndex) -> dict[str, dict[str, dict[str, float]]]:
+    def _condensed(self) -> dict[str, PerQuery]:
         """Run name -> query ID -> the condensed forms' values, each run scored again from its source (its floor
         applied), only when a report is built."""
         measures = self._condensed_measures
-        out: dict[str, dict[str, dict[str, float]]] = {run.name: {} for run in self.runs}
+        out: dict[str, PerQuery] = {run.name: {} for run in self.runs}
         if not measures:
             return out
         sources = {source.name: source for source in self.sources}
         for run in self.runs:
             floored, _ = abstain_below(sources[run.name], self.floor)
-            values = score_run(self.qrels, floored, measures, self.ties, self.missing).values
-            columns = {m.name: values[m.name][self._rows].tolist() for m in measures}
-            out[run.name] = {
-                q: {name: v[i] for name, v in columns.items() if not math.isnan(v[i])}
-                for i, q in enumerate(index.query_ids)
-            }
+            out[run.name] = self._defined(
+                score_run(self.qrels, floored, measures, self.ties, self.missing).values, measures
+            )
         return out
 
     def _unjudged(self, run: RunScores) -> dict[str, int] | None:
@@ -374,41 +377,6 @@ class ScoreResult:
         notes = "".join(f"<li>{html.escape(n)}</li>" for n in self.notes)
         table: str = self.table.to_html(float_format=lambda v: f"{v:.4f}", na_rep="-")
         return table + (f"<ul>{notes}</ul>" if notes else "")
-
-
-def _counts(run: RunScores) -> dict[str, int]:
-    if run.counts is None:
-        return {}
-    c = run.counts
-    return {
-        "lines": c.lines,
-        "duplicates": c.duplicates,
-        "unjudged_queries": c.unjudged_queries,
-        "missing_queries": c.missing_queries,
-        "all_ties": c.all_ties,
-    }
-
-
-def _notes(scores: Sequence[RunScores], dropped: Sequence[str], missing: str) -> list[str]:
-    notes = (
-        [
-            f"{', '.join(dropped)} left out: context measures need answer spans, which only a fixture gives "
-            "(evalkit score --fixture)"
-        ]
-        if dropped
-        else []
-    )
-    for run in scores:
-        c = run.counts
-        if c is None:
-            continue
-        action = "scored 0" if missing == "zero" else "left out"
-        notes.append(
-            f"{run.name}: {c.lines} line(s); {c.missing_queries} judged query(ies) missing from the run ({action}); "
-            f"{c.unjudged_queries} run query(ies) without judgments ignored; {c.duplicates} duplicate line(s) "
-            f"(best-placed kept); {c.all_ties} query(ies) whose results all tie (ordered by the tie policy alone)"
-        )
-    return notes
 
 
 def score(
@@ -477,12 +445,12 @@ def _score(
         )
         chosen += list(no_answer)
     if not chosen:
-        raise ValueError("no measure left to compute: " + "; ".join(_notes((), dropped, missing)))
+        raise ValueError("no measure left to compute: " + "; ".join(scoring_notes((), dropped, missing)))
     if not len(judged):
         raise ValueError(f"{judged.source}: holds no judgments")
     split_measures([m.name for m in chosen])
     query_languages = load_languages(languages, max_bytes)
-    notes = [*_notes(scores, dropped, missing), *_coverage_notes(judged, scores, query_languages, languages)]
+    notes = [*scoring_notes(scores, dropped, missing), *coverage_notes(judged, scores, query_languages, languages)]
     notes += [
         f"{r.name}: floor {floor:g}: {withheld} query(ies) whose best score is below it return nothing"
         for r, withheld in floored
@@ -516,24 +484,3 @@ def abstain_below(run: Run, floor: float | None) -> tuple[Run, int]:
     withheld = int(np.count_nonzero((best < floor) & np.isfinite(best)))
     kept = replace(run, query=run.query[keep], doc_ids=run.doc_ids.filter(pa.array(keep)), scores=run.scores[keep])
     return kept, withheld
-
-
-def _coverage_notes(
-    judged: Qrels, scores: Sequence[RunScores], query_languages: Mapping[str, Language], languages: object
-) -> list[str]:
-    """Notes on what was left uncounted: no query evaluated at all; judged queries without a language, and topics
-    naming queries that are not judged."""
-    notes = []
-    evaluated = np.logical_and.reduce([s.evaluated for s in scores])
-    if not evaluated.any():
-        notes.append("no judged query is named by every run: nothing was scored (see --missing)")
-    if languages is not None:
-        ids = judged.queries.to_pylist()
-        without = sum(1 for q in ids if q not in query_languages)
-        unjudged = len(set(query_languages) - set(ids))
-        if without or unjudged:
-            notes.append(
-                f"topics: {without} judged query(ies) without a language (in the 'all' slice only); "
-                f"{unjudged} topic(s) naming a query the qrels do not judge (ignored)"
-            )
-    return notes
