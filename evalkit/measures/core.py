@@ -1,6 +1,6 @@
 """The scoring core: rankings and judgments in, one value per query and measure out, through the families' kernels.
 
-Two doors, one set of kernels (:mod:`evalkit.measures.families`):
+Two doors, one set of kernels (:mod:`evalkit.measures.kernels`, declared in :mod:`evalkit.measures.families`):
 
 - :func:`score_run`: no corpus, no retrieval path. It joins a columnar :class:`~evalkit.data.runs.Run` to the
   :class:`~evalkit.data.qrels.Qrels`, orders it under the declared tie policy (:mod:`evalkit.measures.ties`) and
@@ -30,6 +30,7 @@ import numpy.typing as npt
 from evalkit.data.fixture import Query
 from evalkit.data.qrels import Qrels
 from evalkit.data.runs import Run
+from evalkit.measures.kernels.shared import at_level
 from evalkit.measures.ranked import Ranked, SpanContext, dedupe_ranking, rank_lists
 from evalkit.measures.registry import (
     NO_ANSWER_FPR,
@@ -120,11 +121,15 @@ def score_ranked(ranked: Ranked, measures: Sequence[MeasureDef]) -> tuple[dict[s
     answerable = ranked.relevant() > 0
     values: dict[str, FloatArray] = {}
     for measure in measures:
-        column = np.asarray(measure.spec.kernel(ranked, measure), dtype=np.float64)
+        # a relevance level past 1 reads grades below it as 0; its measure is defined where a grade reaches it
+        graded = at_level(ranked, measure.rel)
+        column = np.asarray(measure.spec.kernel(graded, measure), dtype=np.float64)
         if measure.spec.defined_on == "no_answer":
             defined = ~answerable
+        elif measure.no_relevant == "skip":
+            defined = answerable if measure.rel == 1 else graded.relevant() > 0
         else:
-            defined = answerable if measure.no_relevant == "skip" else np.ones(len(answerable), dtype=bool)
+            defined = np.ones(len(answerable), dtype=bool)
         values[measure.name] = np.where(defined, column, np.nan)
     return values, answerable
 

@@ -1,11 +1,15 @@
-"""What a measure family declares, and a measure as asked: the types every family module and the registry share.
+"""What a measure family declares, and a measure as asked: the types the declarations, the kernels and the registry
+share.
 
-A *family* (``ndcg``, ``recall``, ...) is declared once, in its own module under :mod:`evalkit.measures.families`,
-as a :class:`Family`: its typed parameters (a cutoff ``k`` it requires, allows or refuses; the gains it takes), its
-per-query **reference** function (the definition, written for reading), its batch **kernel** (the same values for
-every query of a :class:`~evalkit.measures.ranked.Ranked` at once), what it does with unjudged documents, which
-queries it is defined on, and its trec_eval names. A :class:`MeasureDef` is one measure as asked (``ndcg@10``,
-``ndcg_cut_10``): the family with every parameter set, spelled out by :attr:`MeasureDef.definition`.
+A *family* (``ndcg``, ``recall``, ...) is declared once, in :mod:`evalkit.measures.families`, as a :class:`Family`,
+in the manner of ir_measures' declarations: its typed parameters (:class:`Param`: the cutoff ``k`` it requires or
+allows, the gains it takes, the grade ``rel`` from which a document counts as relevant), its per-query **reference**
+function (the definition, written for reading) and its batch **kernel** (the same values for every query of a
+:class:`~evalkit.measures.ranked.Ranked` at once), both from its own module under :mod:`evalkit.measures.kernels`
+(one module per family, as ranx keeps one file per metric), what it does with unjudged documents, which queries it
+is defined on, and its trec_eval names. A :class:`MeasureDef` is one measure as asked (``ndcg@10``,
+``precision(rel=2)@5``, ``ndcg_cut_10``): the family with every parameter set, spelled out by
+:attr:`MeasureDef.definition`.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from evalkit.measures.ranked import Ranked
 __all__ = [
     "EVERY_JUDGED_QUERY",
     "GAIN_TEXT",
+    "MAX_CUTOFF",
     "UNJUDGED",
     "Cutoff",
     "DefinedOn",
@@ -30,6 +35,8 @@ __all__ = [
     "Kernel",
     "MeasureDef",
     "NoRelevant",
+    "Param",
+    "ParamValue",
     "QueryCase",
     "Reference",
     "TrecName",
@@ -55,6 +62,61 @@ EVERY_JUDGED_QUERY: Final = "no_relevant=zero"
 """What a measure's definition holds when it is defined on every judged query (trec_eval's names)."""
 
 GAIN_TEXT: Final[dict[Gain, str]] = {"exponential": "gain 2^grade - 1", "linear": "gain = grade"}
+
+MAX_CUTOFF: Final = 1_000_000_000
+"""The largest cutoff k a measure name may give (larger ones are refused by name, not overflowed)."""
+
+MAX_LEVEL: Final = 512
+"""The largest relevance level ``rel`` a measure name may give (real qrels grade 0 to 16)."""
+
+ParamValue = int | str
+"""The value of a :class:`Param`: an integer, or a name from a closed vocabulary."""
+
+
+@dataclass(frozen=True)
+class Param:
+    """One typed parameter a family declares, as ir_measures declares ``P(rel=2)@5`` or ``nDCG(gains=...)@10``.
+
+    ``k`` is written ``@k`` after the name; every other parameter in parentheses, ``ndcg(gain=linear)@10``. A
+    parameter without a default must be given (``required``)."""
+
+    name: str
+    description: str
+    """What it means, in one line (the docs table)."""
+    kind: type[int] | type[str]
+    choices: tuple[str, ...] = ()
+    """The names a ``str`` parameter takes (a closed vocabulary)."""
+    minimum: int | None = None
+    maximum: int | None = None
+    default: ParamValue | None = None
+    """Its value when not given (None: the parameter is optional and its absence means something of its own, as
+    ``k`` absent means the whole ranking; or it is ``required``)."""
+    required: bool = False
+
+    def parse(self, text: str, measure: str) -> ParamValue:
+        """The value `text` spells; ``ValueError`` naming the measure, the parameter and what it takes."""
+        if self.kind is int:
+            if not text.isascii() or not text.isdigit() or len(text) > 12:
+                raise ValueError(f"measure {measure}: parameter {self.name} takes an integer, not {text!r}")
+            value = int(text)
+            low = self.minimum if self.minimum is not None else 0
+            if value < low or (self.maximum is not None and value > self.maximum):
+                top = f" and at most {self.maximum:,}" if self.maximum is not None else ""
+                raise ValueError(f"measure {measure}: parameter {self.name} is at least {low}{top}, not {value}")
+            return value
+        if text not in self.choices:
+            raise ValueError(
+                f"measure {measure}: parameter {self.name} takes one of {', '.join(self.choices)}, not {text!r}"
+            )
+        return text
+
+    @property
+    def form(self) -> str:
+        """How it is written in a name: ``@k``, ``gain=exponential|linear``, ``rel=<integer>``."""
+        if self.name == "k":
+            return "@k"
+        values = "|".join(self.choices) if self.choices else "<integer>"
+        return f"{self.name}={values}"
 
 
 class UnjudgedPolicy(NamedTuple):
@@ -143,6 +205,8 @@ class MeasureDef:
     gain: Gain | None = None
     no_relevant: NoRelevant = "skip"
     """See :data:`NoRelevant`."""
+    rel: int = 1
+    """The grade from which a document counts as relevant (a family's ``rel`` parameter; 1 for every other)."""
 
     @property
     def family(self) -> str:
@@ -157,6 +221,8 @@ class MeasureDef:
             parts.append(f"cutoff={self.cutoff if self.cutoff is not None else 'none'}")
         if self.gain is not None:
             parts.append(f"gain={self.gain}")
+        if self.rel != 1:  # grade >= 1 is every measure's rule: spelled out only when a name moves it
+            parts.append(f"rel={self.rel}")
         parts += [f"{key}={value}" for key, value in self.spec.fixed]
         if self.no_relevant != "skip":
             parts.append(f"no_relevant={self.no_relevant}")
@@ -184,9 +250,8 @@ class Family:
     reference: Reference
     kernel: Kernel
     unjudged: Unjudged
-    cutoff: Cutoff = "required"
-    gains: tuple[Gain, ...] = ()
-    """The gains it takes, evalkit's default first (none: the family has no gain)."""
+    params: tuple[Param, ...] = ()
+    """Its typed parameters (:class:`Param`), ``k`` first when it has one."""
     defined_on: DefinedOn = "answerable"
     needs_spans: bool = False
     """Whether it reads gold answer spans (a fixture's; qrels have none)."""
@@ -197,6 +262,26 @@ class Family:
     condensed: bool = False
     """Whether its cutoff applies after unjudged documents are removed (a condensed list), so that it reads the
     whole ranking whatever its cutoff."""
+
+    def param(self, name: str) -> Param | None:
+        """Its parameter called `name`, None when it has none."""
+        return next((p for p in self.params if p.name == name), None)
+
+    @property
+    def cutoff(self) -> Cutoff:
+        """Whether its evalkit name must give a cutoff (``recall@5``), may, or must not (see :data:`Cutoff`)."""
+        k = self.param("k")
+        return "none" if k is None else ("required" if k.required else "optional")
+
+    @property
+    def gains(self) -> tuple[Gain, ...]:
+        """The gains it takes, evalkit's default first (none: the family has no gain)."""
+        gain = self.param("gain")
+        if gain is None:
+            return ()
+        return tuple(g for g in GAIN_TEXT if g == gain.default) + tuple(
+            g for g in GAIN_TEXT if g in gain.choices and g != gain.default
+        )
 
     @property
     def default_gain(self) -> Gain | None:

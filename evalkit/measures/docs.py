@@ -1,9 +1,10 @@
 """The measure table of ``docs/measures.md``, rendered from the family declarations.
 
-The page keeps its hand-written prose; the part between :data:`START` and :data:`END` is this module's rendering
-of :data:`~evalkit.measures.registry.FAMILIES` (names in both vocabularies, definition, what each family does with
-unjudged documents, which queries it is defined on). ``python -m evalkit.measures.docs`` rewrites that part;
-``--check`` only says whether it is current (exit 1 when not), and a test runs the same check.
+The page keeps its hand-written prose; the part between :data:`START` and :data:`END` is this module's rendering of
+:data:`~evalkit.measures.registry.FAMILIES` (names in both vocabularies, the typed parameters a name may set in
+parentheses, definition, what each family does with unjudged documents, which queries it is defined on). ``python -m
+evalkit.measures.docs`` rewrites that part; ``--check`` only says whether it is current (exit 1 when not), and a
+test runs the same check.
 """
 
 from __future__ import annotations
@@ -61,21 +62,30 @@ def _definition(family: Family) -> str:
     return family.description + (". Needs gold answer spans (a fixture)." if family.needs_spans else "")
 
 
+def _parameters(family: Family) -> str:
+    named = [_code(p.form) for p in family.params if p.name != "k"]
+    return ", ".join(named) or "none"
+
+
 def _defined_on(family: Family) -> str:
     where = _DEFINED_ON[family.defined_on]
     return f"{where} (trec_eval's names: every judged query)" if family.trec_eval else where
 
 
 def measure_table() -> str:
-    """The rendered part of the page: one row per built-in family, then what each unjudged-document policy means."""
+    """The rendered part of the page: one row per built-in family, then what each parameter and each
+    unjudged-document policy means."""
     lines = [
-        "| evalkit name | trec_eval name | definition | unjudged documents | defined on |",
-        "|---|---|---|---|---|",
+        "| evalkit name | parameters | trec_eval name | definition | unjudged documents | defined on |",
+        "|---|---|---|---|---|---|",
     ]
     for family in FAMILIES.values():
-        cells = (_evalkit_name(family), _trec_eval_names(family), _definition(family))
+        cells = (_evalkit_name(family), _parameters(family), _trec_eval_names(family), _definition(family))
         tail = (UNJUDGED[family.unjudged].label, _defined_on(family))
         lines.append("| " + " | ".join([*(_cell(c) for c in cells), *tail]) + " |")
+    lines += ["", "What the parameters mean (written in parentheses after the name, `precision(rel=2)@5`):", ""]
+    params = {p.name: p for family in FAMILIES.values() for p in family.params if p.name != "k"}
+    lines += [f"- {_code(p.form)}: {p.description} (default {p.default})" for p in params.values()]
     lines += ["", "What the unjudged-documents column means:", ""]
     used = dict.fromkeys(family.unjudged for family in FAMILIES.values())
     lines += [f"- *{UNJUDGED[policy].label}*: {UNJUDGED[policy].statement}" for policy in used]

@@ -1,7 +1,7 @@
 """Numbers over many queries: macro means of per-query values, overall and per language, and the latency summary;
 and :data:`METRICS_VERSION`, the version of the measure definitions.
 
-Each measure gives one value per query (:mod:`evalkit.measures.families`, through :mod:`evalkit.measures.core`);
+Each measure gives one value per query (:mod:`evalkit.measures.kernels`, through :mod:`evalkit.measures.core`);
 averaging and slicing are this separate step.
 """
 

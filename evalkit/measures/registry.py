@@ -1,26 +1,29 @@
 """The measure registry: every family declared once (:mod:`evalkit.measures.families`), and names parsed into them.
 
-Names are parsed by :func:`parse_measure` in two vocabularies. evalkit's: ``recall@k``, ``precision@k``,
-``success@k``, ``mrr@k``, ``ndcg@k``, ``map@k``, ``rprec``, ``judged@k``, ``unj@k``, ``infap``, the condensed-list
-forms ``condensed_ndcg@k``, ``condensed_map@k``, ``condensed_precision@k``, ``condensed_recall@k``,
-``condensed_mrr@k``, and ``context_precision``, ``context_recall``, ``no_answer_fpr`` (``recall``, ``mrr``, ``map``
-and the condensed ``ndcg``, ``map``, ``recall`` and ``mrr`` without ``@k`` read the whole ranking). trec_eval's, with
-trec_eval's meaning, as each family declares them: ``ndcg_cut_k`` and ``ndcg`` (linear gain), ``recip_rank`` (no
-cutoff), ``P_k``, ``recall_k``, ``success_k``, ``map``, ``map_cut_k``, ``Rprec``, ``bpref``, ``infAP`` (``map``,
-``ndcg`` and ``bpref``, spelled alike in both, are trec_eval's). A measure keeps the name it was asked by (the
-report key, the column name); :attr:`MeasureDef.definition` spells out every parameter, and reports carry it, so two
-reports never compare different definitions under one name.
+Names are parsed by :func:`parse_measure` in two vocabularies. evalkit's: ``recall@k``, ``precision@k``, ``success@k``,
+``mrr@k``, ``ndcg@k``, ``map@k``, ``rprec``, ``judged@k``, ``unj@k``, ``infap``, the condensed-list forms
+``condensed_ndcg@k``, ``condensed_map@k``, ``condensed_precision@k``, ``condensed_recall@k``, ``condensed_mrr@k``, and
+``context_precision``, ``context_recall``, ``no_answer_fpr`` (``recall``, ``mrr``, ``map`` and the condensed ``ndcg``,
+``map``, ``recall`` and ``mrr`` without ``@k`` read the whole ranking). trec_eval's, with trec_eval's meaning, as each
+family declares them: ``ndcg_cut_k`` and ``ndcg`` (linear gain), ``recip_rank`` (no cutoff), ``P_k``, ``recall_k``,
+``success_k``, ``map``, ``map_cut_k``, ``Rprec``, ``bpref``, ``infAP`` (``map``, ``ndcg`` and ``bpref``, spelled alike
+in both, are trec_eval's). An evalkit name may set a family's other typed parameters in parentheses, as ir_measures
+writes them: ``ndcg(gain=linear)@10``, ``precision(rel=2)@5``, ``map(rel=2)`` (each family's parameters are in its
+declaration; an unknown parameter or value is refused, naming what the family takes). A measure keeps the name it was
+asked by (the report key, the column name); :attr:`MeasureDef.definition` spells out every parameter, and reports carry
+it, so two reports never compare different definitions under one name.
 
-Common rules: a document is relevant when its grade is at least 1; grade 0 is judged, not relevant, and a negative
-grade is read as trec_eval reads it, "pooled, not judged" (``-1``); neither gives gain. Under evalkit's names,
-ranking measures are defined on answerable queries (at least one relevant document; the others are no-answer
-queries, which ``no_answer_fpr`` scores); under trec_eval's names on every judged query, one without a relevant
-document scoring 0, as trec_eval scores it (:attr:`MeasureDef.no_relevant`). An empty ranking scores 0. Rankings are
-deduplicated before any cutoff (first occurrence kept). Each family says what it does with unjudged documents
+Common rules: a document is relevant when its grade is at least 1 (at least ``rel`` for a measure that sets it: lower
+grades then count as judged, not relevant, as trec_eval's ``-l``); grade 0 is judged, not relevant, and a negative grade
+is read as trec_eval reads it, "pooled, not judged" (``-1``); neither gives gain. Under evalkit's names, ranking
+measures are defined on answerable queries (at least one relevant document; the others are no-answer queries, which
+``no_answer_fpr`` scores); under trec_eval's names on every judged query, one without a relevant document scoring 0, as
+trec_eval scores it (:attr:`MeasureDef.no_relevant`). An empty ranking scores 0. Rankings are deduplicated before any
+cutoff (first occurrence kept). Each family says what it does with unjudged documents
 (:data:`~evalkit.measures.declaration.UNJUDGED`).
 
-:func:`register_measure` adds a user's measure, a function of one ranking and its judgments; it then flows through
-batch scoring (one Python call per query), intervals, ``compare`` and the notebooks.
+:func:`register_measure` adds a user's measure, a function of one ranking and its judgments; it then flows through batch
+scoring (one Python call per query), intervals, ``compare`` and the notebooks.
 """
 
 from __future__ import annotations
@@ -34,15 +37,17 @@ import numpy as np
 from evalkit.data.inputs import clip
 from evalkit.measures.declaration import (
     EVERY_JUDGED_QUERY,
+    MAX_CUTOFF,
     UNJUDGED,
     Family,
     FloatArray,
     MeasureDef,
+    Param,
     QueryCase,
     TrecName,
 )
-from evalkit.measures.families import BUILT_IN
-from evalkit.measures.families.shared import relevant_grades
+from evalkit.measures.families import BUILT_IN, K
+from evalkit.measures.kernels.shared import at_level_case, relevant_grades
 from evalkit.measures.ranked import Ranked, dedupe_ranking
 
 __all__ = [
@@ -64,6 +69,7 @@ __all__ = [
     "parse_measures",
     "reference_value",
     "register_measure",
+    "split_measures",
     "unregister_measure",
 ]
 
@@ -72,24 +78,49 @@ FAMILIES: Final[dict[str, Family]] = {family.name: family for family in BUILT_IN
 
 _USER: dict[str, Family] = {}
 
-MAX_CUTOFF: Final = 1_000_000_000
-"""The largest cutoff k a measure name may give (larger ones are refused by name, not overflowed)."""
-
 _TREC_NAMES: Final[dict[str, tuple[Family, TrecName]]] = {
     trec.stem: (family, trec) for family in BUILT_IN for trec in family.trec_eval
 }
 _TREC_CUT: Final = re.compile(
     "(?P<stem>" + "|".join(re.escape(s) for s, (_, t) in _TREC_NAMES.items() if t.cut) + ")_(?P<cutoff>[1-9][0-9]*)"
 )
-_EVALKIT_NAME: Final = re.compile(r"(?P<family>[a-z][a-z0-9_]*)(?:@(?P<cutoff>[1-9][0-9]*))?")
+_EVALKIT_NAME: Final = re.compile(
+    r"(?P<family>[a-z][a-z0-9_]*)(?:\((?P<params>[^()]*)\))?(?:@(?P<cutoff>[1-9][0-9]*))?"
+)
+_ASSIGNMENT: Final = re.compile(r"\s*(?P<key>[a-z][a-z0-9_]*)\s*=\s*(?P<value>[^,=\s]+)\s*")
+
+
+def _form(family: Family) -> str:
+    """How a family's names are written: ``recall[(rel=<integer>)][@k]``, ``precision[(rel=<integer>)]@k``."""
+    named = [p.form for p in family.params if p.name != "k"]
+    text = family.name + (f"[({', '.join(named)})]" if named else "")
+    return {"required": f"{text}@k", "optional": f"{text}[@k]", "none": text}[family.cutoff]
 
 
 def _valid_names() -> str:
-    evalkit = [
-        f"{n}@k" if f.cutoff == "required" else (f"{n}[@k]" if f.cutoff == "optional" else n)
-        for n, f in {**FAMILIES, **_USER}.items()
-    ]
+    evalkit = [_form(f) for f in {**FAMILIES, **_USER}.values()]
     return ", ".join([*evalkit, *(trec.form for _, trec in _TREC_NAMES.values())])
+
+
+def _parameters(spec: Family, text: str | None, name: str) -> dict[str, object]:
+    """The parameters written in parentheses, parsed by the family's declarations; ``ValueError`` naming the measure
+    and what the family takes for an unknown, repeated or malformed one."""
+    given: dict[str, object] = {}
+    if text is None:
+        return given
+    takes = [p for p in spec.params if p.name != "k"]
+    for part in text.split(","):
+        assignment = _ASSIGNMENT.fullmatch(part)
+        param: Param | None = None if assignment is None else spec.param(assignment["key"])
+        if assignment is None or param is None or param.name == "k" or assignment["key"] in given:
+            offered = ", ".join(p.form for p in takes) or "no parameter in parentheses"
+            problem = "is repeated" if assignment is not None and assignment["key"] in given else "is not one it takes"
+            raise ValueError(
+                f"malformed measure {clip(repr(name))}: {clip(repr(part.strip()))} {problem}; {spec.name} takes "
+                f"{offered}"
+            )
+        given[param.name] = param.parse(assignment["value"], clip(repr(name)))
+    return given
 
 
 def parse_measure(name: str) -> MeasureDef:
@@ -107,19 +138,28 @@ def parse_measure(name: str) -> MeasureDef:
     match = _EVALKIT_NAME.fullmatch(text)
     spec = None if match is None else (FAMILIES.get(match["family"]) or _USER.get(match["family"]))
     if match is None or spec is None:
-        raise ValueError(f"unknown measure {name!r}; valid: {_valid_names()}")
+        raise ValueError(f"unknown measure {clip(repr(name))}; valid: {_valid_names()}")
     cutoff = None if match["cutoff"] is None else _cutoff(match["cutoff"], name)
     if (spec.cutoff == "required" and cutoff is None) or (spec.cutoff == "none" and cutoff is not None):
-        form = f"{spec.name}@k" if spec.cutoff == "required" else spec.name
-        raise ValueError(f"malformed measure {name!r}: write it {form}; valid: {_valid_names()}")
-    return MeasureDef(text, spec, cutoff, spec.default_gain)
+        raise ValueError(f"malformed measure {clip(repr(name))}: write it {_form(spec)}; valid: {_valid_names()}")
+    given = _parameters(spec, match["params"], name)
+    gain = given.get("gain", spec.default_gain)
+    rel = given.get("rel", 1)
+    return MeasureDef(text, spec, cutoff, gain, rel=rel)  # type: ignore[arg-type]  # checked by the Param
 
 
 def _cutoff(digits: str, name: str) -> int:
     """The cutoff ``digits`` spell, refused by name past :data:`MAX_CUTOFF` (never an integer overflow later)."""
     if len(digits) > len(str(MAX_CUTOFF)) or int(digits) > MAX_CUTOFF:
         raise ValueError(f"malformed measure {clip(repr(name))}: a cutoff is at most {MAX_CUTOFF:,}")
-    return int(digits)
+    value = K.parse(digits, clip(repr(name)))
+    return int(value)
+
+
+def split_measures(text: str) -> list[str]:
+    """The measure names of a comma-separated list (``--measures``), a comma inside parentheses kept in its name:
+    ``ndcg(gain=linear)@10,P_5`` is two names."""
+    return [name.strip() for name in re.split(r",(?![^()]*\))", text) if name.strip()]
 
 
 def parse_measures(names: Sequence[str]) -> tuple[MeasureDef, ...]:
@@ -179,8 +219,10 @@ def condensed_form(measure: MeasureDef) -> MeasureDef | None:
     family = _CONDENSED.get(measure.spec.name)
     if family is None or measure.no_relevant != "skip" or measure.spec.user:
         return None
-    condensed = parse_measure(family if measure.cutoff is None else f"{family}@{measure.cutoff}")
-    return condensed if condensed.gain == measure.gain else None
+    params = [f"gain={measure.gain}"] if measure.gain not in (None, FAMILIES[family].default_gain) else []
+    params += [f"rel={measure.rel}"] if measure.rel != 1 else []
+    written = family + (f"({','.join(params)})" if params else "")
+    return parse_measure(written if measure.cutoff is None else f"{written}@{measure.cutoff}")
 
 
 def condensed_forms(measures: Sequence[MeasureDef]) -> tuple[MeasureDef, ...]:
@@ -193,6 +235,7 @@ def condensed_forms(measures: Sequence[MeasureDef]) -> tuple[MeasureDef, ...]:
 def reference_value(measure: MeasureDef, case: QueryCase) -> float:
     """The measure's value for one query by its reference function (0 for a query without a relevant document
     under trec_eval's names)."""
+    case = at_level_case(case, measure.rel)
     if measure.no_relevant == "zero" and not any(g >= 1 for g in case.grades.values()):
         return 0.0
     return measure.spec.reference(case, measure)
@@ -232,7 +275,7 @@ def register_measure(name: str, function: UserFunction, *, cutoff: bool = False,
             values[query] = reference(QueryCase(ranking, ranked.judgments[query]), m)
         return values
 
-    _USER[name] = Family(name, description, reference, kernel, "as_given", "required" if cutoff else "none", user=True)
+    _USER[name] = Family(name, description, reference, kernel, "as_given", (K,) if cutoff else (), user=True)
 
 
 def unregister_measure(name: str) -> None:

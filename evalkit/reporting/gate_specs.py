@@ -212,7 +212,8 @@ def _threshold_named(raw: Any, loc: tuple[int | str, ...]) -> str:
 
 _NUMBER = r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?"
 _GATE_OPTION = re.compile(
-    rf"\s*(?P<system>[^\s\[\]<>=]+)\s+(?P<measure>[^\s\[\]<>=]+)\s*(?:\[(?P<slice>[^\]]*)\])?"
+    rf"\s*(?P<system>[^\s\[\]<>=]+)\s+(?P<measure>[^\s\[\]<>=()]+(?:\([^()\s]*\)(?:@\d+)?)?)"
+    rf"\s*(?:\[(?P<slice>[^\]]*)\])?"
     rf"\s*(?P<op>>=|<=)\s*(?P<bound>{_NUMBER})\s*"
 )
 

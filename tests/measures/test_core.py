@@ -22,7 +22,7 @@ from evalkit.data.qrels import qrels_from_mapping
 from evalkit.data.runs import run_from_rankings
 from evalkit.measures import run_order
 from evalkit.measures.core import depth_of, score_ranked, score_rankings, score_run
-from evalkit.measures.families import average_precision, bpref, infap, ndcg
+from evalkit.measures.kernels import average_precision, bpref, infap, ndcg
 from evalkit.measures.ranked import SUMMATIONS, ideal_arrays, rank_lists, segment_sums
 from evalkit.measures.registry import FAMILIES, MeasureDef, QueryCase, parse_measure, parse_measures, reference_value
 from evalkit.measures.spans import merge_intervals

@@ -24,9 +24,16 @@ def test_every_family_has_a_row_with_its_unjudged_policy() -> None:
     assert len(rows) == len(FAMILIES)
     for row, family in zip(rows, FAMILIES.values(), strict=True):
         assert row.startswith(f"| `{family.name}")
-    assert "| `judged@k` |  | judged documents (grade 0 or more; a negative grade is trec_eval's pooled" in (
+    assert "| `judged@k` | none |  | judged documents (grade 0 or more; a negative grade is trec_eval's pooled" in (
         measure_table()
     )
+
+
+def test_every_typed_parameter_is_listed_with_its_meaning() -> None:
+    table = measure_table()
+    assert "| `precision@k` | `rel=<integer>` | `P_k` |" in table
+    assert "| `ndcg@k` (gain 2^grade - 1) | `gain=exponential\\|linear` |" in table
+    assert "- `rel=<integer>`: the grade from which a document counts as relevant" in table
 
 
 def test_the_check_fails_on_a_hand_edited_table(tmp_path: Path) -> None:

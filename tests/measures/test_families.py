@@ -12,9 +12,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from evalkit.measures import families
+from evalkit.measures import kernels
 from evalkit.measures.declaration import UNJUDGED, Gain
-from evalkit.measures.families.ndcg import GAINS
+from evalkit.measures.kernels.ndcg import GAINS
 from evalkit.measures.ranked import dedupe_ranking
 from evalkit.measures.registry import (
     FAMILIES,
@@ -299,7 +299,7 @@ def test_a_registered_family_says_it_too() -> None:
 
 
 def test_the_unjudged_check_can_fail() -> None:
-    doc = " ".join((inspect.getdoc(families.ndcg.reference) or "").split())
+    doc = " ".join((inspect.getdoc(kernels.ndcg.reference) or "").split())
     assert UNJUDGED["not_relevant"].statement in doc
     assert UNJUDGED["not_judged"].statement not in doc
 
@@ -316,7 +316,7 @@ def test_the_plain_measures_count_unjudged_documents_as_not_relevant() -> None:
 def test_every_family_lives_in_its_own_module(family: str) -> None:
     spec = FAMILIES[family]
     assert spec.reference.__module__ == spec.kernel.__module__
-    assert spec.reference.__module__.startswith("evalkit.measures.families.")
+    assert spec.reference.__module__.startswith("evalkit.measures.kernels.")
     others = [f for f in FAMILIES.values() if f is not spec and f.reference.__module__ == spec.reference.__module__]
     assert others == []
 

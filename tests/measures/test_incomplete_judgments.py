@@ -17,7 +17,7 @@ import pytest
 
 import evalkit
 from evalkit.measures.core import depth_of, score_rankings
-from evalkit.measures.families.infap import EPSILON
+from evalkit.measures.kernels.infap import EPSILON
 from evalkit.measures.ranked import dedupe_ranking
 from evalkit.measures.registry import QueryCase, parse_measure, parse_measures, reference_value
 

@@ -117,15 +117,19 @@ def test_surrounding_spaces_are_dropped_from_the_name() -> None:
 )
 def test_malformed_or_unknown_names_raise_listing_the_valid_forms(name: str) -> None:
     with pytest.raises(
-        ValueError, match=r"measure .*; valid: recall\[@k\], precision@k, .*recall_k, P_k, .*ndcg_cut_k"
+        ValueError,
+        match=r"measure .*; valid: recall\[\(rel=<integer>\)\]\[@k\], precision\[\(rel=<integer>\)\]@k, "
+        r".*ndcg\[\(gain=exponential\|linear\)\]\[@k\], .*recall_k, P_k, .*ndcg_cut_k",
     ):
         parse_measure(name)
 
 
 def test_a_missing_cutoff_says_how_to_write_it() -> None:
-    with pytest.raises(ValueError, match="malformed measure 'precision': write it precision@k"):
+    with pytest.raises(
+        ValueError, match=re.escape("malformed measure 'precision': write it precision[(rel=<integer>)]@k")
+    ):
         parse_measure("precision")
-    with pytest.raises(ValueError, match="malformed measure 'rprec@5': write it rprec;"):
+    with pytest.raises(ValueError, match=re.escape("malformed measure 'rprec@5': write it rprec[(rel=<integer>)];")):
         parse_measure("rprec@5")
 
 

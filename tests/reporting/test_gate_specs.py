@@ -165,9 +165,16 @@ def test_malformed_gate_options_name_the_option_and_the_form(text: str) -> None:
 @pytest.mark.parametrize(
     ("text", "fragments"),
     [
-        ("hybrid-rerank f1@10 >= 0.8", ["field 'measure'", "unknown measure 'f1@10'", "ndcg[@k]"]),
+        (
+            "hybrid-rerank f1@10 >= 0.8",
+            ["field 'measure'", "unknown measure 'f1@10'", "ndcg[(gain=exponential|linear)][@k]"],
+        ),
         ("hybrid-rerank ndcg >= 0.8 ", []),  # valid: ndcg without a cutoff (trec_eval's)
-        ("hybrid-rerank precision >= 0.8", ["field 'measure'", "malformed measure 'precision'", "precision@k"]),
+        (
+            "hybrid-rerank precision >= 0.8",
+            ["field 'measure'", "malformed measure 'precision'", "precision[(rel=<integer>)]@k"],
+        ),
+        ("lexical precision(rel=2)@5[zh] >= 0.5", []),  # valid: a typed parameter in parentheses
         ("lexical recall@10[fr] >= 0.9", ["field 'slice'", "'all', 'en' or 'zh'"]),
         ("a/b ndcg@10 >= 0.1", ["field 'system'"]),
         ("x ndcg@10 >= 1e999", ["field 'min'", "finite"]),
@@ -175,7 +182,7 @@ def test_malformed_gate_options_name_the_option_and_the_form(text: str) -> None:
 )
 def test_invalid_gate_fields_name_the_option_and_the_field(text: str, fragments: list[str]) -> None:
     if not fragments:
-        assert parse_gate(text).measure == "ndcg"
+        assert parse_gate(text).measure in ("ndcg", "precision(rel=2)@5")
         return
     with pytest.raises(ValueError) as info:
         parse_gate(text, option="--check")

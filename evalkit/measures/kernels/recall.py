@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from evalkit.measures.declaration import Family, FloatArray, MeasureDef, QueryCase, TrecName
-from evalkit.measures.families.shared import hits, ratio, relevant_grades, top
+from evalkit.measures.declaration import FloatArray, MeasureDef, QueryCase
+from evalkit.measures.kernels.shared import hits, ratio, relevant_grades, top
 from evalkit.measures.ranked import Ranked
 
-__all__ = ["RECALL", "kernel", "reference"]
+__all__ = ["kernel", "reference"]
 
 
 def reference(case: QueryCase, m: MeasureDef) -> float:
@@ -28,14 +28,3 @@ def reference(case: QueryCase, m: MeasureDef) -> float:
 def kernel(ranked: Ranked, m: MeasureDef) -> FloatArray:
     """:func:`reference` for every query at once."""
     return ratio(ranked.count(hits(ranked, m.cutoff)), ranked.relevant())
-
-
-RECALL = Family(
-    "recall",
-    "|R in the first k| / |R|",
-    reference,
-    kernel,
-    "not_relevant",
-    cutoff="optional",
-    trec_eval=(TrecName("recall", cut=True),),
-)

@@ -3,12 +3,12 @@ ranking, then ``precision`` computed on what remains, its cutoff counting judged
 
 from __future__ import annotations
 
-from evalkit.measures.declaration import Family, FloatArray, MeasureDef, QueryCase
-from evalkit.measures.families import precision
-from evalkit.measures.families.shared import condense, condensed_case
+from evalkit.measures.declaration import FloatArray, MeasureDef, QueryCase
+from evalkit.measures.kernels import precision
+from evalkit.measures.kernels.shared import condense, condensed_case
 from evalkit.measures.ranked import Ranked
 
-__all__ = ["CONDENSED_PRECISION", "kernel", "reference"]
+__all__ = ["kernel", "reference"]
 
 
 def reference(case: QueryCase, m: MeasureDef) -> float:
@@ -32,17 +32,3 @@ def reference(case: QueryCase, m: MeasureDef) -> float:
 def kernel(ranked: Ranked, m: MeasureDef) -> FloatArray:
     """:func:`reference` for every query at once: ``precision``'s kernel on the condensed rankings."""
     return precision.kernel(condense(ranked), m)
-
-
-CONDENSED_PRECISION = Family(
-    "condensed_precision",
-    "precision on the condensed list: unjudged documents (absent, or a negative grade) removed, then the cutoff "
-    "(Sakai 2007; ir_measures' judged_only)",
-    reference,
-    kernel,
-    "removed",
-    cutoff=precision.PRECISION.cutoff,
-    gains=precision.PRECISION.gains,
-    fixed=(("unjudged", "removed"),),
-    condensed=True,
-)

@@ -8,11 +8,11 @@ from typing import Final
 
 import numpy as np
 
-from evalkit.measures.declaration import Family, FloatArray, MeasureDef, QueryCase, TrecName
-from evalkit.measures.families.shared import ratio, relevant_grades, running_count
+from evalkit.measures.declaration import FloatArray, MeasureDef, QueryCase
+from evalkit.measures.kernels.shared import ratio, relevant_grades, running_count
 from evalkit.measures.ranked import Ranked, dedupe_ranking
 
-__all__ = ["EPSILON", "INFAP", "kernel", "reference"]
+__all__ = ["EPSILON", "kernel", "reference"]
 
 EPSILON: Final = 0.00001
 """trec_eval's ``INFAP_EPSILON``: keeps the estimated precision above a relevant document defined when nothing
@@ -78,15 +78,3 @@ def kernel(ranked: Ranked, m: MeasureDef) -> FloatArray:
         (rel + EPSILON) / (rel + nonrel + 2 * EPSILON)
     )
     return ratio(ranked.sums(found, np.where(first, 1.0, terms)), ranked.relevant())
-
-
-INFAP = Family(
-    "infap",
-    "(1 / |R|) sum over returned relevant d of the estimated precision at d, pooled-but-unjudged documents (negative "
-    "grades) above d taken as relevant in the proportion of the judged ones (Yilmaz and Aslam 2006)",
-    reference,
-    kernel,
-    "inferred",
-    cutoff="none",
-    trec_eval=(TrecName("infAP", cut=False),),
-)

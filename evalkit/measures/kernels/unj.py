@@ -6,11 +6,11 @@ document as not relevant.
 
 from __future__ import annotations
 
-from evalkit.measures.declaration import Family, FloatArray, MeasureDef, QueryCase
-from evalkit.measures.families import judged
+from evalkit.measures.declaration import FloatArray, MeasureDef, QueryCase
+from evalkit.measures.kernels import judged
 from evalkit.measures.ranked import Ranked
 
-__all__ = ["UNJ", "kernel", "reference"]
+__all__ = ["kernel", "reference"]
 
 
 def reference(case: QueryCase, m: MeasureDef) -> float:
@@ -37,14 +37,3 @@ def kernel(ranked: Ranked, m: MeasureDef) -> FloatArray:
     """:func:`reference` for every query at once."""
     values: FloatArray = 1.0 - judged.kernel(ranked, m)
     return values
-
-
-UNJ = Family(
-    "unj",
-    "1 - judged@k: documents absent from the judgments in the first k / results in the first k (min(k, returned)); "
-    "trec_eval's unj divides by k",
-    reference,
-    kernel,
-    "not_judged",
-    fixed=(("denominator", "returned"),),
-)

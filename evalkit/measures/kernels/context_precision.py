@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from evalkit.measures.declaration import Family, FloatArray, MeasureDef, QueryCase
-from evalkit.measures.families.shared import context_inputs
+from evalkit.measures.declaration import FloatArray, MeasureDef, QueryCase
+from evalkit.measures.kernels.shared import context_inputs
 from evalkit.measures.ranked import Ranked
 from evalkit.measures.spans import context_overlap, span_columns
 
-__all__ = ["CONTEXT_PRECISION", "kernel", "reference"]
+__all__ = ["kernel", "reference"]
 
 
 def reference(case: QueryCase, m: MeasureDef) -> float:
@@ -35,15 +35,3 @@ def kernel(ranked: Ranked, m: MeasureDef) -> FloatArray:
     found, returned, _ = span_columns(ranked)
     values: FloatArray = np.divide(found, returned, out=np.zeros(ranked.n), where=returned > 0)
     return values
-
-
-CONTEXT_PRECISION = Family(
-    "context_precision",
-    "characters of annotated answer spans inside the returned context (the first 5 results) / all its characters; "
-    "spans of a chunk unioned, a duplicated chunk counted once; no result: 0",
-    reference,
-    kernel,
-    "not_relevant",
-    cutoff="none",
-    needs_spans=True,
-)

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from evalkit.measures.declaration import Family, FloatArray, MeasureDef, QueryCase
-from evalkit.measures.families.shared import context_inputs, ratio
+from evalkit.measures.declaration import FloatArray, MeasureDef, QueryCase
+from evalkit.measures.kernels.shared import context_inputs, ratio
 from evalkit.measures.ranked import Ranked
 from evalkit.measures.spans import context_overlap, span_columns
 
-__all__ = ["CONTEXT_RECALL", "kernel", "reference"]
+__all__ = ["kernel", "reference"]
 
 
 def reference(case: QueryCase, m: MeasureDef) -> float:
@@ -32,14 +32,3 @@ def kernel(ranked: Ranked, m: MeasureDef) -> FloatArray:
     """:func:`reference` for every query at once."""
     found, _, total = span_columns(ranked)
     return ratio(found, total)
-
-
-CONTEXT_RECALL = Family(
-    "context_recall",
-    "the same span characters / all annotated span characters of the query",
-    reference,
-    kernel,
-    "not_relevant",
-    cutoff="none",
-    needs_spans=True,
-)

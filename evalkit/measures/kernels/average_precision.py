@@ -7,11 +7,11 @@ import math
 
 import numpy as np
 
-from evalkit.measures.declaration import Family, FloatArray, MeasureDef, QueryCase, TrecName
-from evalkit.measures.families.shared import hits, ratio, relevant_grades, top
+from evalkit.measures.declaration import FloatArray, MeasureDef, QueryCase
+from evalkit.measures.kernels.shared import hits, ratio, relevant_grades, top
 from evalkit.measures.ranked import Ranked
 
-__all__ = ["AVERAGE_PRECISION", "kernel", "reference"]
+__all__ = ["kernel", "reference"]
 
 
 def reference(case: QueryCase, m: MeasureDef) -> float:
@@ -41,14 +41,3 @@ def kernel(ranked: Ranked, m: MeasureDef) -> FloatArray:
     so_far = np.arange(len(rows), dtype=np.int64) - starts[rows] + 1
     total = ranked.sums(found, so_far / ranked.rank[found])
     return ratio(total, ranked.relevant())
-
-
-AVERAGE_PRECISION = Family(
-    "map",
-    "sum over relevant documents within k of the precision at their rank, / |R|",
-    reference,
-    kernel,
-    "not_relevant",
-    cutoff="optional",
-    trec_eval=(TrecName("map", cut=False), TrecName("map_cut", cut=True)),
-)

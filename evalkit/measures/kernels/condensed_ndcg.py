@@ -4,12 +4,12 @@ results only (Sakai 2007)."""
 
 from __future__ import annotations
 
-from evalkit.measures.declaration import Family, FloatArray, MeasureDef, QueryCase
-from evalkit.measures.families import ndcg
-from evalkit.measures.families.shared import condense, condensed_case
+from evalkit.measures.declaration import FloatArray, MeasureDef, QueryCase
+from evalkit.measures.kernels import ndcg
+from evalkit.measures.kernels.shared import condense, condensed_case
 from evalkit.measures.ranked import Ranked
 
-__all__ = ["CONDENSED_NDCG", "kernel", "reference"]
+__all__ = ["kernel", "reference"]
 
 
 def reference(case: QueryCase, m: MeasureDef) -> float:
@@ -33,17 +33,3 @@ def reference(case: QueryCase, m: MeasureDef) -> float:
 def kernel(ranked: Ranked, m: MeasureDef) -> FloatArray:
     """:func:`reference` for every query at once: ``ndcg``'s kernel on the condensed rankings."""
     return ndcg.kernel(condense(ranked), m)
-
-
-CONDENSED_NDCG = Family(
-    "condensed_ndcg",
-    "ndcg on the condensed list: unjudged documents (absent, or a negative grade) removed, then the cutoff "
-    "(Sakai 2007; ir_measures' judged_only)",
-    reference,
-    kernel,
-    "removed",
-    cutoff=ndcg.NDCG.cutoff,
-    gains=ndcg.NDCG.gains,
-    fixed=(("unjudged", "removed"),),
-    condensed=True,
-)

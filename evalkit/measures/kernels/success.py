@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from evalkit.measures.declaration import Family, FloatArray, MeasureDef, QueryCase, TrecName
-from evalkit.measures.families.shared import hits, relevant_grades, top
+from evalkit.measures.declaration import FloatArray, MeasureDef, QueryCase
+from evalkit.measures.kernels.shared import hits, relevant_grades, top
 from evalkit.measures.ranked import Ranked
 
-__all__ = ["SUCCESS", "kernel", "reference"]
+__all__ = ["kernel", "reference"]
 
 
 def reference(case: QueryCase, m: MeasureDef) -> float:
@@ -28,13 +28,3 @@ def kernel(ranked: Ranked, m: MeasureDef) -> FloatArray:
     """:func:`reference` for every query at once."""
     values: FloatArray = (ranked.count(hits(ranked, m.cutoff)) > 0).astype(np.float64)
     return values
-
-
-SUCCESS = Family(
-    "success",
-    "1 when a relevant document is in the first k, else 0",
-    reference,
-    kernel,
-    "not_relevant",
-    trec_eval=(TrecName("success", cut=True),),
-)

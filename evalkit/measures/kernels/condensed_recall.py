@@ -3,12 +3,12 @@ ranking, then ``recall`` computed on what remains, its cutoff counting judged re
 
 from __future__ import annotations
 
-from evalkit.measures.declaration import Family, FloatArray, MeasureDef, QueryCase
-from evalkit.measures.families import recall
-from evalkit.measures.families.shared import condense, condensed_case
+from evalkit.measures.declaration import FloatArray, MeasureDef, QueryCase
+from evalkit.measures.kernels import recall
+from evalkit.measures.kernels.shared import condense, condensed_case
 from evalkit.measures.ranked import Ranked
 
-__all__ = ["CONDENSED_RECALL", "kernel", "reference"]
+__all__ = ["kernel", "reference"]
 
 
 def reference(case: QueryCase, m: MeasureDef) -> float:
@@ -32,17 +32,3 @@ def reference(case: QueryCase, m: MeasureDef) -> float:
 def kernel(ranked: Ranked, m: MeasureDef) -> FloatArray:
     """:func:`reference` for every query at once: ``recall``'s kernel on the condensed rankings."""
     return recall.kernel(condense(ranked), m)
-
-
-CONDENSED_RECALL = Family(
-    "condensed_recall",
-    "recall on the condensed list: unjudged documents (absent, or a negative grade) removed, then the cutoff "
-    "(Sakai 2007; ir_measures' judged_only)",
-    reference,
-    kernel,
-    "removed",
-    cutoff=recall.RECALL.cutoff,
-    gains=recall.RECALL.gains,
-    fixed=(("unjudged", "removed"),),
-    condensed=True,
-)

@@ -7,11 +7,11 @@ import math
 
 import numpy as np
 
-from evalkit.measures.declaration import Family, FloatArray, MeasureDef, QueryCase, TrecName
-from evalkit.measures.families.shared import ratio, relevant_grades, running_count
+from evalkit.measures.declaration import FloatArray, MeasureDef, QueryCase
+from evalkit.measures.kernels.shared import ratio, relevant_grades, running_count
 from evalkit.measures.ranked import Ranked, dedupe_ranking
 
-__all__ = ["BPREF", "kernel", "reference"]
+__all__ = ["kernel", "reference"]
 
 
 def reference(case: QueryCase, m: MeasureDef) -> float:
@@ -50,15 +50,3 @@ def kernel(ranked: Ranked, m: MeasureDef) -> FloatArray:
     cap = np.minimum(ranked.judged_nonrelevant()[ranked.row[found]], size)
     share = np.divide(np.minimum(above, size), cap, out=np.zeros(len(above)), where=above > 0)
     return ratio(ranked.sums(found, 1.0 - share), relevant)
-
-
-BPREF = Family(
-    "bpref",
-    "(1 / |R|) sum over returned relevant d of (1 - min(judged non-relevant above d, |R|) / min(|N|, |R|)), N the "
-    "judged non-relevant documents (Buckley and Voorhees 2004)",
-    reference,
-    kernel,
-    "skipped",
-    cutoff="none",
-    trec_eval=(TrecName("bpref", cut=False),),
-)

@@ -21,6 +21,8 @@ from evalkit.measures.declaration import QueryCase
 from evalkit.measures.ranked import Ranked, dedupe_ranking, group_ranks
 
 __all__ = [
+    "at_level",
+    "at_level_case",
     "condense",
     "condensed_case",
     "context_inputs",
@@ -113,3 +115,34 @@ def running_count(ranked: Ranked, mask: BoolArray) -> npt.NDArray[np.int64]:
     first = np.searchsorted(ranked.row, ranked.row, side="left")  # each query's first position
     counts: npt.NDArray[np.int64] = total - total[first] + mask[first]
     return counts
+
+
+def at_level_case(case: QueryCase, rel: int) -> QueryCase:
+    """The case with the grades from 1 up to ``rel - 1`` lowered to 0 (judged, not relevant): a measure with
+    relevance level ``rel`` (``precision(rel=2)@5``, trec_eval's ``-l``) reads these grades. Unchanged when ``rel``
+    is 1."""
+    if rel == 1:
+        return case
+    return case._replace(grades={c: g if g >= rel else min(g, 0) for c, g in case.grades.items()})
+
+
+def at_level(ranked: Ranked, rel: int) -> Ranked:
+    """:func:`at_level_case` for every query at once: grades 1 to ``rel - 1`` become 0 in the rankings, leave the
+    ideal rankings (a prefix of each, which are sorted by grade descending) and join the judged non-relevant
+    counts."""
+    if rel == 1:
+        return ranked
+    keep = ranked.ideal_grade >= rel
+    lowered = np.bincount(ranked.ideal_row[~keep], minlength=ranked.n).astype(np.int64)
+    judgments = ranked.judgments
+    return replace(
+        ranked,
+        grade=np.where(ranked.grade >= rel, ranked.grade, np.minimum(ranked.grade, 0)),
+        ideal_row=ranked.ideal_row[keep],
+        ideal_rank=ranked.ideal_rank[keep],
+        ideal_grade=ranked.ideal_grade[keep],
+        nonrelevant=None if ranked.nonrelevant is None else ranked.nonrelevant + lowered,
+        judgments=None
+        if judgments is None
+        else [{c: g if g >= rel else min(g, 0) for c, g in query.items()} for query in judgments],
+    )

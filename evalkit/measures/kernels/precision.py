@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from evalkit.measures.declaration import Family, FloatArray, MeasureDef, QueryCase, TrecName
-from evalkit.measures.families.shared import hits, relevant_grades, top
+from evalkit.measures.declaration import FloatArray, MeasureDef, QueryCase
+from evalkit.measures.kernels.shared import hits, relevant_grades, top
 from evalkit.measures.ranked import Ranked
 
-__all__ = ["PRECISION", "kernel", "reference"]
+__all__ = ["kernel", "reference"]
 
 
 def reference(case: QueryCase, m: MeasureDef) -> float:
@@ -27,13 +27,3 @@ def kernel(ranked: Ranked, m: MeasureDef) -> FloatArray:
     """:func:`reference` for every query at once."""
     values: FloatArray = ranked.count(hits(ranked, m.cutoff)) / float(m.cutoff or 1)
     return values
-
-
-PRECISION = Family(
-    "precision",
-    "|R in the first k| / k (k, not the number returned)",
-    reference,
-    kernel,
-    "not_relevant",
-    trec_eval=(TrecName("P", cut=True),),
-)

@@ -3,12 +3,12 @@ the ranking, then ``mrr`` computed on what remains, its cutoff counting judged r
 
 from __future__ import annotations
 
-from evalkit.measures.declaration import Family, FloatArray, MeasureDef, QueryCase
-from evalkit.measures.families import mrr
-from evalkit.measures.families.shared import condense, condensed_case
+from evalkit.measures.declaration import FloatArray, MeasureDef, QueryCase
+from evalkit.measures.kernels import mrr
+from evalkit.measures.kernels.shared import condense, condensed_case
 from evalkit.measures.ranked import Ranked
 
-__all__ = ["CONDENSED_MRR", "kernel", "reference"]
+__all__ = ["kernel", "reference"]
 
 
 def reference(case: QueryCase, m: MeasureDef) -> float:
@@ -33,17 +33,3 @@ def reference(case: QueryCase, m: MeasureDef) -> float:
 def kernel(ranked: Ranked, m: MeasureDef) -> FloatArray:
     """:func:`reference` for every query at once: ``mrr``'s kernel on the condensed rankings."""
     return mrr.kernel(condense(ranked), m)
-
-
-CONDENSED_MRR = Family(
-    "condensed_mrr",
-    "mrr on the condensed list: unjudged documents (absent, or a negative grade) removed, then the cutoff "
-    "(Sakai 2007; ir_measures' judged_only)",
-    reference,
-    kernel,
-    "removed",
-    cutoff=mrr.MRR.cutoff,
-    gains=mrr.MRR.gains,
-    fixed=(("unjudged", "removed"),),
-    condensed=True,
-)

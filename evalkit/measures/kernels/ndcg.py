@@ -10,11 +10,11 @@ from typing import Final
 import numpy as np
 import numpy.typing as npt
 
-from evalkit.measures.declaration import Family, FloatArray, Gain, MeasureDef, QueryCase, TrecName
-from evalkit.measures.families.shared import hits, relevant_grades, top
+from evalkit.measures.declaration import FloatArray, Gain, MeasureDef, QueryCase
+from evalkit.measures.kernels.shared import hits, relevant_grades, top
 from evalkit.measures.ranked import Ranked
 
-__all__ = ["GAINS", "NDCG", "kernel", "reference"]
+__all__ = ["GAINS", "kernel", "reference"]
 
 
 def _exponential(grade: int) -> float:
@@ -73,16 +73,3 @@ def kernel(ranked: Ranked, m: MeasureDef) -> FloatArray:
     idcg = ranked.ideal_sums(ideal, _gains(ranked.ideal_grade[ideal], m.gain) / _discounts(ranked.ideal_rank[ideal]))
     values: FloatArray = np.divide(dcg, idcg, out=np.zeros(ranked.n), where=idcg > 0)
     return values
-
-
-NDCG = Family(
-    "ndcg",
-    "DCG@k / IDCG@k, discount log2(rank + 1); IDCG from all judged grades sorted descending (Järvelin and "
-    "Kekäläinen 2002; Burges et al. 2005)",
-    reference,
-    kernel,
-    "not_relevant",
-    cutoff="optional",
-    gains=("exponential", "linear"),
-    trec_eval=(TrecName("ndcg_cut", cut=True, gain="linear"), TrecName("ndcg", cut=False, gain="linear")),
-)

@@ -6,11 +6,11 @@ unjudged document as not relevant, so a low judged share means the score may be 
 
 from __future__ import annotations
 
-from evalkit.measures.declaration import Family, FloatArray, MeasureDef, QueryCase
-from evalkit.measures.families.shared import ratio, relevant_grades, top, within
+from evalkit.measures.declaration import FloatArray, MeasureDef, QueryCase
+from evalkit.measures.kernels.shared import ratio, relevant_grades, top, within
 from evalkit.measures.ranked import Ranked
 
-__all__ = ["JUDGED", "kernel", "reference"]
+__all__ = ["kernel", "reference"]
 
 
 def reference(case: QueryCase, m: MeasureDef) -> float:
@@ -36,14 +36,3 @@ def kernel(ranked: Ranked, m: MeasureDef) -> FloatArray:
     """:func:`reference` for every query at once."""
     first_k = within(ranked, m.cutoff)
     return ratio(ranked.count(ranked.judged & (ranked.grade >= 0) & first_k), ranked.count(first_k))
-
-
-JUDGED = Family(
-    "judged",
-    "judged documents (grade 0 or more; a negative grade is trec_eval's pooled, not judged) in the first k / "
-    "results in the first k (min(k, returned)), as ir_measures' Judged@k: how much of a run the judgments speak for",
-    reference,
-    kernel,
-    "not_judged",
-    fixed=(("denominator", "returned"),),
-)

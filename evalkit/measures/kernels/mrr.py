@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from evalkit.measures.declaration import Family, FloatArray, MeasureDef, QueryCase, TrecName
-from evalkit.measures.families.shared import hits, relevant_grades, top
+from evalkit.measures.declaration import FloatArray, MeasureDef, QueryCase
+from evalkit.measures.kernels.shared import hits, relevant_grades, top
 from evalkit.measures.ranked import Ranked
 
-__all__ = ["MRR", "kernel", "reference"]
+__all__ = ["kernel", "reference"]
 
 
 def reference(case: QueryCase, m: MeasureDef) -> float:
@@ -36,14 +36,3 @@ def kernel(ranked: Ranked, m: MeasureDef) -> FloatArray:
     values = np.zeros(ranked.n, dtype=np.float64)
     values[rows] = 1.0 / ranked.rank[found][first]
     return values
-
-
-MRR = Family(
-    "mrr",
-    "1 / rank of the first relevant document within k, 0 when none",
-    reference,
-    kernel,
-    "not_relevant",
-    cutoff="optional",
-    trec_eval=(TrecName("recip_rank", cut=False),),
-)

@@ -3,12 +3,12 @@ the ranking, then ``map`` computed on what remains, its cutoff counting judged r
 
 from __future__ import annotations
 
-from evalkit.measures.declaration import Family, FloatArray, MeasureDef, QueryCase
-from evalkit.measures.families import average_precision
-from evalkit.measures.families.shared import condense, condensed_case
+from evalkit.measures.declaration import FloatArray, MeasureDef, QueryCase
+from evalkit.measures.kernels import average_precision
+from evalkit.measures.kernels.shared import condense, condensed_case
 from evalkit.measures.ranked import Ranked
 
-__all__ = ["CONDENSED_AVERAGE_PRECISION", "kernel", "reference"]
+__all__ = ["kernel", "reference"]
 
 
 def reference(case: QueryCase, m: MeasureDef) -> float:
@@ -32,17 +32,3 @@ def reference(case: QueryCase, m: MeasureDef) -> float:
 def kernel(ranked: Ranked, m: MeasureDef) -> FloatArray:
     """:func:`reference` for every query at once: ``map``'s kernel on the condensed rankings."""
     return average_precision.kernel(condense(ranked), m)
-
-
-CONDENSED_AVERAGE_PRECISION = Family(
-    "condensed_map",
-    "map on the condensed list: unjudged documents (absent, or a negative grade) removed, then the cutoff "
-    "(Sakai 2007; ir_measures' judged_only)",
-    reference,
-    kernel,
-    "removed",
-    cutoff=average_precision.AVERAGE_PRECISION.cutoff,
-    gains=average_precision.AVERAGE_PRECISION.gains,
-    fixed=(("unjudged", "removed"),),
-    condensed=True,
-)

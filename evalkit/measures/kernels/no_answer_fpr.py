@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from evalkit.measures.declaration import Family, FloatArray, MeasureDef, QueryCase
+from evalkit.measures.declaration import FloatArray, MeasureDef, QueryCase
 from evalkit.measures.ranked import Ranked
 
-__all__ = ["NO_ANSWER_FPR_FAMILY", "kernel", "reference"]
+__all__ = ["kernel", "reference"]
 
 
 def reference(case: QueryCase, m: MeasureDef) -> float:
@@ -26,14 +26,3 @@ def kernel(ranked: Ranked, m: MeasureDef) -> FloatArray:
     """:func:`reference` for every query at once."""
     values: FloatArray = (ranked.returned() > 0).astype(np.float64)
     return values
-
-
-NO_ANSWER_FPR_FAMILY = Family(
-    "no_answer_fpr",
-    "no-answer queries that returned any result / all no-answer queries",
-    reference,
-    kernel,
-    "any_result",
-    cutoff="none",
-    defined_on="no_answer",
-)

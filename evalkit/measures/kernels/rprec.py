@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from evalkit.measures.declaration import Family, FloatArray, MeasureDef, QueryCase, TrecName
-from evalkit.measures.families.shared import ratio, relevant_grades, top
+from evalkit.measures.declaration import FloatArray, MeasureDef, QueryCase
+from evalkit.measures.kernels.shared import ratio, relevant_grades, top
 from evalkit.measures.ranked import Ranked
 
-__all__ = ["RPREC", "kernel", "reference"]
+__all__ = ["kernel", "reference"]
 
 
 def reference(case: QueryCase, m: MeasureDef) -> float:
@@ -27,14 +27,3 @@ def kernel(ranked: Ranked, m: MeasureDef) -> FloatArray:
     relevant = ranked.relevant()
     found = (ranked.grade >= 1) & (ranked.rank <= relevant[ranked.row])
     return ratio(ranked.count(found), relevant)
-
-
-RPREC = Family(
-    "rprec",
-    "|R in the first |R|| / |R|",
-    reference,
-    kernel,
-    "not_relevant",
-    cutoff="none",
-    trec_eval=(TrecName("Rprec", cut=False),),
-)
