@@ -65,11 +65,11 @@ __all__ = [
     "condensed_forms",
     "judged_k",
     "judged_share_measures",
+    "measure_list",
     "parse_measure",
     "parse_measures",
     "reference_value",
     "register_measure",
-    "split_measures",
     "unregister_measure",
 ]
 
@@ -156,7 +156,7 @@ def _cutoff(digits: str, name: str) -> int:
     return int(value)
 
 
-def split_measures(text: str) -> list[str]:
+def measure_list(text: str) -> list[str]:
     """The measure names of a comma-separated list (``--measures``), a comma inside parentheses kept in its name:
     ``ndcg(gain=linear)@10,P_5`` is two names."""
     return [name.strip() for name in re.split(r",(?![^()]*\))", text) if name.strip()]

@@ -12,7 +12,7 @@ import pytest
 import evalkit
 from evalkit.measures.declaration import QueryCase
 from evalkit.measures.families import BUILT_IN
-from evalkit.measures.registry import parse_measure, reference_value, split_measures
+from evalkit.measures.registry import measure_list, parse_measure, reference_value
 
 
 def test_gain_and_rel_are_parsed_into_the_definition() -> None:
@@ -55,7 +55,7 @@ def test_every_parameter_is_declared_once_per_family() -> None:
 
 
 def test_a_comma_inside_parentheses_stays_in_its_name() -> None:
-    assert split_measures("ndcg(gain=linear)@10, P_5,,precision(rel=2)@5") == [
+    assert measure_list("ndcg(gain=linear)@10, P_5,,precision(rel=2)@5") == [
         "ndcg(gain=linear)@10",
         "P_5",
         "precision(rel=2)@5",

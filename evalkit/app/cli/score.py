@@ -30,7 +30,7 @@ from evalkit.data.inputs import clip
 from evalkit.data.runs import Run, check_run, read_run
 from evalkit.data.tables import DEFAULT_MAX_TABLE_BYTES
 from evalkit.measures.core import MISSING_POLICIES
-from evalkit.measures.registry import split_measures
+from evalkit.measures.registry import measure_list
 from evalkit.reporting.gate_specs import GATE_OPTION_HELP, GateThresholds, parse_gate
 from evalkit.reporting.gates import collect_gates, format_gates
 from evalkit.reporting.report import SystemReport, report_json
@@ -44,7 +44,7 @@ FORMATS = ("table", "json", "trec")
 def _measures(text: str | None) -> list[str] | None:
     if text is None:
         return None
-    names = split_measures(text)
+    names = measure_list(text)
     if not names:
         raise ValueError("--measures names no measure")
     return names
