@@ -1,10 +1,10 @@
 """A test collection in the shape the IR field exchanges it: corpus records, queries and graded qrels.
 
 The BEIR (:mod:`evalkit.data.beir`) and TREC (:mod:`evalkit.data.trec`) readers and writers share this module:
-reading JSONL corpus and query files forgivingly (through :mod:`evalkit.data.sources`; every repair and skip goes to
-a :class:`~evalkit.data.repairs.RepairLog`), reading qrels through the one qrels reader that scoring uses
-(:func:`read_qrels`), turning a collection into a strict
-:class:`~evalkit.data.fixture.Fixture`, and writing a fixture's corpus and queries back as JSONL.
+reading a JSONL corpus forgivingly (every repair and skip goes to a :class:`~evalkit.data.repairs.RepairLog`), and
+queries and qrels through the one topics and qrels readers that scoring uses (:func:`query_records`,
+:func:`read_qrels`), turning a collection into a strict :class:`~evalkit.data.fixture.Fixture`, and writing a
+fixture's corpus and queries back as JSONL.
 
 Mapping (what the writers produce and the readers read back):
 
@@ -12,9 +12,9 @@ Mapping (what the writers produce and the readers read back):
   {"doc_id": ..., "language": ...}}``. On reading, chunks that share ``metadata.doc_id`` form one document (its
   language and title are the first chunk's); without it every record is its own document, ``doc_id = _id``.
 - **Query** = ``{"_id": query_id, "text": ..., "metadata": {"language": ..., "tags": [...], "spans": [{"chunk_id",
-  "start", "text"}]}}``. ``query_id``, ``qid`` and ``text``'s aliases ``query`` and ``title`` are read too (TREC
-  topics in JSONL). Spans are evalkit's own and optional: a relevant judgment (grade 1-3) without them gets the
-  whole chunk as its span (``missing_spans``); a judgment of grade 0 (judged, not relevant) has none.
+  "start", "text"}]}}``, read by the one topics reader (:mod:`evalkit.data.topics`: its keys, ID checks, languages
+  and repeated queries). Spans are evalkit's own and optional: a relevant judgment (grade 1-3) without them gets
+  the whole chunk as its span (``missing_spans``); a judgment of grade 0 (judged, not relevant) has none.
 - **Grades** of a qrels file: 1-3 as they are, 0 kept as "judged, not relevant"; ``-1`` is trec_eval's "pooled, not
   judged" (as infAP reads it), so the pair stays unjudged (``pooled_not_judged``); ``-2`` and below are left out
   too, as trec_eval reads every negative grade (``negative_grade``; its ``repair`` makes them 0, judged not
@@ -34,20 +34,21 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import Any, Literal, cast, get_args
 
 from pydantic import Field
 
 from evalkit.common.output import write_atomic
 from evalkit.data.assembly import ImportOptions, assemble_fixture, replace_id_characters
-from evalkit.data.field_names import QUERY_ID_KEYS, QUERY_TEXT_KEYS
+from evalkit.data.field_names import QUERY_TEXT_KEYS
 from evalkit.data.fixture import RELEVANT_GRADE, Fixture
 from evalkit.data.inputs import DEFAULT_MAX_INPUT_BYTES
 from evalkit.data.language import detect_language
 from evalkit.data.qrels import Layout, QrelsError, read_qrels_lines
 from evalkit.data.repairs import CollectionKind, RepairLog, SourceFormatError
-from evalkit.data.schema import MAX_ID_LENGTH, Language, is_identifier, privacy_problem
+from evalkit.data.schema import LANGUAGES, MAX_ID_LENGTH, Language, is_identifier, privacy_problem
 from evalkit.data.sources import read_jsonl
+from evalkit.data.topics import TopicLines, TopicsError, language_problem, read_jsonl_topics
 
 __all__ = [
     "COLLECTION_KINDS",
@@ -59,6 +60,7 @@ __all__ = [
     "build_fixture",
     "corpus_jsonl",
     "queries_jsonl",
+    "query_records",
     "read_corpus",
     "read_qrels",
     "read_queries",
@@ -160,50 +162,34 @@ def _rewrite(source: str) -> str:
     return ident if re.match(r"[A-Za-z0-9]", ident) else f"x{ident}"
 
 
-def _unknown_keys(record: dict[str, Any], known: Iterable[str], where: str, ident: str, log: RepairLog) -> None:
-    for key in sorted(set(record) - set(known)):
+def _unknown_keys(keys: Iterable[str], where: str, ident: str, log: RepairLog) -> None:
+    for key in keys:
         log.note("unknown_key", f"{ident}.{key}", f"{where}: field {key!r}: not a field of the format")
 
 
 def _metadata(record: dict[str, Any], where: str, log: RepairLog) -> dict[str, Any]:
-    metadata = record.get("metadata", {})
-    if metadata is None:
-        return {}
-    if not isinstance(metadata, dict):
-        log.failures.append(f"{where}: field 'metadata': must be an object, not {type(metadata).__name__}")
-        return {}
-    return metadata
+    metadata = record.get("metadata")
+    if metadata is None or isinstance(metadata, dict):
+        return metadata or {}
+    log.failures.append(f"{where}: field 'metadata': must be an object, not {type(metadata).__name__}")
+    return {}
 
 
 def _language(metadata: dict[str, Any], text: str, where: str, options: CollectionOptions, log: RepairLog) -> Language:
     value = metadata.get("language")
-    if value is None:
-        return options.language_of(text)
-    if value not in ("en", "zh"):
-        log.failures.append(f"{where}: field 'metadata.language': must be 'en' or 'zh', not {value!r}")
-        return "en"
-    return "zh" if value == "zh" else "en"
+    problem = language_problem(value, "metadata.language", where)
+    if problem is not None:
+        log.failures.append(problem)
+    return options.language_of(text) if value not in LANGUAGES else cast(Language, value)
 
 
-def _text(record: dict[str, Any], keys: Sequence[str], where: str) -> tuple[str | None, str | None]:
-    """The first of `keys` present in `record`, as (text, problem)."""
-    for key in keys:
-        if key in record:
-            value = record[key]
-            if not isinstance(value, str):
-                return None, f"{where}: field {key!r}: must be a string, not {type(value).__name__}"
-            return value, None
-    return None, f"{where}: field {keys[0]!r}: required"
-
-
-def _text_and_metadata(
-    record: dict[str, Any], keys: Sequence[str], where: str, log: RepairLog
-) -> tuple[str | None, dict[str, Any]]:
-    """The record's text (None when it is missing or not a string, the problem recorded) and its metadata."""
-    text, problem = _text(record, keys, where)
+def _text_and_metadata(record: dict[str, Any], where: str, log: RepairLog) -> tuple[str | None, dict[str, Any]]:
+    """A corpus record's text (None when it is missing or not a string, the problem recorded) and its metadata."""
     metadata = _metadata(record, where, log)
-    if problem is not None or text is None:
-        log.failures.append(problem or where)
+    text = record.get("text")
+    if not isinstance(text, str):
+        problem = "required" if "text" not in record else f"must be a string, not {type(text).__name__}"
+        log.failures.append(f"{where}: field 'text': {problem}")
         return None, metadata
     return text, metadata
 
@@ -232,8 +218,8 @@ def read_corpus(
         source = ids.source_id(record.get("_id"), where, "_id")
         if source is None:
             continue
-        _unknown_keys(record, ("_id", "title", "text", "metadata"), where, source, log)
-        text, metadata = _text_and_metadata(record, ("text",), where, log)
+        _unknown_keys(sorted(set(record) - {"_id", "title", "text", "metadata"}), where, source, log)
+        text, metadata = _text_and_metadata(record, where, log)
         title = record.get("title", "")
         if text is None:
             continue
@@ -263,30 +249,44 @@ def _doc_id(metadata: dict[str, Any], chunk_id: str, where: str, log: RepairLog)
 def read_queries(
     path: Path, label: str, options: CollectionOptions, log: RepairLog, max_bytes: int = DEFAULT_MAX_INPUT_BYTES
 ) -> list[QueryRecord]:
-    """The queries of a JSONL queries or topics file of at most `max_bytes` (see the module docstring), in order."""
+    """The queries of a JSONL queries or topics file of at most `max_bytes`, in order: :func:`query_records` of the
+    one topics reader's :func:`~evalkit.data.topics.read_jsonl_topics`. Raises SourceFormatError for a file that
+    cannot be read (missing, not a regular file, too large, not UTF-8)."""
+    try:
+        lines = read_jsonl_topics(path, max_bytes, label)
+    except TopicsError as exc:
+        raise SourceFormatError(str(path), [str(exc)]) from None
+    return query_records(lines, options, log)
+
+
+def query_records(lines: TopicLines, options: CollectionOptions, log: RepairLog) -> list[QueryRecord]:
+    """The queries of a topics file as the one topics reader read it (:mod:`evalkit.data.topics`), in order: lines
+    it refused and queries without text are failures; exact repeats ``duplicate_id``, keys it did not read
+    ``unknown_key``, blank text ``blank_text``, IDs rewritten like the records' (``id_rewritten``); a language not
+    given is the ``language`` option's."""
+    log.failures.extend(lines.problems)
+    for again in lines.repeats:
+        problem = f"{again.where}: field {again.id_field!r}: query {again.query_id!r} was already read"
+        log.note("duplicate_id", again.query_id, problem)
     ids = IdMapper("query", log)
     queries: list[QueryRecord] = []
-    for where, record in read_jsonl(path, label, max_bytes):
-        id_key = next((k for k in QUERY_ID_KEYS if k in record), QUERY_ID_KEYS[0])
-        source = ids.source_id(record.get(id_key), where, id_key)
-        if source is None:
+    for topic in lines.topics:
+        _unknown_keys(topic.unread, topic.where, topic.query_id, log)
+        if topic.text is None:
+            log.failures.append(f"{topic.where}: field {QUERY_TEXT_KEYS[0]!r}: required")
             continue
-        text_key = next((k for k in QUERY_TEXT_KEYS if k in record), QUERY_TEXT_KEYS[0])
-        _unknown_keys(record, (id_key, "metadata", text_key), where, source, log)
-        text, metadata = _text_and_metadata(record, QUERY_TEXT_KEYS, where, log)
-        if text is None:
-            continue
-        query_id = _fixture_id(ids, text, source, where, id_key)
+        query_id = _fixture_id(ids, topic.text, topic.query_id, topic.where, topic.id_field)
         if query_id is None:
             continue
-        language = _language(metadata, text, where, options, log)
-        _note_links(query_id, text, where, options, log)
-        queries.append(QueryRecord(query_id, text, language, *_evalkit_metadata(metadata, where, log)))
+        language = topic.language or options.language_of(topic.text)
+        _note_links(query_id, topic.text, topic.where, options, log)
+        tags, spans = _evalkit_metadata(topic.metadata, topic.where, log)
+        queries.append(QueryRecord(query_id, topic.text, language, tags, spans))
     return queries
 
 
 def _evalkit_metadata(
-    metadata: dict[str, Any], where: str, log: RepairLog
+    metadata: Mapping[str, Any], where: str, log: RepairLog
 ) -> tuple[tuple[str, ...], dict[str, list[dict[str, Any]]]]:
     """Tags and spans an evalkit export wrote into a query's metadata (checked for shape; the schema checks values)."""
     tags = metadata.get("tags", [])

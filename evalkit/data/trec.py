@@ -4,9 +4,10 @@
   columns are ignored and the iteration column is not used. They are read by the one qrels reader,
   :func:`evalkit.data.collection.read_qrels` over :func:`evalkit.data.qrels.read_qrels_lines`, so ``evalkit import
   trec`` and ``evalkit score --qrels`` read a qrels file the same way.
-- **topics**: TSV ``query-id<TAB>text`` read by the one topics reader, :func:`evalkit.data.topics.read_tsv_topics`
-  (a first line ``qid``/``query_id``/``query-id``/``id`` is a header), or JSONL as in :mod:`evalkit.data.collection`
-  (``_id``/``query_id``/``qid`` and ``text``/``query``/``title``).
+- **topics**: TSV ``query-id<TAB>text`` (a first line ``qid``/``query_id``/``query-id``/``id`` is a header) or JSONL
+  (``_id``/``query_id``/``qid``, ``text``/``query``/``title``, ``language`` or ``metadata.language``), read by the one
+  topics reader, :mod:`evalkit.data.topics`, as ``evalkit score --topics`` reads them: the same ID checks, languages
+  and policy on a query listed twice.
 - **corpus**: the JSONL corpus of :mod:`evalkit.data.collection` (TREC has no single corpus format).
 
 :func:`read_trec` forgives and records like every source reader; :func:`write_trec` writes ``corpus.jsonl``,
@@ -32,7 +33,7 @@ from pathlib import Path
 from typing import Final, Literal
 
 from evalkit.data import collection
-from evalkit.data.collection import CollectionOptions, IdMapper, QueryRecord
+from evalkit.data.collection import CollectionOptions, QueryRecord
 from evalkit.data.fixture import Fixture
 from evalkit.data.ids import check_trec_field
 from evalkit.data.inputs import DEFAULT_MAX_INPUT_BYTES, clip
@@ -58,28 +59,17 @@ def read_topics_tsv(
     path: Path, options: CollectionOptions, log: RepairLog, max_bytes: int = DEFAULT_MAX_INPUT_BYTES
 ) -> list[QueryRecord]:
     """The queries of a TSV topics file of at most `max_bytes`, in file order, read by the one topics reader
-    (:func:`evalkit.data.topics.read_tsv_topics`), whose refused lines go to the log's failures. A query with blank
-    text is skipped (``blank_text``), one listed again is skipped (``duplicate_id``), and IDs are rewritten like the
-    records' (``id_rewritten``); each query's language is the ``language`` option's.
+    (:func:`evalkit.data.topics.read_tsv_topics`) and made into queries as JSONL topics are
+    (:func:`evalkit.data.collection.query_records`); each query's language is the ``language`` option's.
 
     Raises:
         SourceFormatError: a file that cannot be read (missing, not a regular file, too large, not UTF-8).
     """
     try:
-        topics, problems = read_tsv_topics(path, max_bytes)
+        lines = read_tsv_topics(path, max_bytes)
     except TopicsError as exc:
         raise SourceFormatError(str(path), [str(exc)]) from None
-    log.failures.extend(problems)
-    ids = IdMapper("query", log)
-    queries: list[QueryRecord] = []
-    for topic in topics:
-        if not topic.text:
-            log.note("blank_text", topic.query_id, f"{topic.where}: field 'text': must not be blank")
-            continue
-        ident = ids.fixture_id(topic.query_id, topic.where, "query-id")
-        if ident is not None:
-            queries.append(QueryRecord(ident, topic.text, options.language_of(topic.text)))
-    return queries
+    return collection.query_records(lines, options, log)
 
 
 def read_trec(

@@ -1,7 +1,10 @@
-"""`evalkit import squad` and `evalkit run --no-gates`: files written, errors as exit 2 without a traceback."""
+"""`evalkit import squad`, `evalkit import trec`'s JSONL topics and `evalkit run --no-gates`: files written, errors
+as exit 2 without a traceback."""
 
 from __future__ import annotations
 
+import json
+import re
 from pathlib import Path
 
 import pytest
@@ -79,3 +82,63 @@ def test_run_no_gates_reports_but_does_not_fail(capsys: pytest.CaptureFixture[st
     assert "FAIL  lexical recall@10 = " in out
     assert "hybrid-rerank" not in out, "a gate on a system that was not run is skipped, not failed"
     assert "gates not enforced (--no-gates)" in out
+
+
+def _trec_argv(folder: Path, topics: list[object]) -> list[str]:
+    corpus = [
+        {"_id": "d1", "title": "Trash", "text": "Deleted notes stay in the trash for 30 days."},
+        {"_id": "d2", "title": "回收站", "text": "删除的笔记在回收站中保留 30 天。"},
+    ]
+    (folder / "corpus.jsonl").write_text("".join(json.dumps(r) + "\n" for r in corpus), encoding="utf-8")
+    (folder / "qrels.txt").write_text("7 0 d1 1\nq2 0 d2 1\n", encoding="utf-8")
+    (folder / "topics.jsonl").write_text("".join(json.dumps(t) + "\n" for t in topics), encoding="utf-8")
+    argv = ["import", "trec", "--qrels", "qrels.txt", "--topics", "topics.jsonl", "--corpus", "corpus.jsonl"]
+    return [*argv, "--output-dir", "fx", "--fixture-id", "t", "--license", "CC0-1.0", "--attribution", "Test data."]
+
+
+GOOD_TOPICS = [
+    {"query_id": 7, "text": "How long are deleted notes kept?"},
+    {"_id": "q2", "text": "删除的笔记保留多久？", "metadata": {"language": "zh"}},
+    {"_id": "q3", "text": "深色模式在哪里？"},
+    {"_id": "q4", "text": "深色模式 = dark mode?", "language": "en"},  # a given language wins over detection
+]
+
+
+def test_trec_import_takes_integer_ids_and_keeps_a_repeated_topic_once(
+    workspace: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(_trec_argv(workspace, [*GOOD_TOPICS, GOOD_TOPICS[1]])) == 0
+    summary = capsys.readouterr().out
+    assert re.search(r"duplicate_id +1 skip +e\.g\. q2", summary) and "unknown_key" not in summary
+    fixture = load_fixture(workspace / "fx").fixture
+    assert [(q.query_id, q.language, q.answerable) for q in fixture.queries] == [
+        ("7", "en", True),
+        ("q2", "zh", True),
+        ("q3", "zh", False),
+        ("q4", "en", False),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("topic", "message"),
+    [
+        (
+            {"_id": "q5", "text": "Where is dark mode?", "language": "fr"},
+            "topics.jsonl line 5: field 'language': must be 'en' or 'zh', not 'fr'",
+        ),
+        (
+            {"qid": "q2", "text": "回收站在哪里？", "metadata": {"language": "zh"}},
+            "topics.jsonl line 5: field 'qid': query 'q2' is listed again with another text than at topics.jsonl "
+            "line 2",
+        ),
+        ({"_id": True, "text": "x"}, "topics.jsonl line 5: field '_id': must be a string or an integer, not bool"),
+    ],
+    ids=["language", "repeat", "bool-id"],
+)
+def test_bad_trec_topics_exit_2_naming_file_line_and_field(
+    workspace: Path, capsys: pytest.CaptureFixture[str], topic: object, message: str
+) -> None:
+    assert main(_trec_argv(workspace, [*GOOD_TOPICS, topic])) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+    assert not (workspace / "fx").exists()

@@ -153,3 +153,49 @@ def test_score_reports_are_byte_identical_across_processes(out: str) -> None:
         assert done.returncode == 0, done.stderr
         reports.append((ROOT / target).read_bytes())
     assert reports[0] == reports[1]
+
+
+def _qrels_run_topics(folder: Path, topics: str) -> list[str]:
+    (folder / "qrels.txt").write_text("q1 0 d1 1\n7 0 d2 1\n", encoding="utf-8")
+    (folder / "run.trec").write_text("q1 Q0 d1 1 1.0 t\n7 Q0 d1 1 1.0 t\n", encoding="utf-8")
+    (folder / "topics.jsonl").write_text(topics, encoding="utf-8")
+    return ["score", "--qrels", "qrels.txt", "--run", "run.trec", "--topics", "topics.jsonl"]
+
+
+def test_topics_with_an_integer_id_and_a_repeated_line_give_language_slices(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    topics = '{"_id": "q1", "text": "hello"}\n{"query_id": 7, "metadata": {"language": "zh"}}\n'
+    topics += '{"qid": "q1", "query": "hello"}\n'  # the first line again, the same: kept once
+    assert main(_qrels_run_topics(tmp_path, topics)) == 0
+    rows = {tuple(line.split()[:3]) for line in capsys.readouterr().out.splitlines()}
+    assert {("t", "en", "1.0000"), ("t", "zh", "0.0000")} <= rows  # q1 (English) found, query 7 (Chinese) missed
+
+
+@pytest.mark.parametrize(
+    ("topics", "message"),
+    [
+        (
+            '{"_id": "q1", "text": "hello", "language": "fr"}\n',
+            "topics.jsonl line 1: field 'language': must be 'en' or 'zh', not 'fr'",
+        ),
+        (
+            '{"_id": "q1", "text": "hello"}\n{"qid": "q1", "text": "bye"}\n',
+            "topics.jsonl line 2: field 'qid': query 'q1' is listed again with another text than at topics.jsonl "
+            "line 1",
+        ),
+        (
+            '{"_id": true, "text": "hello"}\n',
+            "topics.jsonl line 1: field '_id': must be a string or an integer, not bool",
+        ),
+    ],
+    ids=["language", "repeat", "bool-id"],
+)
+def test_bad_topics_exit_2_naming_file_line_and_field(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], topics: str, message: str
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert main(_qrels_run_topics(tmp_path, topics)) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err

@@ -2,7 +2,8 @@
 
 The score path reads qrels with :func:`evalkit.data.qrels.read_qrels_file`, the import path with
 :func:`evalkit.data.collection.read_qrels` (over :func:`evalkit.data.qrels.read_qrels_lines`); topics with
-:func:`evalkit.data.topics.read_topics` and :func:`evalkit.data.trec.read_topics_tsv`. The same file must give the
+:func:`evalkit.data.topics.read_topics` and :func:`evalkit.data.trec.read_topics_tsv` or
+:func:`evalkit.data.collection.read_queries` (JSONL). The same file must give the
 same judgments (the importer then leaves out grade -1, "pooled, not judged", makes grades below -1 judged not
 relevant, 0, and lowers grades above 3, each counted) and the same refusals, naming the file, the line and the
 field.
@@ -20,7 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from evalkit.data.beir import read_beir
-from evalkit.data.collection import CollectionOptions, Qrel, read_qrels
+from evalkit.data.collection import CollectionOptions, Qrel, QueryRecord, read_qrels, read_queries
 from evalkit.data.qrels import QrelsError, read_qrels_file, read_qrels_lines
 from evalkit.data.repairs import RepairLog, RepairPolicy, SourceFormatError
 from evalkit.data.topics import TopicsError, read_topics
@@ -267,6 +268,18 @@ def test_both_paths_agree_on_any_written_file(
 TOPICS = "qid\ttext\nq1\t如何重置密码\n\nq2\tOpen the 回收站 folder\r\n 003 \tHow do I reset\tmy password?\n"
 
 
+def _jsonl(*records: object) -> str:
+    return "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records)
+
+
+def _imported_topics(path: Path) -> tuple[list[QueryRecord], RepairLog]:
+    """The queries ``evalkit import`` reads from a topics file (TREC's rule: ``.tsv`` is TSV, else JSONL)."""
+    log = RepairLog(RepairPolicy())
+    if path.suffix == ".tsv":
+        return read_topics_tsv(path, _options(), log), log
+    return read_queries(path, path.name, _options(), log), log
+
+
 def test_import_and_score_read_the_same_topics(tmp_path: Path) -> None:
     path = _write(tmp_path, "topics.tsv", TOPICS)
     languages = read_topics(path)
@@ -299,13 +312,116 @@ def test_a_bad_topics_line_is_refused_by_both_paths_naming_file_and_line(
     assert log.failures == [problem]
 
 
-def test_a_query_listed_twice_is_refused_for_scoring_and_skipped_by_the_import(tmp_path: Path) -> None:
-    path = _write(tmp_path, "topics.tsv", "q1\thello\nq1\tagain\n")
-    with pytest.raises(TopicsError, match=r"topics.tsv line 2: query 'q1' is listed twice"):
+@pytest.mark.parametrize("name", ["topics.tsv", "topics.jsonl"])
+def test_a_query_listed_again_the_same_is_kept_once_by_both_paths(tmp_path: Path, name: str) -> None:
+    text = "q1\thello\nq2\t你好\nq1\thello\n"
+    if name.endswith(".jsonl"):
+        text = _jsonl({"_id": "q1", "text": "hello"}, {"_id": "q2", "text": "你好"}, {"qid": "q1", "query": "hello"})
+    path = _write(tmp_path, name, text)
+    queries, log = _imported_topics(path)
+    assert {q.query_id: q.language for q in queries} == read_topics(path) == {"q1": "en", "q2": "zh"}
+    assert [q.text for q in queries] == ["hello", "你好"]
+    assert _counts(log) == {"duplicate_id": 1} and log.failures == []
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "problem"),
+    [
+        (
+            "topics.tsv",
+            "q1\thello\nq1\tagain\n",
+            "topics.tsv line 2: field 'query-id': query 'q1' is listed again with another text than at topics.tsv "
+            "line 1",
+        ),
+        (
+            "topics.jsonl",
+            _jsonl({"_id": "q1", "text": "hello"}, {"_id": "q1", "text": "hello", "language": "zh"}),
+            "topics.jsonl line 2: field '_id': query 'q1' is listed again with another language than at "
+            "topics.jsonl line 1",
+        ),
+        (
+            "topics.jsonl",
+            _jsonl({"_id": "q1", "text": "hello"}, {"_id": True, "text": "x"}),
+            "topics.jsonl line 2: field '_id': must be a string or an integer, not bool",
+        ),
+        (
+            "topics.jsonl",
+            _jsonl({"_id": "q1", "text": "hello"}, {"query_id": 2.0, "text": "x"}),
+            "topics.jsonl line 2: field 'query_id': must be a string or an integer, not float",
+        ),
+        (
+            "topics.jsonl",
+            _jsonl({"_id": "q 1", "text": "hello"}),
+            "topics.jsonl line 1: field '_id': 'q 1' holds whitespace",
+        ),
+        (
+            "topics.jsonl",
+            _jsonl({"_id": "q1", "text": "hello", "language": "fr"}),
+            "topics.jsonl line 1: field 'language': must be 'en' or 'zh', not 'fr'",
+        ),
+        (
+            "topics.jsonl",
+            _jsonl({"qid": "q1", "query": "hello", "metadata": {"language": "de"}}),
+            "topics.jsonl line 1: field 'metadata.language': must be 'en' or 'zh', not 'de'",
+        ),
+        (
+            "topics.jsonl",
+            _jsonl({"qid": "q1", "query": "hello", "language": "en", "metadata": {"language": "zh"}}),
+            "topics.jsonl line 1: field 'metadata.language': 'zh' differs from field 'language': 'en'",
+        ),
+    ],
+    ids=["tsv-repeat", "repeat", "bool-id", "float-id", "id-whitespace", "language", "metadata-language", "both"],
+)
+def test_a_bad_topic_is_refused_by_both_paths_naming_file_line_and_field(
+    tmp_path: Path, name: str, text: str, problem: str
+) -> None:
+    path = _write(tmp_path, name, text)
+    with pytest.raises(TopicsError) as scored:
         read_topics(path)
-    log = RepairLog(RepairPolicy())
-    assert [q.text for q in read_topics_tsv(path, _options(), log)] == ["hello"]
-    assert _counts(log) == {"duplicate_id": 1}
+    assert str(scored.value) == f"{name}: 1 refused line(s)\n  - {problem}"
+    _, log = _imported_topics(path)
+    assert log.failures == [problem]
+    qrels, _, corpus = _collection(tmp_path / "trec", "q1 0 d1 1\n")
+    with pytest.raises(SourceFormatError) as imported:
+        read_trec(qrels, path, corpus, _options(), RepairLog(RepairPolicy()))
+    assert imported.value.problems == (problem,)
+
+
+def test_an_integer_query_id_is_its_digits_on_both_paths(tmp_path: Path) -> None:
+    topics = [
+        {"query_id": 7, "text": "How do I reset my password?"},
+        {"qid": 30, "query": "深色模式"},
+        {"_id": "q3", "text": "Open the 回收站 folder"},
+        {"_id": 4, "text": "回收站在哪里"},
+    ]
+    path = _write(tmp_path, "topics.jsonl", _jsonl(*topics))
+    queries, log = _imported_topics(path)
+    languages = {"7": "en", "30": "zh", "q3": "en", "4": "zh"}
+    assert {q.query_id: q.language for q in queries} == read_topics(path) == languages
+    assert _counts(log) == {} and log.failures == []
+    qrels, _, corpus = _collection(tmp_path / "trec", "7 0 d1 1\n30 0 d2 2\n")
+    fixture = read_trec(qrels, path, corpus, _options(), RepairLog(RepairPolicy()))
+    assert {q.query_id: [j.chunk_id for j in q.judgments] for q in fixture.queries} == {
+        "7": ["d1"],
+        "30": ["d2"],
+        "q3": [],
+        "4": [],
+    }
+
+
+def test_a_given_language_is_read_from_either_field_by_both_paths(tmp_path: Path) -> None:
+    topics = [
+        {"_id": "q1", "text": "How do I reset my password?", "language": "zh"},
+        {"_id": "q2", "text": "How do I reset my password?", "metadata": {"language": "zh"}},
+        {"_id": "q3", "text": "如何重置密码", "language": "en", "metadata": {"language": "en", "tags": ["t"]}},
+        {"_id": "q4", "text": "如何重置密码", "metadata": {"language": None}},
+    ]
+    path = _write(tmp_path, "topics.jsonl", _jsonl(*topics))
+    queries, log = _imported_topics(path)
+    expected = {"q1": "zh", "q2": "zh", "q3": "en", "q4": "zh"}  # a given language wins over detection
+    assert {q.query_id: q.language for q in queries} == read_topics(path) == expected
+    assert queries[2].tags == ("t",)
+    assert _counts(log) == {} and log.failures == []  # the top-level language is read, not an unknown key
 
 
 # --- the names of fields live in one place ---------------------------------------------------------------------

@@ -56,19 +56,35 @@ def test_jsonl_topics_with_and_without_language(tmp_path: Path) -> None:
     assert read_topics(gz)["q2"] == "zh"
 
 
+def test_jsonl_topics_take_integer_ids_and_either_language_field(tmp_path: Path) -> None:
+    text = _jsonl(
+        {"query_id": 7, "text": "How do I reset my password?"},
+        {"_id": "q2", "text": "How do I reset my password?", "metadata": {"language": "zh", "tags": ["x"]}},
+        {"qid": "q3", "text": "如何重置密码", "language": "en", "metadata": {"language": "en"}},
+        {"_id": -3, "text": "如何重置密码", "metadata": None},
+    )
+    assert read_topics(_write(tmp_path, "topics.jsonl", text)) == {"7": "en", "q2": "zh", "q3": "en", "-3": "zh"}
+
+
 @pytest.mark.parametrize(
     ("record", "problem"),
     [
-        ({"query_id": "q2", "text": "x", "language": "fr"}, r"field 'language': 'fr' is not one of en, zh"),
+        ({"query_id": "q2", "text": "x", "language": "fr"}, r"field 'language': must be 'en' or 'zh', not 'fr'"),
+        ({"_id": "q2", "text": "x", "metadata": {"language": "EN"}}, r"field 'metadata.language': must be 'en' or"),
+        ({"_id": "q2", "language": "en", "metadata": {"language": "zh"}}, r"field 'metadata.language': 'zh' differs"),
         ({"query_id": "q2", "language": None}, r"field 'text': needed to detect the language"),
-        ({"text": "no id"}, r"field 'query_id': missing or not a non-empty string"),
-        ({"query_id": 7, "text": "x"}, r"field 'query_id': missing or not a non-empty string"),
-        (["q2", "x"], r"expected an object"),
+        ({"query_id": "q2", "query": 3}, r"field 'query': must be a string, not int"),
+        ({"query_id": "q2", "text": "x", "metadata": ["zh"]}, r"field 'metadata': must be an object, not list"),
+        ({"text": "no id"}, r"field '_id': required \(or query_id or qid\)"),
+        ({"query_id": True, "text": "x"}, r"field 'query_id': must be a string or an integer, not bool"),
+        ({"qid": 7.0, "text": "x"}, r"field 'qid': must be a string or an integer, not float"),
+        ({"qid": "", "text": "x"}, r"field 'qid': must not be blank"),
+        (["q2", "x"], r"must be a JSON object, not list"),
     ],
 )
 def test_a_bad_jsonl_topic_names_the_line_and_field(tmp_path: Path, record: object, problem: str) -> None:
     path = _write(tmp_path, "t.jsonl", _jsonl({"query_id": "q1", "text": "hello"}) + "\n" + _jsonl(record))
-    with pytest.raises(TopicsError, match=rf"t.jsonl line 3: {problem}"):
+    with pytest.raises(TopicsError, match=rf"^t.jsonl: 1 refused line\(s\)\n  - t.jsonl line 3: {problem}"):
         read_topics(path)
 
 
@@ -79,19 +95,52 @@ def test_jsonl_is_parsed_strictly(tmp_path: Path, line: str) -> None:
 
 
 @pytest.mark.parametrize(
-    ("name", "text"),
+    ("name", "text", "problem"),
     [
-        ("t.tsv", "q1\thello\nq2\tworld\nq1\t你好世界\n"),
+        (
+            "t.tsv",
+            "q1\thello\nq2\tworld\nq1\t你好世界\n",
+            "field 'query-id': query 'q1' is listed again with another text",
+        ),
         (
             "t.jsonl",
             _jsonl({"query_id": "q1", "language": "en"}, {"query_id": "q2", "language": "en"})
             + _jsonl({"query_id": "q1", "language": "zh"}),
+            "field 'query_id': query 'q1' is listed again with another language",
+        ),
+        (
+            "t.jsonl",
+            _jsonl(
+                {"_id": "q1", "text": "a"}, {"_id": "q2", "text": "b"}, {"qid": "q1", "text": "c", "language": "en"}
+            ),
+            "field 'qid': query 'q1' is listed again with another text and language",
         ),
     ],
 )
-def test_a_query_listed_twice_is_refused(tmp_path: Path, name: str, text: str) -> None:
-    with pytest.raises(TopicsError, match=rf"^{name}: {name} line 3: query 'q1' is listed twice$"):
+def test_a_query_listed_again_differently_is_refused_naming_both_lines(
+    tmp_path: Path, name: str, text: str, problem: str
+) -> None:
+    with pytest.raises(TopicsError) as refused:
         read_topics(_write(tmp_path, name, text))
+    assert str(refused.value) == f"{name}: 1 refused line(s)\n  - {name} line 3: {problem} than at {name} line 1"
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "languages"),
+    [
+        ("t.tsv", "q1\thello\nq2\t你好\nq1\thello\n", {"q1": "en", "q2": "zh"}),
+        (
+            "t.jsonl",
+            _jsonl({"_id": "q1", "text": "hello"}, {"_id": "q2", "text": "你好"}, {"qid": "q1", "query": "hello"}),
+            {"q1": "en", "q2": "zh"},
+        ),
+        ("t.jsonl", _jsonl({"_id": 1, "language": "zh"}, {"_id": "1", "metadata": {"language": "zh"}}), {"1": "zh"}),
+    ],
+)
+def test_a_query_listed_again_the_same_is_kept_once(
+    tmp_path: Path, name: str, text: str, languages: dict[str, str]
+) -> None:
+    assert read_topics(_write(tmp_path, name, text)) == languages
 
 
 def test_a_missing_topics_file_is_not_found(tmp_path: Path) -> None:
