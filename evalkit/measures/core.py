@@ -21,12 +21,14 @@ Which queries count (:func:`score_run`):
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Final, Literal
 
 import numpy as np
 import numpy.typing as npt
+import pyarrow as pa
 
+from evalkit.data.columns import IntArray
 from evalkit.data.fixture import Query
 from evalkit.data.qrels import Qrels
 from evalkit.data.runs import Run
@@ -43,7 +45,7 @@ from evalkit.measures.registry import (
     reference_value,
 )
 from evalkit.measures.results import CONTEXT_K
-from evalkit.measures.run_order import RunCounts, rank_run
+from evalkit.measures.run_order import RankedRun, RunCounts, rank_run
 from evalkit.measures.spans import merge_intervals
 from evalkit.measures.ties import SUMMATION_OF, tie_policy
 
@@ -52,6 +54,8 @@ __all__ = [
     "FIXTURE_MEASURES",
     "MISSING_POLICIES",
     "Missing",
+    "NotGrouped",
+    "RunScorer",
     "RunScores",
     "depth_of",
     "score_companions",
@@ -134,6 +138,102 @@ def score_ranked(ranked: Ranked, measures: Sequence[MeasureDef]) -> tuple[dict[s
     return values, answerable
 
 
+class NotGrouped(ValueError):
+    """A run given a segment at a time names one query in two segments: its lines are not grouped by query."""
+
+
+class RunScorer:
+    """A run scored a segment of complete query groups at a time (:meth:`add`), then :meth:`result`: the same
+    values and counts as :func:`score_run` of the whole run when no query is split between segments (a run written
+    the usual way), and :class:`NotGrouped` when one is. Only the per-query values are kept between segments, so
+    memory is bounded by a segment, not by the run (see :func:`score_run` for the parameters)."""
+
+    def __init__(
+        self,
+        qrels: Qrels,
+        measures: Sequence[MeasureDef],
+        ties: str = "evalkit",
+        missing: str = "zero",
+        context: SpanContext | None = None,
+        judged_ranks: bool = False,
+        whole_rankings: bool = False,
+        unjudged_k: int | None = None,
+    ) -> None:
+        tie_policy(ties)
+        if missing not in MISSING_POLICIES:
+            raise ValueError(f"unknown missing-query policy {missing!r}; valid: {', '.join(MISSING_POLICIES)}")
+        spans = [m.name for m in measures if m.spec.needs_spans]
+        if spans and context is None:
+            raise ValueError(f"{', '.join(spans)} need(s) gold spans, which qrels do not have: score against a fixture")
+        self.qrels, self.measures, self.ties, self.missing, self.context = qrels, measures, ties, missing, context
+        self.judged_ranks, self.unjudged_k = judged_ranks, unjudged_k
+        self.with_ids = any(m.spec.user for m in measures)
+        depth = None if whole_rankings else depth_of(measures, 0 if context is None else context.context_k)
+        self.depth = max(depth, unjudged_k) if depth is not None and unjudged_k is not None else depth
+        self.restart()
+
+    def restart(self) -> None:
+        """Forget every segment added."""
+        n = len(self.qrels.queries)
+        self.values = {m.name: np.full(n, np.nan) for m in self.measures}
+        self.answerable = np.zeros(n, dtype=bool)
+        self.reached = np.zeros(len(self.qrels), dtype=np.int64) if self.judged_ranks else None
+        self.unjudged = None if self.unjudged_k is None else np.zeros(n, dtype=np.int64)
+        self.covered = np.zeros(n, dtype=bool)  # named by a segment
+        self.scored = np.zeros(n, dtype=bool)  # scored with the lines of a segment
+        self.unknown: set[str] = set()
+        self.counts = RunCounts(0, 0, 0, 0, 0)
+
+    def _rank(self, run: Run) -> RankedRun:
+        return rank_run(run, self.qrels, self.ties, SUMMATION_OF[self.ties], self.depth, self.with_ids, self.context)
+
+    def _take(self, rows: IntArray, ranked: Ranked) -> None:
+        self.scored[rows] = True
+        block_values, block_answerable = score_ranked(ranked, self.measures)
+        self.answerable[rows] = block_answerable
+        for name, column in block_values.items():
+            self.values[name][rows] = column
+        if self.unjudged is not None and self.unjudged_k is not None:
+            self.unjudged[rows] = unjudged_counts(ranked, self.unjudged_k)
+        if self.reached is not None and ranked.qrels_row is not None:
+            judged = ranked.qrels_row >= 0
+            self.reached[ranked.qrels_row[judged]] = ranked.rank[judged]
+
+    def add(self, run: Run) -> None:
+        """Score the queries of ``run``, one segment of a run; :class:`NotGrouped` when one of them was in an
+        earlier segment."""
+        ranked_run = self._rank(run)
+        unknown = (
+            set(run.queries.filter(pa.array(ranked_run.unknown)).to_pylist()) if ranked_run.unknown.any() else set()
+        )
+        if (self.covered & ranked_run.in_run).any() or not self.unknown.isdisjoint(unknown):
+            raise NotGrouped(f"run {run.name}: a query's lines are not together")
+        for rows, ranked in ranked_run.blocks(rest=False):  # one block of queries at a time: bounded memory
+            self._take(rows, ranked)
+        self.covered |= ranked_run.in_run
+        self.unknown |= unknown
+        c, mine = self.counts, ranked_run.counts
+        self.counts = RunCounts(
+            c.lines + mine.lines, c.duplicates + mine.duplicates, len(self.unknown), 0, c.all_ties + mine.all_ties
+        )
+
+    def result(self, name: str) -> RunScores:
+        """The run's scores: the judged queries no segment named score as empty rankings (``missing="zero"``) or
+        are left out (``"skip"``), as do those a segment named without lines (a JSONL query without results)."""
+        empty = Run(
+            name, pa.array([], pa.string()), np.zeros(0, np.int32), pa.chunked_array([], pa.string()), np.zeros(0), 0
+        )
+        for rows, ranked in self._rank(empty).empty(np.flatnonzero(~self.scored)):
+            self._take(rows, ranked)
+        n = len(self.covered)
+        counts = replace(self.counts, missing_queries=int(n - self.covered.sum()))
+        evaluated = np.ones(n, dtype=bool) if self.missing == "zero" else self.covered.copy()
+        values = self.values
+        if self.missing == "skip":
+            values = {name: np.where(evaluated, column, np.nan) for name, column in values.items()}
+        return RunScores(name, values, evaluated, self.answerable, counts, self.reached, self.unjudged)
+
+
 def score_run(
     qrels: Qrels,
     run: Run,
@@ -150,38 +250,11 @@ def score_run(
     ``context`` gives the gold spans and chunk lengths the context measures read (a fixture's); without it they are
     refused. ``judged_ranks`` also records the rank each judged document reached within the depth the measures read
     (:attr:`RunScores.judged_rank`); ``whole_rankings`` reads every rank; ``unjudged_k`` counts each query's unjudged
-    results in its first k (:attr:`RunScores.unjudged`)."""
-    tie_policy(ties)
-    if missing not in MISSING_POLICIES:
-        raise ValueError(f"unknown missing-query policy {missing!r}; valid: {', '.join(MISSING_POLICIES)}")
-    spans = [m.name for m in measures if m.spec.needs_spans]
-    if spans and context is None:
-        raise ValueError(f"{', '.join(spans)} need(s) gold spans, which qrels do not have: score against a fixture")
-    with_ids = any(m.spec.user for m in measures)
-    depth = None if whole_rankings else depth_of(measures, 0 if context is None else context.context_k)
-    if depth is not None and unjudged_k is not None:
-        depth = max(depth, unjudged_k)
-    ranked_run = rank_run(run, qrels, ties, SUMMATION_OF[ties], depth, with_ids, context)
-    n = ranked_run.n
-    values = {m.name: np.full(n, np.nan) for m in measures}
-    answerable = np.zeros(n, dtype=bool)
-    reached = np.zeros(len(qrels), dtype=np.int64) if judged_ranks else None
-    unjudged = None if unjudged_k is None else np.zeros(n, dtype=np.int64)
-    for rows, ranked in ranked_run.blocks():  # one block of queries at a time: bounded memory
-        block_values, block_answerable = score_ranked(ranked, measures)
-        answerable[rows] = block_answerable
-        for name, column in block_values.items():
-            values[name][rows] = column
-        if unjudged is not None and unjudged_k is not None:
-            unjudged[rows] = unjudged_counts(ranked, unjudged_k)
-        if reached is not None and ranked.qrels_row is not None:
-            judged = ranked.qrels_row >= 0
-            reached[ranked.qrels_row[judged]] = ranked.rank[judged]
-    in_run, counts = ranked_run.in_run, ranked_run.counts
-    evaluated = np.ones(n, dtype=bool) if missing == "zero" else in_run
-    if missing == "skip":
-        values = {name: np.where(evaluated, column, np.nan) for name, column in values.items()}
-    return RunScores(run.name, values, evaluated, answerable, counts, reached, unjudged)
+    results in its first k (:attr:`RunScores.unjudged`). A run read a segment at a time goes through
+    :class:`RunScorer` directly."""
+    scorer = RunScorer(qrels, measures, ties, missing, context, judged_ranks, whole_rankings, unjudged_k)
+    scorer.add(run)
+    return scorer.result(run.name)
 
 
 def unjudged_counts(ranked: Ranked, k: int) -> npt.NDArray[np.int64]:

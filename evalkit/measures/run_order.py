@@ -299,6 +299,9 @@ class RankedRun:
 
     n: int
     in_run: BoolArray
+    """Per qrels query, whether the run names it."""
+    unknown: BoolArray
+    """Per query of the run (:attr:`~evalkit.data.runs.Run.queries`), whether the qrels do not judge it."""
     counts: RunCounts
     _lines: _Lines
     _starts: IntArray
@@ -309,9 +312,9 @@ class RankedRun:
     _with_ids: bool
     _context: SpanContext | None = None
 
-    def blocks(self) -> Iterator[tuple[IntArray, Ranked]]:
-        """Per block of queries: the qrels rows it covers and their rankings (rows renumbered from 0); the judged
-        queries the run does not name come last, as one block with empty rankings."""
+    def blocks(self, rest: bool = True) -> Iterator[tuple[IntArray, Ranked]]:
+        """Per block of queries: the qrels rows it covers and their rankings (rows renumbered from 0); with ``rest``
+        the judged queries the run does not name come last, as one block with empty rankings."""
         reach = self._sizes if self._depth is None else np.minimum(self._sizes, self._depth)
         covered = np.zeros(self.n, dtype=bool)
         duplicates = 0
@@ -323,13 +326,17 @@ class RankedRun:
             covered[rows] = True
             yield rows, self._local(rows, replace(part, q=np.searchsorted(rows, part.q)))
         self.counts = replace(self.counts, duplicates=duplicates)
-        rest = np.flatnonzero(~covered)
-        if len(rest):
+        if rest:
+            yield from self.empty(np.flatnonzero(~covered))
+
+    def empty(self, rows: IntArray) -> Iterator[tuple[IntArray, Ranked]]:
+        """The qrels rows ``rows`` (ascending) with empty rankings, as one block (none when there are no rows)."""
+        if len(rows):
             empty = np.zeros(0, dtype=np.int64)
             none = _Block(empty, empty, empty, empty, [], 0)
             if self._context is not None:
                 none = replace(none, span_chars=empty, lengths=empty)
-            yield rest, self._local(rest, none)
+            yield rows, self._local(rows, none)
 
     @cached_property
     def _span_totals(self) -> IntArray:
@@ -427,7 +434,7 @@ def rank_run(
         all_ties=int(np.sum((sizes >= 2) & (scores[starts] == scores[np.maximum(ends, 0)]))),
     )
     lines = _Lines(query, position, scores, doc_ids, ties == "trec_eval")
-    return RankedRun(n, in_run, counts, lines, starts, sizes, depth, qrels, summation, with_ids, context)
+    return RankedRun(n, in_run, position < 0, counts, lines, starts, sizes, depth, qrels, summation, with_ids, context)
 
 
 def _judgments_of(qrels: Qrels, rows: IntArray) -> tuple[IntArray, IntArray]:
