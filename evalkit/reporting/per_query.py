@@ -161,7 +161,8 @@ def shared_queries(
     ids = sorted(set(first.query_ids).intersection(*(i.query_ids for i in indexes[1:])))
     if not ids:
         raise ValueError("the reports share no query")
-    rows = [[{q: i for i, q in enumerate(index.query_ids)}[q] for q in ids] for index in indexes]
+    positions = [{q: i for i, q in enumerate(index.query_ids)} for index in indexes]
+    rows = [[where[q] for q in ids] for where in positions]
     for label, other, other_rows in zip(labels[1:], indexes[1:], rows[1:], strict=True):
         for query_id, row0, row in zip(ids, rows[0], other_rows, strict=True):
             before = (first.languages[row0], first.answerable[row0])
