@@ -125,15 +125,12 @@ def score_ranked(ranked: Ranked, measures: Sequence[MeasureDef]) -> tuple[dict[s
     answerable = ranked.relevant() > 0
     values: dict[str, FloatArray] = {}
     for measure in measures:
-        # a relevance level past 1 reads grades below it as 0; its measure is defined where a grade reaches it
-        graded = at_level(ranked, measure.rel)
-        column = np.asarray(measure.spec.kernel(graded, measure), dtype=np.float64)
+        # a relevance level past 1 reads grades below it as 0: where none reaches it, the kernels give 0
+        column = np.asarray(measure.spec.kernel(at_level(ranked, measure.rel), measure), dtype=np.float64)
         if measure.spec.defined_on == "no_answer":
             defined = ~answerable
-        elif measure.no_relevant == "skip":
-            defined = answerable if measure.rel == 1 else graded.relevant() > 0
         else:
-            defined = np.ones(len(answerable), dtype=bool)
+            defined = answerable if measure.no_relevant == "skip" else np.ones(len(answerable), dtype=bool)
         values[measure.name] = np.where(defined, column, np.nan)
     return values, answerable
 

@@ -14,7 +14,8 @@ asked by (the report key, the column name); :attr:`MeasureDef.definition` spells
 it, so two reports never compare different definitions under one name.
 
 Common rules: a document is relevant when its grade is at least 1 (at least ``rel`` for a measure that sets it: lower
-grades then count as judged, not relevant, as trec_eval's ``-l``); grade 0 is judged, not relevant, and a negative grade
+grades then count as judged, not relevant, as trec_eval's ``-l``, and an answerable query none of whose documents
+reaches it scores 0, as trec_eval scores it); grade 0 is judged, not relevant, and a negative grade
 is read as trec_eval reads it, "pooled, not judged" (``-1``); neither gives gain. Under evalkit's names, ranking
 measures are defined on answerable queries (at least one relevant document; the others are no-answer queries, which
 ``no_answer_fpr`` scores); under trec_eval's names on every judged query, one without a relevant document scoring 0, as
@@ -234,10 +235,11 @@ def condensed_forms(measures: Sequence[MeasureDef]) -> tuple[MeasureDef, ...]:
 
 def reference_value(measure: MeasureDef, case: QueryCase) -> float:
     """The measure's value for one query by its reference function (0 for a query without a relevant document
-    under trec_eval's names)."""
+    under trec_eval's names, and for an answerable query none of whose documents reaches the measure's ``rel``)."""
+    answerable = any(g >= 1 for g in case.grades.values())
     case = at_level_case(case, measure.rel)
-    if measure.no_relevant == "zero" and not any(g >= 1 for g in case.grades.values()):
-        return 0.0
+    if not any(g >= 1 for g in case.grades.values()) and (measure.no_relevant == "zero" or answerable):
+        return 0.0  # no document reaches the level: 0, as trec_eval scores a query without a relevant document
     return measure.spec.reference(case, measure)
 
 

@@ -67,9 +67,10 @@ def test_rel_counts_lower_grades_as_judged_not_relevant() -> None:
     assert reference_value(parse_measure("precision@3"), case) == pytest.approx(2 / 3)
     assert reference_value(parse_measure("precision(rel=2)@3"), case) == pytest.approx(1 / 3)
     assert reference_value(parse_measure("mrr(rel=2)"), case) == 0.5
-    # no grade reaches the level: not defined under evalkit's names, as a query without a relevant document
+    # no grade reaches the level: 0 on an answerable query, as trec_eval scores it; still undefined without any
+    assert reference_value(parse_measure("recall(rel=3)@3"), case) == 0.0
     with pytest.raises(ValueError, match="no chunk with grade >= 1"):
-        reference_value(parse_measure("recall(rel=3)@3"), case)
+        reference_value(parse_measure("recall(rel=3)@3"), QueryCase(["a"], {"a": 0}))
 
 
 _PEERS = {
@@ -106,15 +107,11 @@ def test_rel_equals_trec_eval_relevance_level_on_random_queries() -> None:
     result = evalkit.score(qrels, run, measures=list(_PEERS), ties="trec_eval")
     per_query = result.per_query
     reaching = [q for q, grades in qrels.items() if max(grades.values()) >= 2]
-    assert 0 < len(reaching) < len(qrels)  # both kinds of query are exercised
+    assert 0 < len(reaching) < len(qrels)  # queries with and without a grade at the level are exercised
     for ours, theirs in _PEERS.items():
         column = per_query[ours]
-        for q in qrels:
-            value = float(column.loc[q])
-            if q in reaching:
-                assert value == peer[q][theirs], (ours, q)
-            else:  # evalkit's names leave a query without a relevant document out; trec_eval scores it 0
-                assert math.isnan(value) and peer[q][theirs] == 0.0, (ours, q)
+        assert [float(column.loc[q]) for q in qrels] == [peer[q][theirs] for q in qrels], ours
+    assert math.isnan(evalkit.score({"q": {"a": 0}}, {"q": {"a": 1.0}}, measures=["map(rel=2)"]).per_query.iloc[0, 0])
 
 
 def test_the_batch_kernels_equal_the_references_at_a_level() -> None:
