@@ -29,7 +29,6 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from evalkit.common.memory import scoring_memory
 from evalkit.data.fixture import Fixture
@@ -37,10 +36,11 @@ from evalkit.data.inputs import clip
 from evalkit.data.judgments import judgments_sha256, qrels_judgments
 from evalkit.data.loading import QrelsInput, is_single_run, load_languages, load_qrels, load_run, load_runs
 from evalkit.data.qrels import Qrels
+from evalkit.data.run_stream import run_file_name, run_sha256
 from evalkit.data.runs import Run
 from evalkit.data.schema import LANGUAGES, MAX_ID_LENGTH, Language, Slice, is_identifier
 from evalkit.data.tables import DEFAULT_MAX_TABLE_BYTES
-from evalkit.measures.core import RunScores, score_run
+from evalkit.measures.core import RunScores
 from evalkit.measures.registry import (
     DEFAULT_SCORE_MEASURES,
     MeasureDef,
@@ -57,10 +57,10 @@ from evalkit.reporting.per_query import (
     Interval,
     QueryIndex,
     aggregate_intervals,
-    split_measures,
 )
 from evalkit.reporting.report import Report, ReportFailure, SystemReport
 from evalkit.reporting.summary import SummaryRow, format_summary
+from evalkit.runs.run_sources import RunFile, Scoring, score_source, streams
 from evalkit.runs.score_notes import coverage_notes, run_counts, scoring_notes
 
 __all__ = ["ScoreResult", "load_qrels", "load_run", "score"]
@@ -81,22 +81,6 @@ def _content_sha256(*parts: object) -> str:
     return digest.hexdigest()
 
 
-def _run_sha256(run: Run) -> str:
-    """SHA-256 of the run's content as read (query IDs, each line's query, document ID and score), from its buffers."""
-    digest = hashlib.sha256()
-    for value in run.queries.to_pylist():
-        digest.update(value.encode("utf-8") + b"\x00")
-    digest.update(np.ascontiguousarray(run.query, dtype=np.int64).tobytes())
-    for chunk in run.doc_ids.chunks:
-        digest.update(np.asarray(pc.binary_length(chunk), dtype=np.int64).tobytes())
-        offsets = np.frombuffer(chunk.buffers()[1], dtype=np.int32, count=len(chunk) + 1, offset=chunk.offset * 4)
-        data = chunk.buffers()[2]
-        if data is not None:
-            digest.update(memoryview(data)[int(offsets[0]) : int(offsets[-1])])
-    digest.update(np.ascontiguousarray(run.scores, dtype=np.float64).tobytes())
-    return digest.hexdigest()
-
-
 @dataclass(frozen=True)
 class ScoreResult:
     """Per-query values of one or more runs against one set of qrels; see the module docstring."""
@@ -109,7 +93,9 @@ class ScoreResult:
     missing: str
     notes: tuple[str, ...]
     statistics: StatisticsSettings = DEFAULT_STATISTICS
-    sources: tuple[Run, ...] = ()
+    sources: tuple[Run | RunFile, ...] = ()
+    """What each run was scored from: a run in memory, or a run file read a segment at a time (read again for the
+    condensed forms a report carries)."""
     floor: float | None = None
     """The abstention floor applied to every run's scores (None: none)."""
     named: bool = False
@@ -123,11 +109,18 @@ class ScoreResult:
     judged_share: tuple[str, ...] = ()
     """The measures of :attr:`measures` added beside those asked for the unjudged share (``judged@k``, ``unj@k``):
     trec_eval's layout (:meth:`format_trec`) leaves them out."""
+    hashes: Mapping[str, str] = field(default_factory=dict)
+    """Run name -> SHA-256 of its content, as its source was read (a run in memory is hashed when asked)."""
+    max_bytes: int = DEFAULT_MAX_TABLE_BYTES
+    """The size cap its run files were read under (and are read again under)."""
 
     @cached_property
     def run_hashes(self) -> dict[str, str]:
         """Run name -> SHA-256 of its content as read (computed when a report needs it)."""
-        return {run.name: _run_sha256(run) for run in self.sources}
+        return {
+            _source_name(s): self.hashes.get(_source_name(s)) or run_sha256(s)  # type: ignore[arg-type]
+            for s in self.sources
+        }
 
     @cached_property
     def query_ids(self) -> list[str]:
@@ -146,7 +139,9 @@ class ScoreResult:
         chosen = tuple(r for r in self.runs if r.name == name)
         if not chosen:
             raise KeyError(f"no run named {name!r}; runs: {', '.join(r.name for r in self.runs)}")
-        return replace(self, runs=chosen, sources=tuple(r for r in self.sources if r.name == name), named=False)
+        return replace(
+            self, runs=chosen, sources=tuple(s for s in self.sources if _source_name(s) == name), named=False
+        )
 
     def _frame(self, run: RunScores) -> pd.DataFrame:
         frame = pd.DataFrame(
@@ -327,12 +322,10 @@ class ScoreResult:
         out: dict[str, PerQuery] = {run.name: {} for run in self.runs}
         if not measures:
             return out
-        sources = {source.name: source for source in self.sources}
+        sources = {_source_name(source): source for source in self.sources}
+        scoring = Scoring(self.qrels, measures, self.ties, self.missing, None, self.floor, self.max_bytes)
         for run in self.runs:
-            floored, _ = abstain_below(sources[run.name], self.floor)
-            out[run.name] = self._defined(
-                score_run(self.qrels, floored, measures, self.ties, self.missing).values, measures
-            )
+            out[run.name] = self._defined(score_source(sources[run.name], scoring).scores.values, measures)
         return out
 
     def _unjudged(self, run: RunScores) -> dict[str, int] | None:
@@ -402,6 +395,25 @@ def score(
         return _score(qrels, run, measures, ties, languages, missing, max_bytes, floor)
 
 
+def _source_name(source: Run | RunFile) -> str:
+    return source.name or ""
+
+
+def _sources(run: Any, max_bytes: int) -> list[Run | RunFile]:
+    """What each run is scored from: a large TREC run file stays on disk, to be read a segment at a time
+    (:mod:`evalkit.runs.run_sources`); anything else is loaded, as :func:`load_runs` loads it."""
+    given = [(None, run)] if is_single_run(run) else [(str(key), value) for key, value in run.items()]
+    sources: list[Run | RunFile] = []
+    for key, value in given:
+        if streams(value, max_bytes):
+            sources.append(RunFile(Path(value), key or run_file_name(Path(value), max_bytes)))
+        else:
+            sources.append(
+                load_run(value, max_bytes=max_bytes) if key is None else load_runs({key: value}, max_bytes)[0]
+            )
+    return sources
+
+
 def _score(
     qrels: QrelsInput,
     run: Any,
@@ -413,9 +425,8 @@ def _score(
     floor: float | None,
 ) -> ScoreResult:
     judged = load_qrels(qrels, max_bytes)
-    runs = load_runs(run, max_bytes)
-    floored = [abstain_below(r, floor) for r in runs]
-    names = [r.name for r in runs]
+    sources = _sources(run, max_bytes)
+    names = [_source_name(s) for s in sources]
     if len(set(names)) != len(names):
         raise ValueError(f"two runs are named alike ({', '.join(names)}): name them with a {{name: run}} mapping")
     if isinstance(measures, str):  # one name, not its characters
@@ -428,32 +439,31 @@ def _score(
     share = list(judged_share_measures(chosen)) if chosen else []
     chosen += share
     depth_k = judged_k(chosen)
-    scores = tuple(score_run(judged, r, chosen, ties, missing, unjudged_k=depth_k) for r, _ in floored)
-    for run_scores, source in zip(scores, runs, strict=True):
-        n = len(source.queries)
-        if n and run_scores.counts is not None and run_scores.counts.unjudged_queries == n:
-            raise ValueError(
-                f"run {run_scores.name}: none of its {n} query(ies) is in the judgments ({judged.source}); "
-                "is it the run of another collection?"
-            )
-    if measures is None and not scores[0].answerable.all():
-        no_answer = parse_measures(["no_answer_fpr"])
-        extra = [score_run(judged, r, no_answer, ties, missing) for r, _ in floored]
-        scores = tuple(
-            RunScores(s.name, {**s.values, **e.values}, s.evaluated, s.answerable, s.counts, unjudged=s.unjudged)
-            for s, e in zip(scores, extra, strict=True)
-        )
-        chosen += list(no_answer)
+    relevant = np.bincount(judged.query[judged.grades >= 1], minlength=len(judged.queries))
+    if measures is None and not (relevant > 0).all():  # some judged query has no relevant document
+        chosen += list(parse_measures(["no_answer_fpr"]))
     if not chosen:
         raise ValueError("no measure left to compute: " + "; ".join(scoring_notes((), dropped, missing)))
     if not len(judged):
         raise ValueError(f"{judged.source}: holds no judgments")
-    split_measures([m.name for m in chosen])
+    if floor is not None and not math.isfinite(floor):
+        raise ValueError(f"floor must be a finite number, got {floor!r}")
+    scoring = Scoring(judged, tuple(chosen), ties, missing, depth_k, floor, max_bytes)
+    scored = [score_source(source, scoring) for source in sources]
+    for one in scored:
+        counts = one.scores.counts
+        if one.queries and counts is not None and counts.unjudged_queries == one.queries:
+            raise ValueError(
+                f"run {one.name}: none of its {one.queries} query(ies) is in the judgments ({judged.source}); "
+                "is it the run of another collection?"
+            )
+    scores = tuple(one.scores for one in scored)
     query_languages = load_languages(languages, max_bytes)
     notes = [*scoring_notes(scores, dropped, missing), *coverage_notes(judged, scores, query_languages, languages)]
+    notes += [one.note for one in scored if one.note is not None]
     notes += [
-        f"{r.name}: floor {floor:g}: {withheld} query(ies) whose best score is below it return nothing"
-        for r, withheld in floored
+        f"{one.name}: floor {floor:g}: {one.withheld} query(ies) whose best score is below it return nothing"
+        for one in scored
         if floor is not None
     ]
     return ScoreResult(
@@ -464,23 +474,10 @@ def _score(
         ties,
         missing,
         tuple(notes),
-        sources=tuple(runs),
+        sources=tuple(sources),
         floor=floor,
         named=not is_single_run(run),
         judged_share=tuple(m.name for m in share),
+        hashes={one.name: one.sha256 for one in scored},
+        max_bytes=max_bytes,
     )
-
-
-def abstain_below(run: Run, floor: float | None) -> tuple[Run, int]:
-    """The run with every result of a query whose best score is below ``floor`` removed (the query still named),
-    and how many queries abstained; unchanged when ``floor`` is None. A floor that is not finite is refused."""
-    if floor is None:
-        return run, 0
-    if not math.isfinite(floor):
-        raise ValueError(f"floor must be a finite number, got {floor!r}")
-    best = np.full(len(run.queries), -np.inf)
-    np.maximum.at(best, run.query, run.scores)
-    keep = best[run.query] >= floor
-    withheld = int(np.count_nonzero((best < floor) & np.isfinite(best)))
-    kept = replace(run, query=run.query[keep], doc_ids=run.doc_ids.filter(pa.array(keep)), scores=run.scores[keep])
-    return kept, withheld
