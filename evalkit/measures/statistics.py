@@ -49,6 +49,17 @@ _CELLS_PER_BLOCK: Final = 1 << 22
 for an efficient matrix product over many columns, small enough to bound memory whatever the query count."""
 _CELLS_PER_COUNT: Final = 1 << 18
 """Bootstrap counts are scattered in pieces of this many cells (2 MB, cache-sized: several times faster)."""
+_EXACT_CELLS: Final = 1 << 26
+"""Up to this many (resample, query) cells (6,710 queries at 10,000 resamples) every resample is drawn over every
+query. Above it each column is handled on its own by :func:`_large_sample_intervals` and
+:func:`_large_sample_p_values`, whose cost grows with the column's distinct values, not with queries x resamples."""
+_DISTINCT_CELLS: Final = 1 << 21
+"""Above :data:`_EXACT_CELLS`, a column with at most this many (resample, distinct value) cells (209 distinct values
+at 10,000 resamples) is still resampled, over its distinct values; one with more takes the large-sample expansion."""
+_NEAR_NORMAL: Final = 0.1
+"""The expansions are used only when the skewness and excess kurtosis of the statistic's distribution are at most
+this (in absolute value): the terms they leave out are then of the order of 0.001 standard deviations, far below the
+Monte Carlo error of 10,000 resamples (about 0.03 standard deviations at the ends of a 95% interval)."""
 _TIE_TOLERANCE: Final = 1e-10
 """Two sums of per-query differences closer than this are equal (float noise, not a real difference)."""
 INTERVAL_DECIMALS: Final = 12
@@ -114,6 +125,8 @@ def bootstrap_mean_intervals(values: npt.ArrayLike, settings: StatisticsSettings
     """
     matrix = _as_matrix(values, "values")
     queries = matrix.shape[0]
+    if _large(queries, settings):
+        return _large_sample_intervals(matrix, settings)
     rng = np.random.default_rng(settings.seed)
     means = np.concatenate(
         [_resample_counts(rng, block, queries) @ matrix / queries for block in _blocks(settings.resamples, queries)]
@@ -176,17 +189,27 @@ def sign_flip_p_values(
     extreme); no queries, NaN or infinity -> ``ValueError``.
     """
     matrix = _as_matrix(differences, "differences")
+    extreme = _extreme(matrix, alternative)
+    if _large(matrix.shape[0], settings):
+        return _large_sample_p_values(matrix, settings, alternative)
+    return _p_values(matrix, settings, extreme)
+
+
+Extreme = Callable[[FloatArray], npt.NDArray[np.bool_]]
+"""Which resampled column sums are at least as extreme as the observed ones."""
+
+
+def _extreme(matrix: FloatArray, alternative: Alternative) -> Extreme:
     if alternative == "less":
-        return _p_values(matrix, settings, lambda sums: sums <= matrix.sum(axis=0) + _TIE_TOLERANCE)
+        bound = matrix.sum(axis=0) + _TIE_TOLERANCE
+        return lambda sums: sums <= bound
     if alternative != "two-sided":
         raise ValueError(f"unknown alternative {alternative!r}; valid: two-sided, less")
     observed = np.abs(matrix.sum(axis=0)) - _TIE_TOLERANCE
-    return _p_values(matrix, settings, lambda sums: np.abs(sums) >= observed)
+    return lambda sums: np.abs(sums) >= observed
 
 
-def _p_values(
-    matrix: FloatArray, settings: StatisticsSettings, extreme: Callable[[FloatArray], npt.NDArray[np.bool_]]
-) -> FloatArray:
+def _p_values(matrix: FloatArray, settings: StatisticsSettings, extreme: Extreme) -> FloatArray:
     """Share of sign assignments whose column sums are ``extreme`` (exact, or Monte Carlo with the +1 rule)."""
     queries = matrix.shape[0]
     exact = 2**queries <= settings.resamples
@@ -198,6 +221,124 @@ def _p_values(
         total += signs.shape[0]
     p_values = hits / total if exact else (hits + 1) / (total + 1)
     return np.asarray(np.minimum(p_values, 1.0), dtype=np.float64)
+
+
+def _large(queries: int, settings: StatisticsSettings) -> bool:
+    return queries * settings.resamples > _EXACT_CELLS
+
+
+def _standard_moments(values: FloatArray) -> tuple[float, float, float]:
+    """Variance, skewness and excess kurtosis of `values` (population moments, ddof 0)."""
+    centred = values - values.mean()
+    squares = centred * centred
+    variance = float(squares.mean())
+    skewness = float((squares * centred).mean()) / variance**1.5
+    return variance, skewness, float((squares * squares).mean()) / variance**2 - 3.0
+
+
+def _cornish_fisher(z: float, skewness: float, kurtosis: float) -> float:
+    """The standardised quantile, at the normal quantile `z`, of a distribution with this skewness and excess
+    kurtosis (Cornish and Fisher 1937, terms to the order of the kurtosis)."""
+    return (
+        z
+        + skewness * (z * z - 1.0) / 6.0
+        + kurtosis * (z**3 - 3.0 * z) / 24.0
+        - skewness**2 * (2.0 * z**3 - 5.0 * z) / 36.0
+    )
+
+
+def _large_sample_intervals(matrix: FloatArray, settings: StatisticsSettings) -> FloatArray:
+    """:func:`bootstrap_mean_intervals` above :data:`_EXACT_CELLS`, one column at a time.
+
+    The resampled mean is the mean of ``n`` draws from the column's values, so only the column's distinct values and
+    how often each occurs matter. A column of few distinct values is resampled over them: each resample's counts of
+    the distinct values are one multinomial draw (the same distribution as drawing ``n`` queries), from a Generator
+    seeded with ``settings.seed``. A column of many distinct values takes the interval of the ideal bootstrap (every
+    resample, not ``settings.resamples`` of them): the Cornish-Fisher quantiles of the resampled mean, whose mean,
+    variance, skewness and excess kurtosis are the column's mean, variance / n, skewness / sqrt(n) and excess kurtosis
+    / n. It is used only when the last two are at most :data:`_NEAR_NORMAL`; a column too skewed for it is resampled.
+    """
+    queries = matrix.shape[0]
+    tail = (1.0 - settings.confidence) / 2.0
+    bounds = np.empty((matrix.shape[1], 2), dtype=np.float64)
+    for column_index, column in enumerate(matrix.T):
+        values, counts = np.unique(column, return_counts=True)
+        if values.size == 1:
+            bounds[column_index] = values[0]
+            continue
+        variance, skewness, kurtosis = _standard_moments(column)
+        skewness, kurtosis = skewness / math.sqrt(queries), kurtosis / queries
+        if values.size * settings.resamples > _DISTINCT_CELLS and max(abs(skewness), abs(kurtosis)) <= _NEAR_NORMAL:
+            spread, mean = math.sqrt(variance / queries), float(column.mean())
+            ends = (_cornish_fisher(_z(q), skewness, kurtosis) for q in (tail, 1.0 - tail))
+            bounds[column_index] = [mean + spread * end for end in ends]
+            continue
+        rng = np.random.default_rng(settings.seed)
+        shares = counts / queries
+        means = np.concatenate(
+            [
+                rng.multinomial(queries, shares, size=block) @ values / queries
+                for block in _blocks(settings.resamples, values.size)
+            ]
+        )
+        bounds[column_index] = np.quantile(means, [tail, 1.0 - tail])
+    return np.asarray(np.round(bounds, INTERVAL_DECIMALS), dtype=np.float64)
+
+
+def _large_sample_p_values(matrix: FloatArray, settings: StatisticsSettings, alternative: Alternative) -> FloatArray:
+    """:func:`sign_flip_p_values` above :data:`_EXACT_CELLS`, one column at a time.
+
+    A query whose difference is 0 sums to 0 under either sign, and a random sign times ``d`` is a random sign times
+    ``|d|``: so the sum under random signs is ``sum_v v (2 B_v - c_v)`` over the distinct non-zero magnitudes ``v``,
+    each held by ``c_v`` queries, with ``B_v`` binomial(``c_v``, 1/2). With ``2**m <= resamples`` for the ``m``
+    non-zero differences, every assignment of their signs is enumerated (the exact test). A column of few distinct
+    magnitudes is resampled through those binomial counts (the same distribution as flipping every sign; the +1 rule
+    as above). A column of many takes the p-value of the ideal test (every assignment) from the Edgeworth expansion of
+    the sum's distribution (mean 0, variance ``sum d^2``, excess kurtosis ``-2 sum d^4 / (sum d^2)^2``, no skewness),
+    used only when that kurtosis is at most :data:`_NEAR_NORMAL` in absolute value and the spread of the other
+    differences is at least twice each magnitude (no lumps a normal curve would miss), and reported as the expected
+    value of the Monte Carlo p-value, ``(resamples * p + 1) / (resamples + 1)``, so that it keeps the same floor.
+    """
+    resamples = settings.resamples
+    p_values = np.ones(matrix.shape[1], dtype=np.float64)
+    for column_index, column in enumerate(matrix.T):
+        differing = column[column != 0.0][:, None]
+        if not differing.size:
+            continue  # every difference 0: every assignment is as extreme, p = 1
+        extreme = _extreme(differing, alternative)
+        if 2**differing.size <= resamples:
+            signs = next(_sign_blocks(None, resamples, differing.size))
+            p_values[column_index] = extreme(signs @ differing).mean()
+            continue
+        magnitudes, counts = np.unique(np.abs(differing), return_counts=True)
+        squares = differing[:, 0] ** 2
+        variance = float(squares.sum())
+        kurtosis = -2.0 * float((squares * squares).sum()) / variance**2
+        # No magnitude may make the sum lumpy: the other differences' spread must be at least twice it (then the
+        # lattice its queries put on the sum is smoothed out to a few parts in a billion).
+        smooth = bool(np.all(variance - counts * magnitudes**2 >= 4.0 * magnitudes**2))
+        if magnitudes.size * resamples > _DISTINCT_CELLS and abs(kurtosis) <= _NEAR_NORMAL and smooth:
+            observed = float(differing.sum()) / math.sqrt(variance)
+            p = (
+                2.0 * _upper_tail(abs(observed), kurtosis)
+                if alternative == "two-sided"
+                else _upper_tail(-observed, kurtosis)
+            )
+            p_values[column_index] = (resamples * min(max(p, 0.0), 1.0) + 1.0) / (resamples + 1.0)
+            continue
+        rng = np.random.default_rng(settings.seed)
+        hits = 0
+        for block in _blocks(resamples, magnitudes.size):
+            sums = (2 * rng.binomial(counts, 0.5, size=(block, counts.size)) - counts) @ magnitudes
+            hits += int(extreme(sums[:, None]).sum())
+        p_values[column_index] = (hits + 1) / (resamples + 1)
+    return np.minimum(p_values, 1.0)
+
+
+def _upper_tail(x: float, kurtosis: float) -> float:
+    """``P(Z >= x)`` for a standardised symmetric sum with this excess kurtosis (Edgeworth expansion)."""
+    density = math.exp(-0.5 * x * x) / math.sqrt(2.0 * math.pi)
+    return 0.5 * math.erfc(x / math.sqrt(2.0)) + density * kurtosis * (x**3 - 3.0 * x) / 24.0
 
 
 def holm_adjust(p_values: npt.ArrayLike) -> FloatArray:

@@ -6,7 +6,9 @@ import numpy as np
 import pytest
 from scipy import stats
 
+from evalkit.measures import statistics
 from evalkit.measures.statistics import (
+    Alternative,
     StatisticsSettings,
     bootstrap_mean_intervals,
     holm_adjust,
@@ -145,3 +147,98 @@ def test_one_sided_randomized_test_uses_the_same_resamples_as_the_two_sided_one(
     assert one_sided < two_sided and two_sided == pytest.approx(2 * one_sided, abs=0.02)
     with pytest.raises(ValueError, match="unknown alternative"):
         sign_flip_p_values(differences, FAST, "greater")  # type: ignore[arg-type]
+
+
+def test_small_samples_keep_the_numbers_they_always_had() -> None:
+    # Recorded before the large-sample methods existed: below statistics._EXACT_CELLS nothing changed, to the bit.
+    matrix = np.round(np.random.default_rng(21).random((60, 3)), 6)
+    settings = StatisticsSettings(resamples=1_000, seed=5)
+    assert bootstrap_mean_intervals(matrix, settings).tolist() == [
+        [0.5015451525, 0.6437136025],
+        [0.338749031667, 0.489711992083],
+        [0.421092998333, 0.570100957917],
+    ]
+    differences = matrix[:, :2] - matrix[:, 1:]
+    assert sign_flip_p_values(differences, settings).tolist() == [0.003996003996003996, 0.14985014985014986]
+    assert sign_flip_p_values(differences, settings, "less").tolist() == [0.999000999000999, 0.08191808191808192]
+
+
+@pytest.fixture
+def large_samples(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every call takes the large-sample methods, so that they can be checked against scipy at a size scipy runs
+    quickly."""
+    monkeypatch.setattr(statistics, "_EXACT_CELLS", 0)
+
+
+LARGE_COLUMNS = {
+    # many distinct values: the Cornish-Fisher interval
+    "continuous": lambda rng, n: rng.beta(2.0, 3.0, size=n),
+    "mostly zero": lambda rng, n: np.where(rng.random(n) < 0.9, 0.0, rng.random(n)),
+    # few distinct values: resampled over them
+    "eleven levels": lambda rng, n: rng.integers(0, 11, size=n) / 10,
+    "rare ones": lambda rng, n: np.where(rng.random(n) < 0.995, 0.0, 1.0),
+}
+
+
+@pytest.mark.usefixtures("large_samples")
+@pytest.mark.parametrize("kind", sorted(LARGE_COLUMNS))
+def test_large_sample_interval_agrees_with_scipy(kind: str) -> None:
+    values = LARGE_COLUMNS[kind](np.random.default_rng(13), 2_000)
+    ours = bootstrap_mean_intervals(values)[0]
+    theirs = stats.bootstrap(
+        (values,), np.mean, method="percentile", n_resamples=20_000, random_state=np.random.default_rng(17)
+    ).confidence_interval
+    # Both estimate the ideal bootstrap's quantiles; scipy's Monte Carlo error is about 2% of the width.
+    width = theirs.high - theirs.low
+    assert ours[0] == pytest.approx(theirs.low, abs=0.05 * width)
+    assert ours[1] == pytest.approx(theirs.high, abs=0.05 * width)
+
+
+SIGN_COLUMNS = {
+    "continuous": lambda rng, n: rng.normal(0.01, 0.3, size=n),  # the Edgeworth p-value
+    "lattice": lambda rng, n: rng.integers(-3, 4, size=n) / 10 + 0.02 * (rng.random(n) < 0.3),  # binomial counts
+    "few differ": lambda rng, n: np.where(np.arange(n) < 12, rng.normal(0.2, 0.1, size=n), 0.0),  # exact
+}
+
+
+@pytest.mark.usefixtures("large_samples")
+@pytest.mark.parametrize("kind", sorted(SIGN_COLUMNS))
+@pytest.mark.parametrize("alternative", ["two-sided", "less"])
+def test_large_sample_sign_flip_agrees_with_scipy(kind: str, alternative: Alternative) -> None:
+    differences = SIGN_COLUMNS[kind](np.random.default_rng(19), 2_000)
+    ours = sign_flip_p_values(differences, alternative=alternative)[0]
+    differing = differences[differences != 0.0]
+    theirs = stats.permutation_test(
+        (differing,),
+        np.mean,
+        permutation_type="samples",
+        n_resamples=50_000,
+        alternative=alternative,
+        random_state=np.random.default_rng(23),
+    ).pvalue
+    if kind == "few differ":
+        assert ours == pytest.approx(theirs, rel=1e-12)  # both enumerate the 2**12 sign patterns
+    else:
+        assert ours == pytest.approx(theirs, abs=0.015)
+
+
+@pytest.mark.usefixtures("large_samples")
+def test_large_sample_columns_are_seeded_and_do_not_interact() -> None:
+    rng = np.random.default_rng(29)
+    matrix = np.column_stack([column(rng, 500) for column in LARGE_COLUMNS.values()])
+    together = bootstrap_mean_intervals(matrix, FAST)
+    assert bootstrap_mean_intervals(matrix[:, 2], FAST).tolist() == [together[2].tolist()]
+    assert bootstrap_mean_intervals(matrix, FAST).tolist() == together.tolist()
+    differences = matrix - matrix[::-1]
+    p_values = sign_flip_p_values(differences, FAST)
+    assert sign_flip_p_values(differences[:, 2], FAST).tolist() == [p_values[2]]
+    assert sign_flip_p_values(np.zeros(100)).tolist() == [1.0]
+    assert bootstrap_mean_intervals(np.full(100, 0.25)).tolist() == [[0.25, 0.25]]
+
+
+@pytest.mark.usefixtures("large_samples")
+def test_large_sample_p_values_keep_the_randomized_floor() -> None:
+    # Every one of 5,000 queries better by a spread-out amount: the ideal p is astronomically small, and the
+    # reported p is the expected Monte Carlo p-value, never below 1 / (resamples + 1).
+    differences = np.random.default_rng(31).uniform(0.1, 0.2, size=5_000)
+    assert sign_flip_p_values(differences, FAST).tolist() == [1 / 2_001]
