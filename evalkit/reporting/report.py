@@ -18,6 +18,7 @@ control or bidirectional character, since report text is printed to a terminal.
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from collections.abc import Mapping
@@ -40,7 +41,6 @@ from evalkit.data.schema import (
     StrictModel,
     absent,
     character_problem,
-    model_json,
     refusing,
 )
 from evalkit.data.settings import RetrievalSettings
@@ -373,18 +373,50 @@ def _check_aggregates(
                 )
 
 
-_SCALAR = r'(?:-?[0-9][0-9.eE+-]*|null|true|false|"[A-Za-z0-9._:-]*")'
-_FLAT_ARRAY = re.compile(rf"\[\s+({_SCALAR}(?:,\s+{_SCALAR})*)\s+\]")
+_ID_TEXT = re.compile(r"[A-Za-z0-9._:-]*")
+_COMPACT_JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+"""The C encoder (no indent): what a flat array of numbers and IDs is written with."""
+
+
+def _flat(items: list[Any]) -> bool:
+    """An array written on one line: numbers, null, booleans and ID-like strings only."""
+    return all(
+        item is None or isinstance(item, (int, float)) or (isinstance(item, str) and _ID_TEXT.fullmatch(item))
+        for item in items
+    )
+
+
+def _json_lines(node: Any, indent: str, out: list[str]) -> None:
+    """``node`` as :func:`json.dumps` writes it with sorted keys and an indent of two, except that a non-empty flat
+    array (:func:`_flat`) takes one line; appended to ``out`` in pieces."""
+    if isinstance(node, dict) and node:
+        inner = indent + "  "
+        out.append("{")
+        for position, key in enumerate(sorted(node)):
+            out.append(f"{',' if position else ''}\n{inner}{_COMPACT_JSON.encode(key)}: ")
+            _json_lines(node[key], inner, out)
+        out.append(f"\n{indent}}}")
+    elif isinstance(node, list) and node and not _flat(node):
+        inner = indent + "  "
+        out.append("[")
+        for position, item in enumerate(node):
+            out.append(f"{',' if position else ''}\n{inner}")
+            _json_lines(item, inner, out)
+        out.append(f"\n{indent}]")
+    else:
+        out.append(_COMPACT_JSON.encode(node))
 
 
 def report_json(report: Report) -> bytes:
-    """Serialize with sorted keys and a trailing newline (stable bytes for the deterministic part).
+    """Serialize with sorted keys, an indent of two and a trailing newline (stable bytes for the deterministic part).
 
     Arrays of numbers and IDs (per-query columns, intervals, the query index) are written on one line each, so
     a report's size grows by a few bytes per value rather than a line per value.
     """
-    text = model_json(report).decode("utf-8")
-    return _FLAT_ARRAY.sub(lambda match: "[" + re.sub(r",\s+", ",", match.group(1)) + "]", text).encode("utf-8")
+    out: list[str] = []
+    _json_lines(report.model_dump(mode="json"), "", out)
+    out.append("\n")
+    return "".join(out).encode("utf-8")
 
 
 def write_report(report: Report, path: Path | None) -> Path | None:

@@ -140,6 +140,19 @@ def test_round_trip_and_stable_bytes(tiny_evaluation: Evaluation) -> None:
     assert list(json.loads(data)) == sorted(json.loads(data))
 
 
+_SCALAR = r'(?:-?[0-9][0-9.eE+-]*|null|true|false|"[A-Za-z0-9._:-]*")'
+_FLAT_ARRAY = re.compile(rf"\[\s+({_SCALAR}(?:,\s+{_SCALAR})*)\s+\]")
+
+
+def test_report_bytes_are_indented_json_with_flat_arrays_on_one_line(synthetic_evaluation: Evaluation) -> None:
+    # The layout as json.dumps writes it (sorted keys, indent 2), with every array of numbers and IDs joined onto one
+    # line: what reports have always looked like, now written without a pass of the pure-Python encoder.
+    report = build_report(synthetic_evaluation)
+    text = json.dumps(report.model_dump(mode="json"), sort_keys=True, indent=2, ensure_ascii=False) + "\n"
+    flat = _FLAT_ARRAY.sub(lambda match: "[" + re.sub(r",\s+", ",", match.group(1)) + "]", text)
+    assert report_json(report).decode("utf-8") == flat
+
+
 @pytest.mark.parametrize("version", [0, 1, 3, "2", None])
 def test_other_schema_versions_are_refused(tiny_evaluation: Evaluation, version: object) -> None:
     data = json.loads(report_json(build_report(tiny_evaluation)))
