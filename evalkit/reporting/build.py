@@ -23,15 +23,16 @@ from evalkit.data.settings import RetrievalSettings
 from evalkit.measures.core import FIXTURE_COMPANIONS, FIXTURE_JUDGED_K, score_companions
 from evalkit.measures.metrics import LatencySummary
 from evalkit.measures.results import QueryResult, ScoredEvaluation
-from evalkit.measures.statistics import DEFAULT_STATISTICS, StatisticsSettings
+from evalkit.measures.statistics import DEFAULT_STATISTICS, FloatArray, StatisticsSettings
 from evalkit.measures.ties import DEFAULT_TIE_POLICY, SUMMATION_OF, order_ranking
 from evalkit.reporting.calibration_record import CalibrationRecord
 from evalkit.reporting.per_query import (
     QueryIndex,
-    aggregate_intervals,
+    column_intervals,
     every_query_measures,
-    per_query_columns,
     query_index,
+    rounded_column,
+    value_columns,
 )
 from evalkit.reporting.report import (
     STANDARD_DEFINITIONS,
@@ -107,20 +108,21 @@ def mean_of(values: Sequence[float], ties: str) -> float:
 
 
 def _aggregates(
-    index: QueryIndex, per_query: Mapping[str, Mapping[str, float]], measures: Sequence[str], ties: str
+    index: QueryIndex, columns: Mapping[str, FloatArray], measures: Sequence[str], ties: str
 ) -> dict[Slice, dict[str, float]]:
     """Each slice's mean of each measure over the slice's queries it is defined on; a slice or measure with no such
     query has no aggregate."""
     table: dict[Slice, dict[str, float]] = {}
     for slice_name in SLICES:
-        rows = index.members(slice_name, None)
-        if slice_name != "all" and not rows:
+        rows = np.array(index.members(slice_name, None), dtype=np.int64)
+        if slice_name != "all" and not rows.size:
             continue
         row: dict[str, float] = {}
         for measure in measures:
-            values = [v for r in rows if (v := per_query[index.query_ids[r]].get(measure)) is not None]
-            if values:
-                row[measure] = mean_of(values, ties)
+            values = columns[measure][rows]
+            values = values[~np.isnan(values)]
+            if values.size:
+                row[measure] = mean_of(values.tolist(), ties)
         table[slice_name] = row
     return table
 
@@ -137,22 +139,22 @@ def build_report(source: ReportSource | ReportedEvaluation, gates: tuple[GateOut
     if not isinstance(source, ReportSource):
         source = evaluation_source(source)
     index, names = source.index, list(source.measures)
-    per_query = {system_id: scores.per_query for system_id, scores in source.systems.items()}
+    values = {system_id: value_columns(index, scores.per_query, names) for system_id, scores in source.systems.items()}
     every = every_query_measures(source.measures)
     shown = [name for name in names if name not in source.companions]  # companions are read per query, not as means
-    intervals = aggregate_intervals(index, per_query, source.statistics, shown, every)
+    intervals = column_intervals(index, values, source.statistics, shown, every)
     counts = _query_counts(index)
     ablations = {
         system_id: AblationReport(
             mode=scores.mode,
-            metrics=_aggregates(index, scores.per_query, names, source.ties),
+            metrics=_aggregates(index, values[system_id], names, source.ties),
             query_counts=counts,
             latency_ms=scores.latency,
             failures=scores.failures,
             system=scores.system,
             query_errors=scores.query_errors,
             intervals=intervals[system_id],
-            per_query=per_query_columns(index, scores.per_query, names),
+            per_query={name: rounded_column(column) for name, column in values[system_id].items()},
             unjudged=_unjudged(index, scores, source.unjudged_k, source.pooled),
         )
         for system_id, scores in source.systems.items()

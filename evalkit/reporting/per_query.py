@@ -15,10 +15,11 @@ from typing import Final
 import numpy as np
 from pydantic import Field, model_validator
 
+from evalkit.common.progress import progress
 from evalkit.data.fixture import Query
 from evalkit.data.schema import SLICES, Identifier, Language, Slice, StrictModel
 from evalkit.measures.registry import EVERY_JUDGED_QUERY, NO_ANSWER_FPR, STANDARD_MEASURES
-from evalkit.measures.statistics import StatisticsSettings, bootstrap_mean_intervals
+from evalkit.measures.statistics import FloatArray, StatisticsSettings, bootstrap_mean_intervals
 
 PER_QUERY_DECIMALS: Final = 6
 """Per-query values are rounded to this many decimal places in the report."""
@@ -69,20 +70,31 @@ def query_index(queries: Sequence[Query]) -> QueryIndex:
     )
 
 
-def per_query_columns(
-    index: QueryIndex,
-    per_query: Mapping[str, Mapping[str, float]],
-    measures: Sequence[str] = (*ANSWERABLE_MEASURES, *NO_ANSWER_MEASURES),
-) -> PerQueryColumns:
-    """One rounded column per measure, aligned with ``index``."""
-    columns: PerQueryColumns = {}
-    for measure in measures:
-        column = []
-        for query_id in index.query_ids:
-            value = per_query[query_id].get(measure)
-            column.append(None if value is None else round(value, PER_QUERY_DECIMALS))
-        columns[measure] = tuple(column)
-    return columns
+def value_columns(
+    index: QueryIndex, per_query: Mapping[str, Mapping[str, float]], measures: Sequence[str]
+) -> dict[str, FloatArray]:
+    """Query ID -> measure -> value as one float array per measure, aligned with ``index`` (NaN: not defined)."""
+    rows = [per_query[query_id] for query_id in index.query_ids]
+    nan = float("nan")
+    return {m: np.fromiter((row.get(m, nan) for row in rows), dtype=np.float64, count=len(rows)) for m in measures}
+
+
+def rounded_column(values: FloatArray) -> tuple[float | None, ...]:
+    """``round(v, PER_QUERY_DECIMALS)`` of each value (Python's, correctly rounded), NaN as None, vectorised.
+
+    ``rint(v * 10**6) / 10**6`` is Python's result whenever ``v * 10**6`` rounds to the same integer; the product's
+    own rounding can move it across a half only when it lies within a hair of one, and those values are rounded by
+    Python itself.
+    """
+    scale = 10.0**PER_QUERY_DECIMALS
+    scaled = values * scale
+    out = np.rint(scaled) / scale
+    near_half = np.abs(scaled - np.floor(scaled) - 0.5) < 1e-6
+    for row in np.flatnonzero(near_half).tolist():
+        out[row] = round(float(values[row]), PER_QUERY_DECIMALS)
+    column = out.astype(object)
+    column[np.isnan(out)] = None
+    return tuple(column.tolist())
 
 
 def every_query_measures(definitions: Mapping[str, str]) -> frozenset[str]:
@@ -93,6 +105,7 @@ def every_query_measures(definitions: Mapping[str, str]) -> frozenset[str]:
 def check_columns(index: QueryIndex, name: str, columns: PerQueryColumns, every: Collection[str] = ()) -> None:
     """Raise ``ValueError`` naming the ablation and measure when a column does not match the query index (``every``:
     the measures defined on every query, see :func:`every_query_measures`)."""
+    answerable = np.array(index.answerable, dtype=bool)
     for measure, column in columns.items():
         if len(column) != len(index.query_ids):
             raise ValueError(
@@ -100,11 +113,13 @@ def check_columns(index: QueryIndex, name: str, columns: PerQueryColumns, every:
             )
         expected = measure in NO_ANSWER_MEASURES
         everywhere = measure in every and not expected
-        for query_id, answerable, value in zip(index.query_ids, index.answerable, column, strict=True):
-            if (value is not None) == (everywhere or answerable != expected):
-                continue
-            state = "missing" if value is None else "present"
-            raise ValueError(f"ablation {name}: per_query[{measure!r}] value {state} for query {query_id}")
+        present = np.fromiter((value is not None for value in column), dtype=bool, count=len(column))
+        wrong = np.flatnonzero(present != (everywhere | (answerable != expected)))
+        if wrong.size:
+            state = "missing" if column[wrong[0]] is None else "present"
+            raise ValueError(
+                f"ablation {name}: per_query[{measure!r}] value {state} for query {index.query_ids[wrong[0]]}"
+            )
 
 
 def split_measures(
@@ -136,17 +151,30 @@ def aggregate_intervals(
     call per slice and query kind covers every ablation and measure, so all aggregates of a slice share the same
     resamples; a slice without queries of a kind has no aggregate of that kind and no interval.
     """
-    intervals: dict[str, dict[Slice, dict[str, Interval]]] = {name: {} for name in per_query}
-    for slice_name in SLICES:
-        for answerable, kind in zip(QUERY_KINDS, split_measures(measures, every), strict=True):
-            query_ids = [index.query_ids[row] for row in index.members(slice_name, answerable)]
-            if not query_ids or not kind:
-                continue
-            keys = [(name, measure) for name in sorted(per_query) for measure in kind]
-            matrix = np.array([[per_query[name][q][m] for name, m in keys] for q in query_ids], dtype=np.float64)
-            bounds = bootstrap_mean_intervals(matrix, settings)
-            for (name, measure), (low, high) in zip(keys, bounds.tolist(), strict=True):
-                intervals[name].setdefault(slice_name, {})[measure] = (low, high)
+    columns = {name: value_columns(index, values, measures) for name, values in per_query.items()}
+    return column_intervals(index, columns, settings, measures, every)
+
+
+def column_intervals(
+    index: QueryIndex,
+    columns: Mapping[str, Mapping[str, FloatArray]],
+    settings: StatisticsSettings,
+    measures: Sequence[str],
+    every: Collection[str] = (),
+) -> dict[str, dict[Slice, dict[str, Interval]]]:
+    """:func:`aggregate_intervals` of ablation -> measure -> values aligned with ``index`` (:func:`value_columns`)."""
+    intervals: dict[str, dict[Slice, dict[str, Interval]]] = {name: {} for name in columns}
+    kinds = list(zip(QUERY_KINDS, split_measures(measures, every), strict=True))
+    steps = [(slice_name, answerable, kind) for slice_name in SLICES for answerable, kind in kinds]
+    for slice_name, answerable, kind in progress(steps, "bootstrap intervals", len(steps)):
+        rows = np.array(index.members(slice_name, answerable), dtype=np.int64)
+        if not rows.size or not kind:
+            continue
+        keys = [(name, measure) for name in sorted(columns) for measure in kind]
+        matrix = np.column_stack([columns[name][measure][rows] for name, measure in keys])
+        bounds = bootstrap_mean_intervals(matrix, settings)
+        for (name, measure), (low, high) in zip(keys, bounds.tolist(), strict=True):
+            intervals[name].setdefault(slice_name, {})[measure] = (low, high)
     return intervals
 
 

@@ -329,12 +329,15 @@ def _per_query_arrays(where: str, index: QueryIndex, columns: PerQueryColumns) -
     """Each column as a float array (None as NaN), once every value is checked to be in [0, 1]."""
     arrays = {}
     for measure, column in columns.items():
-        for query_id, value in zip(index.query_ids, column, strict=True):
-            if value is not None and not 0.0 <= value <= 1.0:  # NaN fails too
+        array = np.array(column, dtype=np.float64)  # None as NaN
+        outside = np.flatnonzero(~((array >= 0.0) & (array <= 1.0)))  # NaN is outside too
+        for row in outside.tolist():
+            value = column[row]
+            if value is not None:
                 raise ValueError(
-                    f"{where}: per_query[{measure!r}] value {value!r} for query {query_id} is not in [0, 1]"
+                    f"{where}: per_query[{measure!r}] value {value!r} for query {index.query_ids[row]} is not in [0, 1]"
                 )
-        arrays[measure] = np.array(column, dtype=np.float64)
+        arrays[measure] = array
     return arrays
 
 
@@ -471,12 +474,17 @@ def _check_strings(raw: Any) -> None:
                 if problem is not None:
                     raise ValueError(f"report field {where or 'at the top level'}: key {shorten(key)} {problem}")
                 stack.append((f"{where}.{key}" if where else key, value))
-        elif isinstance(node, list):
+        elif isinstance(node, list) and not _NUMBERS.issuperset(
+            map(type, node)
+        ):  # a column of numbers: nothing to check
             stack.extend((f"{where}[{position}]", item) for position, item in enumerate(node) if not _number(item))
         elif isinstance(node, str):
             problem = _display_problem(node)
             if problem is not None:
                 raise ValueError(f"report field {where}: {shorten(node)} {problem}")
+
+
+_NUMBERS: Final = frozenset({float, int, bool, type(None)})
 
 
 def _number(item: Any) -> bool:
