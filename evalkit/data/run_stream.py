@@ -36,6 +36,10 @@ SEGMENT_LINES: Final = 1 << 21
 """Lines gathered before the complete query groups among them are handed on (about 70 MB of a typical run file)."""
 
 
+_NOTHING: Final = pa.RecordBatch.from_arrays([pa.array([], type=pa.string())], names=["doc"])
+"""What the reader keeps of a block once its lines are gathered: nothing."""
+
+
 class RunDigest:
     """SHA-256 of a run's content in file order (each line's query ID, document ID and score), the same whether the
     run is given whole or a segment at a time: each kind of bytes goes to its own running digest, and the five
@@ -139,7 +143,7 @@ class _Segments:
                 self.pending = [self.pending[b].slice(at), *self.pending[b + 1 :]]
                 self.lines = sum(p.num_rows for p in self.pending)
                 self._hand_on(done)
-        return batch.slice(0, 0).select(["doc"])
+        return _NOTHING  # not a slice of the block: that would keep the block's buffers alive to the end
 
     def flush(self) -> None:
         """Hand on what is left once the file is read."""
