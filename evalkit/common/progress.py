@@ -11,7 +11,8 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Iterable, Iterator
-from typing import TypeVar
+from contextlib import contextmanager
+from typing import Protocol, TypeVar
 
 T = TypeVar("T")
 
@@ -26,6 +27,9 @@ def progress_enabled() -> bool:
     return not os.environ.get("CI") and sys.stderr.isatty()
 
 
+__all__ = ["ENV_VAR", "Meter", "meter", "progress", "progress_enabled"]
+
+
 def progress(items: Iterable[T], description: str, total: int | None = None) -> Iterator[T]:
     """``items``, with a bar labelled ``description`` when bars are enabled (see the module docstring)."""
     if not progress_enabled():
@@ -34,3 +38,28 @@ def progress(items: Iterable[T], description: str, total: int | None = None) -> 
     from tqdm import tqdm
 
     yield from tqdm(items, desc=description, total=total, leave=False, unit="it", dynamic_ncols=True)
+
+
+class Meter(Protocol):
+    """What :func:`meter` yields: ``update(n)`` counts ``n`` more units of work done."""
+
+    def update(self, n: int) -> object: ...
+
+
+class _Quiet:
+    def update(self, n: int) -> None:
+        pass
+
+
+@contextmanager
+def meter(description: str, unit: str, total: int | None = None) -> Iterator[Meter]:
+    """A bar for work counted as it is done (lines read, not items iterated), labelled ``description`` and counted
+    in ``unit`` (``total``: how many are expected, None when unknown); a meter that shows nothing when bars are not
+    enabled (see the module docstring)."""
+    if not progress_enabled():
+        yield _Quiet()
+        return
+    from tqdm import tqdm
+
+    with tqdm(desc=description, total=total, leave=False, unit=unit, unit_scale=True, dynamic_ncols=True) as bar:
+        yield bar

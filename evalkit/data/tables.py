@@ -27,6 +27,7 @@ from typing import Final
 import pyarrow as pa
 from pyarrow import csv
 
+from evalkit.common.progress import meter
 from evalkit.data.inputs import InputError, open_regular
 
 __all__ = [
@@ -371,7 +372,11 @@ def _scan(
                     column_names=column_names, skip_rows=skip_rows, block_size=_STREAM_BLOCK, use_threads=False
                 )
                 reader = csv.open_csv(native, serial, parse_options, convert_options)
-                kept = [keep(batch) for batch in reader]
+                kept = []
+                with meter(f"reading {path.name}", "line") as bar:
+                    for batch in reader:
+                        kept.append(keep(batch))
+                        bar.update(batch.num_rows)
             else:  # the whole file at once, parsed on every core
                 table = csv.read_csv(native, read_options, parse_options, convert_options)
                 kept = [keep(batch) for batch in table.to_batches()]

@@ -22,6 +22,7 @@ from typing import Final
 import numpy as np
 import pyarrow as pa
 
+from evalkit.common.progress import meter
 from evalkit.data.qrels import Qrels
 from evalkit.data.run_stream import run_sha256, stream_trec_run
 from evalkit.data.runs import Run, read_run
@@ -108,17 +109,20 @@ class Scoring:
         scorer = RunScorer(self.qrels, self.measures, self.ties, self.missing, unjudged_k=self.unjudged_k)
         withheld = [0]
 
-        def consume(segment: Run) -> None:
-            floored, count = abstain_below(segment, self.floor)
-            withheld[0] += count
-            scorer.add(floored)
-
         def restart() -> None:
             scorer.restart()
             withheld[0] = 0
 
         try:
-            read = stream_trec_run(source.path, consume, restart, self.max_bytes)
+            with meter(f"scoring {source.name or Path(source.path).name}", "line") as bar:
+
+                def consume(segment: Run) -> None:
+                    floored, count = abstain_below(segment, self.floor)
+                    withheld[0] += count
+                    scorer.add(floored)
+                    bar.update(segment.lines)
+
+                read = stream_trec_run(source.path, consume, restart, self.max_bytes)
         except NotGrouped:
             note = (
                 f"{source.name or Path(source.path).name}: its lines are not grouped by query, so it was read whole "

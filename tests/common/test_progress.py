@@ -55,3 +55,17 @@ def test_items_pass_through_unchanged_with_or_without_a_bar(monkeypatch: pytest.
     monkeypatch.setenv(module.ENV_VAR, "1")
     assert list(progress(range(5), "loud", total=5)) == [0, 1, 2, 3, 4]
     assert any("loud" in text for text in terminal.written)
+
+
+def test_a_meter_counts_work_on_a_terminal_and_is_quiet_elsewhere(monkeypatch: pytest.MonkeyPatch) -> None:
+    terminal = _Terminal(True)
+    monkeypatch.setattr(module.sys, "stderr", terminal)
+    monkeypatch.setenv(module.ENV_VAR, "0")
+    with module.meter("quiet", "line") as bar:
+        bar.update(10)
+    assert terminal.written == []
+    monkeypatch.setenv(module.ENV_VAR, "1")
+    with module.meter("counted", "line") as bar:
+        bar.update(2_500_000)
+    shown = "".join(terminal.written)
+    assert "counted" in shown and "line" in shown

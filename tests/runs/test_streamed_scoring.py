@@ -154,3 +154,15 @@ def test_several_run_files_stream_by_name(tmp_path: Path, streaming: list[int]) 
     assert [r.name for r in result.runs] == ["a", "b"]
     assert not math.isnan(result.aggregate["a"]["ndcg@10"])
     assert result["a"].aggregate["ndcg@10"] == result.aggregate["a"]["ndcg@10"]
+
+
+def test_a_streamed_run_shows_its_lines_on_a_terminal_only(
+    tmp_path: Path, streaming: list[int], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    qrels, run = _files(tmp_path, seed=6)
+    monkeypatch.setenv("EVALKIT_PROGRESS", "0")
+    _scored(qrels, run)
+    assert capsys.readouterr().err == ""
+    monkeypatch.setenv("EVALKIT_PROGRESS", "1")
+    _scored(qrels, run)
+    assert "scoring sys" in capsys.readouterr().err
