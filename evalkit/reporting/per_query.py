@@ -53,11 +53,12 @@ class QueryIndex(StrictModel):
 
     def members(self, slice_name: Slice, answerable: bool | None) -> list[int]:
         """Row positions of the slice's answerable (or no-answer; None: all) queries."""
-        return [
-            row
-            for row, (language, has_answer) in enumerate(zip(self.languages, self.answerable, strict=True))
-            if answerable in (None, has_answer) and slice_name in ("all", language)
-        ]
+        keep = np.ones(len(self.query_ids), dtype=bool)
+        if answerable is not None:
+            keep &= np.array(self.answerable, dtype=bool) == answerable
+        if slice_name != "all":
+            keep &= np.array(self.languages, dtype=object) == slice_name
+        return np.flatnonzero(keep).tolist()
 
 
 def query_index(queries: Sequence[Query]) -> QueryIndex:

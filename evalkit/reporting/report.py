@@ -474,9 +474,9 @@ def _check_strings(raw: Any) -> None:
                 if problem is not None:
                     raise ValueError(f"report field {where or 'at the top level'}: key {shorten(key)} {problem}")
                 stack.append((f"{where}.{key}" if where else key, value))
-        elif isinstance(node, list) and not _NUMBERS.issuperset(
-            map(type, node)
-        ):  # a column of numbers: nothing to check
+        elif isinstance(node, list) and not _NUMBERS.issuperset(map(type, node)):  # numbers: nothing to check
+            if all(isinstance(item, str) for item in node) and _display_problem("".join(node)) is None:
+                continue  # a column of clean IDs: one scan
             stack.extend((f"{where}[{position}]", item) for position, item in enumerate(node) if not _number(item))
         elif isinstance(node, str):
             problem = _display_problem(node)
