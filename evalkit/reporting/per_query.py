@@ -17,7 +17,15 @@ from pydantic import Field, model_validator
 
 from evalkit.common.progress import progress
 from evalkit.data.fixture import Query
-from evalkit.data.schema import SLICES, Identifier, Language, Slice, StrictModel
+from evalkit.data.schema import (
+    PRIVATE_VALUE,
+    SLICES,
+    IdentifierText,
+    Language,
+    Slice,
+    StrictModel,
+    first_private_value,
+)
 from evalkit.measures.registry import EVERY_JUDGED_QUERY, NO_ANSWER_FPR, STANDARD_MEASURES
 from evalkit.measures.statistics import FloatArray, StatisticsSettings, bootstrap_mean_intervals
 
@@ -34,7 +42,7 @@ Interval = tuple[float, float]
 class QueryIndex(StrictModel):
     """The evaluated queries in query-ID order: the row index of every per-query column."""
 
-    query_ids: tuple[Identifier, ...] = Field(default=(), description="query IDs, ascending")
+    query_ids: tuple[IdentifierText, ...] = Field(default=(), description="query IDs, ascending")
     languages: tuple[Language | None, ...] = Field(
         default=(), description="language of each query (None: not known, the query is in the 'all' slice only)"
     )
@@ -49,6 +57,9 @@ class QueryIndex(StrictModel):
             )
         if list(self.query_ids) != sorted(set(self.query_ids)):
             raise ValueError("queries: query_ids must be unique and ascending")
+        private = first_private_value(self.query_ids)  # one scan for every ID, not one call per ID
+        if private is not None:
+            raise ValueError(f"queries: query_ids[{private[0]}] looks like {private[1]}; {PRIVATE_VALUE}")
         return self
 
     def members(self, slice_name: Slice, answerable: bool | None) -> list[int]:

@@ -1,12 +1,16 @@
-"""The report's per-query columns: values rounded as Python rounds them, NaN as None."""
+"""The report's query index and per-query columns: IDs checked for privacy in one scan, values rounded as Python
+rounds them, NaN as None."""
 
 from __future__ import annotations
 
 import math
 
 import numpy as np
+import pytest
+from pydantic import ValidationError
 
-from evalkit.reporting.per_query import PER_QUERY_DECIMALS, rounded_column
+from evalkit.data.schema import first_private_value, privacy_problem
+from evalkit.reporting.per_query import PER_QUERY_DECIMALS, QueryIndex, rounded_column
 
 
 def test_rounded_columns_equal_pythons_round_value_by_value() -> None:
@@ -26,3 +30,24 @@ def test_rounded_columns_equal_pythons_round_value_by_value() -> None:
     )
     expected = tuple(None if math.isnan(v) else round(v, PER_QUERY_DECIMALS) for v in values.tolist())
     assert rounded_column(values) == expected
+
+
+PRIVATE_IDS = ("10.0.0.1", "localhost", "AKIA" + "A" * 16, "token:abcdef12", "glpat-" + "x" * 20, "www.host.com")
+
+
+def test_a_query_index_checks_every_id_for_privacy_in_one_scan() -> None:
+    clean = [f"q-{i:05d}" for i in range(2_000)]
+    assert QueryIndex(query_ids=tuple(clean), languages=(None,) * 2_000, answerable=(True,) * 2_000)
+    for private in PRIVATE_IDS:
+        ids = sorted([*clean, private])
+        position = ids.index(private)
+        with pytest.raises(ValidationError, match=rf"query_ids\[{position}\] looks like"):
+            QueryIndex(query_ids=tuple(ids), languages=(None,) * len(ids), answerable=(True,) * len(ids))
+
+
+def test_the_joined_scan_gives_the_verdict_of_checking_each_id() -> None:
+    # Values that only look private across a boundary ("token" then ":abcdef") must not be refused.
+    values = ["a-token", ":abcdef", "x.1", "2.3.4", *PRIVATE_IDS]
+    for end in range(len(values) + 1):
+        expected = next(((i, p) for i, v in enumerate(values[:end]) if (p := privacy_problem(v)) is not None), None)
+        assert first_private_value(values[:end]) == expected
