@@ -42,20 +42,23 @@ _NOTHING: Final = pa.RecordBatch.from_arrays([pa.array([], type=pa.string())], n
 
 class RunDigest:
     """SHA-256 of a run's content in file order (each line's query ID, document ID and score), the same whether the
-    run is given whole or a segment at a time: each kind of bytes goes to its own running digest, and the five
-    digests are hashed together at the end."""
+    run is given whole or a segment of whole query groups at a time: each kind of bytes goes to its own running
+    digest (query IDs once per group of consecutive lines, with the group's size), and the digests are hashed
+    together at the end."""
 
     def __init__(self) -> None:
-        self._parts = [hashlib.sha256() for _ in range(5)]
+        self._parts = [hashlib.sha256() for _ in range(6)]
 
     def update(self, run: Run) -> None:
         """Add the run's lines, in order."""
-        queries = run.queries.take(pa.array(run.query)) if len(run.query) else pa.array([], type=pa.string())
-        self._strings(queries, 0)
+        codes = run.query
+        starts = np.flatnonzero(np.concatenate(([True], codes[1:] != codes[:-1]))) if len(codes) else codes
+        self._strings(run.queries.take(pa.array(codes[starts])), 0)
+        self._parts[2].update(np.diff(np.append(starts, len(codes))).astype(np.int64).tobytes())
         chunks = run.doc_ids.chunks if isinstance(run.doc_ids, pa.ChunkedArray) else [run.doc_ids]
         for chunk in chunks:
-            self._strings(chunk, 2)
-        self._parts[4].update(np.ascontiguousarray(run.scores, dtype=np.float64).tobytes())
+            self._strings(chunk, 3)
+        self._parts[5].update(np.ascontiguousarray(run.scores, dtype=np.float64).tobytes())
 
     def _strings(self, column: pa.Array, first: int) -> None:
         """A string column's lengths to digest ``first`` and its bytes to the next."""

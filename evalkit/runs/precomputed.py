@@ -478,6 +478,6 @@ def _score(
         floor=floor,
         named=not is_single_run(run),
         judged_share=tuple(m.name for m in share),
-        hashes={one.name: one.sha256 for one in scored},
+        hashes={one.name: one.sha256 for one in scored if one.sha256 is not None},
         max_bytes=max_bytes,
     )

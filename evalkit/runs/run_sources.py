@@ -7,7 +7,8 @@ bounded by a segment and the per-query values, not by the file. A run whose quer
 two segments) is read whole instead and scored as any other, with a note saying it took the slower path; a file the
 streamed parse refuses is read whole too, which names its bad lines.
 
-Either way a source gives the same values, counts and hash (:func:`evalkit.data.run_stream.run_sha256`).
+Either way a source gives the same values and counts, and the same hash (:func:`evalkit.data.run_stream.run_sha256`,
+taken while a file streams, and of a run in memory only when a report asks for it).
 """
 
 from __future__ import annotations
@@ -51,7 +52,8 @@ class Scored:
 
     scores: RunScores
     name: str
-    sha256: str
+    sha256: str | None
+    """Its hash when reading it gave one (a run file read a segment at a time); None for a run in memory."""
     queries: int
     withheld: int
     note: str | None = None
@@ -99,7 +101,7 @@ class Scoring:
         """A run in memory, its floor applied."""
         floored, withheld = abstain_below(run, self.floor)
         scores = score_run(self.qrels, floored, self.measures, self.ties, self.missing, unjudged_k=self.unjudged_k)
-        return Scored(scores, run.name, run_sha256(run), len(run.queries), withheld, note)
+        return Scored(scores, run.name, None, len(run.queries), withheld, note)  # hashed when a report asks
 
     def streamed(self, source: RunFile) -> Scored:
         """A run file a segment at a time, or read whole when its lines are not grouped by query or the streamed
@@ -128,14 +130,16 @@ class Scoring:
                 f"{source.name or Path(source.path).name}: its lines are not grouped by query, so it was read whole "
                 "(the slower path: memory grows with the file)"
             )
-            return self._named(self.whole(read_run(source.path, self.max_bytes), note), source)
+            return self._read_whole(source, note)
         except (pa.ArrowInvalid, Refused, TableError):
-            return self._named(self.whole(read_run(source.path, self.max_bytes)), source)
+            return self._read_whole(source)
         name = source.name or read.name
         return Scored(scorer.result(name), name, read.sha256, read.queries, withheld[0])
 
-    @staticmethod
-    def _named(scored: Scored, source: RunFile) -> Scored:
+    def _read_whole(self, source: RunFile, note: str | None = None) -> Scored:
+        """A run file read whole (its source stays the file: hashed now, since it is not kept in memory)."""
+        run = read_run(source.path, self.max_bytes)
+        scored = replace(self.whole(run, note), sha256=run_sha256(run))
         if source.name is None or source.name == scored.name:
             return scored
         return replace(scored, name=source.name, scores=replace(scored.scores, name=source.name))
