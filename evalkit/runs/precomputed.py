@@ -33,7 +33,7 @@ import pyarrow as pa
 from evalkit.common.memory import scoring_memory
 from evalkit.data.fixture import Fixture
 from evalkit.data.inputs import clip
-from evalkit.data.judgments import judgments_sha256, qrels_judgments
+from evalkit.data.judgments import qrels_sha256
 from evalkit.data.loading import QrelsInput, is_single_run, load_languages, load_qrels, load_run, load_runs
 from evalkit.data.qrels import Qrels
 from evalkit.data.run_stream import run_file_name, run_sha256
@@ -268,7 +268,7 @@ class ScoreResult:
             )
             for run in self.runs
         }
-        judgments = judgments_sha256(qrels_judgments(self.qrels))
+        judgments = qrels_sha256(self.qrels)
         definitions = {m.name: m.definition for m in (*self.measures, *self._condensed_measures)}
         projection = _content_sha256(*(run.values[m][self._rows] for run in self.runs for m in names))
         definition = _content_sha256(
