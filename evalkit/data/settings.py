@@ -8,13 +8,20 @@ schema lives with the other inputs, below the retrieval code and the report alik
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field
 
-from evalkit.data.schema import NonNegativeFloat, PositiveInt, StrictModel, UnitFloat
+from evalkit.data.schema import NonNegativeFloat, PositiveInt, StrictModel, UnitFloat, absent
 
-__all__ = ["FusionName", "RerankerSettings", "RetrievalSettings"]
+__all__ = [
+    "FusionName",
+    "HnswSettings",
+    "RerankerSettings",
+    "RetrievalSettings",
+    "VectorIndexName",
+    "VectorIndexRecord",
+]
 
 FusionName = Literal["rrf", "max-normalized", "margin-weighted"]
 """The closed vocabulary of fusion methods (the keys of :data:`evalkit.retrieval.fusion.FUSION_METHODS`)."""
@@ -35,6 +42,27 @@ class RerankerSettings(StrictModel):
     min_score: UnitFloat = Field(default=0.3, description="candidates scoring below this are dropped")
 
 
+VectorIndexName = Literal["auto", "exact", "sparse", "hnsw"]
+"""How vector search finds its candidates (:mod:`evalkit.retrieval.vector_index`): ``exact`` reads every float32
+row (the reference), ``sparse`` is exact over the nonzero entries of sparse rows, ``hnsw`` an approximate graph
+(usearch, extra ``ann``), ``auto`` chooses by corpus size and provider."""
+
+
+class HnswSettings(StrictModel):
+    """The approximate graph index's parameters (usearch's names)."""
+
+    connectivity: Annotated[int, Field(ge=2, le=256)] = Field(default=16, description="graph edges per node")
+    expansion_add: PositiveInt = Field(default=128, description="candidate list while a row is added")
+    expansion_search: PositiveInt = Field(default=256, description="candidate list while a query searches")
+    build_threads: PositiveInt = Field(
+        default=1, description="threads that add rows; more than one builds faster but not deterministically"
+    )
+
+
+def _default_hnsw(value: object) -> bool:
+    return value == HnswSettings()
+
+
 class RetrievalSettings(StrictModel):
     """Every knob of the retrieval path; all of it is hashed into the evaluation definition."""
 
@@ -51,3 +79,39 @@ class RetrievalSettings(StrictModel):
         description="multiplier on a lexical hit's weight when its language differs from the query's",
     )
     reranker: RerankerSettings = Field(default_factory=RerankerSettings, description="heuristic reranker")
+    # The vector index fields are written only when set, so settings that leave them at their defaults keep the
+    # bytes (and the evaluation definition hash) they had before the fields existed.
+    vector_index: VectorIndexName = Field(
+        default="auto",
+        exclude_if=lambda value: value == "auto",
+        description="vector search: auto (exact below 200,000 chunks; above it sparse for sparse-row providers, "
+        "else hnsw when usearch is installed), exact, sparse or hnsw",
+    )
+    hnsw: HnswSettings = Field(
+        default_factory=HnswSettings, exclude_if=_default_hnsw, description="the hnsw index's parameters"
+    )
+    vector_memory_mib: PositiveInt | None = Field(
+        default=None,
+        exclude_if=absent,
+        description="memory budget of each provider's vector index, in MiB; a corpus whose index would not fit is "
+        "refused before indexing (None: no budget)",
+    )
+
+
+class VectorIndexRecord(StrictModel):
+    """The vector index one provider's searches used, and how closely it agrees with exact search."""
+
+    index: Literal["exact", "sparse", "hnsw"] = Field(description="the index that answered (auto resolved)")
+    chunks: Annotated[int, Field(ge=0)] = Field(description="rows indexed")
+    deterministic: bool = Field(description="whether the same chunks and settings build the same index")
+    recall_at_10: UnitFloat | None = Field(
+        default=None,
+        exclude_if=absent,
+        description="mean recall@10 of the index against exact float32 search on a seeded sample of the queries; "
+        "absent for exact search",
+    )
+    sample_queries: Annotated[int, Field(ge=0)] = Field(default=0, description="queries in the recall sample")
+    chosen_by: Literal["small-corpus", "sparse-rows", "dense-rows", "usearch-missing", "set"] = Field(
+        description="why this index: the setting named it (set), or what auto saw (corpus size, the provider's rows, "
+        "usearch missing)"
+    )

@@ -19,7 +19,7 @@ import numpy as np
 
 from evalkit.data.judgments import fixture_judgments, judgments_sha256
 from evalkit.data.schema import SLICES, Slice
-from evalkit.data.settings import RetrievalSettings
+from evalkit.data.settings import RetrievalSettings, VectorIndexRecord
 from evalkit.measures.core import FIXTURE_COMPANIONS, FIXTURE_JUDGED_K, score_companions
 from evalkit.measures.metrics import LatencySummary
 from evalkit.measures.results import QueryResult, ScoredEvaluation
@@ -96,6 +96,8 @@ class ReportSource:
     """The queries whose judgments hold a chunk judged not relevant (grade 0): where the holes check can look."""
     companions: tuple[str, ...] = ()
     """Measures of :attr:`measures` carried for ``compare``'s check of label holes, not shown in the summary."""
+    vector_indexes: Mapping[str, VectorIndexRecord] | None = None
+    """Provider ID -> the vector index it used and its measured recall (None: exact search on a small corpus)."""
 
 
 def mean_of(values: Sequence[float], ties: str) -> float:
@@ -178,6 +180,7 @@ def build_report(source: ReportSource | ReportedEvaluation, gates: tuple[GateOut
         missing_queries=source.missing,  # type: ignore[arg-type]
         calibration=source.calibration,
         companions=source.companions,
+        vector_indexes=dict(source.vector_indexes) if source.vector_indexes else None,
     )
 
 
@@ -205,6 +208,11 @@ class ReportedEvaluation(ScoredEvaluation, Protocol):
     @property
     def calibration(self) -> CalibrationRecord | None:
         """What was chosen on the calibration part (None: not calibrated)."""
+        ...
+
+    @property
+    def vector_indexes(self) -> Mapping[str, VectorIndexRecord]:
+        """Provider ID -> the vector index its searches used and its measured recall@10."""
         ...
 
 
@@ -251,6 +259,11 @@ def evaluation_source(evaluation: ReportedEvaluation) -> ReportSource:
         unjudged_k=FIXTURE_JUDGED_K,
         pooled=frozenset(q.query_id for q in evaluation.fixture.queries if any(j.grade == 0 for j in q.judgments)),
         companions=tuple(m.name for m in FIXTURE_COMPANIONS if m.spec.condensed),
+        vector_indexes={
+            pid: record
+            for pid, record in evaluation.vector_indexes.items()
+            if record.index != "exact" or record.chosen_by != "small-corpus"
+        },
     )
 
 

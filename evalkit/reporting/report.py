@@ -43,7 +43,7 @@ from evalkit.data.schema import (
     character_problem,
     refusing,
 )
-from evalkit.data.settings import RetrievalSettings
+from evalkit.data.settings import RetrievalSettings, VectorIndexRecord
 from evalkit.measures.metrics import METRICS_VERSION, LatencySummary
 from evalkit.measures.registry import NO_ANSWER_FPR, STANDARD_MEASURES, parse_measure
 from evalkit.measures.results import CONTEXT_K, FAILURE_CUTOFF
@@ -214,6 +214,12 @@ class Report(StrictModel):
         default=None,
         exclude_if=absent,
         description="the calibration split and what was chosen on it; absent when every query was evaluated",
+    )
+    vector_indexes: dict[Identifier, VectorIndexRecord] | None = Field(
+        default=None,
+        exclude_if=absent,
+        description="provider ID -> the vector index its searches used and, for an approximate one, its recall@10 "
+        "against exact search; absent when every provider used exact search on a small corpus",
     )
     companions: tuple[ReportText, ...] = Field(
         default=(),

@@ -26,6 +26,17 @@ from evalkit.data.fixture import Chunk, Document
 from evalkit.data.schema import Matrix
 from evalkit.retrieval.sparse_index import IndexMismatchError, SparseBm25Index, top_positions
 from evalkit.retrieval.text import analyzed
+from evalkit.retrieval.vector_index import (
+    RECALL_K,
+    IndexPlan,
+    VectorIndex,
+    build_index,
+    exact_top,
+    recall_at,
+    row_scores,
+)
+
+__all__ = ["Hit", "KnowledgeDatabase", "KnowledgeStore", "StoredChunk", "order_hits", "row_scores"]
 
 _SCHEMA = """
 CREATE TABLE documents (
@@ -81,17 +92,6 @@ def order_hits(hits: Iterable[Hit]) -> list[Hit]:
     return sorted(hits, key=lambda hit: (-hit.score, hit.chunk_id))
 
 
-def row_scores(matrix: Matrix, query: Matrix) -> Matrix:
-    """Inner product of every row with the query, each row's value independent of the other rows.
-
-    ``einsum`` reduces each row with the same loop whatever the matrix's height, whereas BLAS ``gemv`` may take a
-    different path for some rows (a tail block, say), so the same row could score differently in a matrix of
-    another height. Sharded search (:mod:`~evalkit.retrieval.shards`) relies on this to match the single process.
-    """
-    scores: Matrix = np.einsum("ij,j->i", matrix, np.asarray(query, dtype=np.float32).reshape(-1))
-    return scores
-
-
 class KnowledgeDatabase:
     """SQLite store with an FTS5 index and float32 embedding blobs."""
 
@@ -101,6 +101,8 @@ class KnowledgeDatabase:
         self._connection.executescript(_SCHEMA)
         self._matrices: dict[str, tuple[tuple[str, ...], Matrix]] = {}
         self._row_positions: dict[str, dict[str, int]] = {}
+        self._plans: dict[str, IndexPlan] = {}
+        self._indexes: dict[str, tuple[tuple[str, ...], VectorIndex]] = {}
         self._lexical_index: SparseBm25Index | IndexMismatchError | None = None
 
     @classmethod
@@ -253,21 +255,100 @@ class KnowledgeDatabase:
         ordered = rows if order == list(range(len(ids))) else rows[order]
         with self._connection:
             self._connection.execute("DELETE FROM embeddings WHERE provider = ?", (provider,))
-            self._connection.executemany(
-                "INSERT INTO embeddings (provider, block, dimensions, chunk_ids, vectors) VALUES (?, ?, ?, ?, ?)",
+            self._insert_blocks(provider, ordered_ids, ordered, 0)
+        self._forget(provider)
+
+    def _insert_blocks(self, provider: str, ids: Sequence[str], rows: Matrix, first: int) -> int:
+        """Write rows in chunk ID order as stored blocks numbered from ``first``; the next free block number."""
+        starts = range(0, len(ids), EMBEDDING_BLOCK_ROWS)
+        self._connection.executemany(
+            "INSERT INTO embeddings (provider, block, dimensions, chunk_ids, vectors) VALUES (?, ?, ?, ?, ?)",
+            (
                 (
-                    (
-                        provider,
-                        start // EMBEDDING_BLOCK_ROWS,
-                        ordered.shape[1],
-                        json.dumps(ordered_ids[start : start + EMBEDDING_BLOCK_ROWS]),
-                        ordered[start : start + EMBEDDING_BLOCK_ROWS].tobytes(),
-                    )
-                    for start in range(0, len(ordered_ids), EMBEDDING_BLOCK_ROWS)
-                ),
-            )
+                    provider,
+                    first + number,
+                    rows.shape[1],
+                    json.dumps(list(ids[start : start + EMBEDDING_BLOCK_ROWS])),
+                    rows[start : start + EMBEDDING_BLOCK_ROWS].tobytes(),
+                )
+                for number, start in enumerate(starts)
+            ),
+        )
+        return first + len(starts)
+
+    def store_embedding_blocks(self, provider: str, blocks: Iterable[tuple[Sequence[str], Matrix]]) -> None:
+        """Store a provider's rows for the first time, a block at a time, so no call holds every row at once.
+
+        Blocks come in chunk ID order (each block's IDs ascending and after the previous block's); a provider that
+        has rows already is stored through :meth:`store_embeddings`, which merges.
+        """
+        if self.has_embeddings(provider):
+            raise ValueError("this provider has stored rows already; store_embeddings merges new ones")
+        known = {r[0] for r in self._connection.execute("SELECT chunk_id FROM chunks")}
+        stored = 0
+        last = ""
+        with self._connection:
+            for chunk_ids, matrix in blocks:
+                ids = list(chunk_ids)
+                rows = np.asarray(matrix, dtype=np.float32)
+                if rows.shape[0] != len(ids):
+                    raise ValueError(f"{len(ids)} chunk IDs but {rows.shape[0]} embedding rows")
+                if any(b <= a for a, b in zip([last, *ids], ids, strict=False)):
+                    raise ValueError("embedding blocks must come in ascending chunk ID order, each ID once")
+                unknown = sorted(set(ids) - known)
+                if unknown:
+                    raise ValueError(f"embeddings for unknown chunk(s) {', '.join(unknown[:5])}")
+                stored = self._insert_blocks(provider, ids, rows, stored)
+                last = ids[-1] if ids else last
+        self._forget(provider)
+
+    def _forget(self, provider: str) -> None:
+        """Drop what was built from the provider's stored rows (they changed)."""
         self._matrices.pop(provider, None)
         self._row_positions.pop(provider, None)
+        self._indexes.pop(provider, None)
+
+    def use_vector_index(self, provider: str, plan: IndexPlan) -> None:
+        """Search this provider's rows with the planned index (exact search when never called)."""
+        if self._plans.get(provider) != plan:
+            self._plans[provider] = plan
+            self._indexes.pop(provider, None)
+
+    def _blocks(self, provider: str) -> Iterator[tuple[list[str], Matrix]]:
+        """The provider's stored rows, a stored block at a time, in chunk ID order."""
+        blocks = self._connection.execute(
+            "SELECT chunk_ids, dimensions, vectors FROM embeddings WHERE provider = ? ORDER BY block", (provider,)
+        )
+        for block_ids, width, vectors in blocks:
+            yield json.loads(block_ids), np.frombuffer(vectors, dtype=np.float32).reshape(-1, width)
+
+    def _index(self, provider: str) -> tuple[tuple[str, ...], VectorIndex] | None:
+        """The provider's planned index, built on first use from the stored blocks (None: exact search)."""
+        plan = self._plans.get(provider)
+        if plan is None or plan.kind == "exact":
+            return None
+        if provider not in self._indexes:
+            ids: list[str] = []
+
+            def rows() -> Iterator[Matrix]:
+                for block_ids, block in self._blocks(provider):
+                    ids.extend(block_ids)
+                    yield block
+
+            width = self._connection.execute(
+                "SELECT coalesce(max(dimensions), 0) FROM embeddings WHERE provider = ?", (provider,)
+            ).fetchone()[0]
+            index = build_index(plan, rows(), int(width))
+            self._indexes[provider] = (tuple(ids), index)
+        return self._indexes[provider]
+
+    def index_recall(self, provider: str, queries: Matrix, k: int = RECALL_K) -> float:
+        """Mean recall@k of the provider's planned index against exact float32 search, for these query rows."""
+        built = self._index(provider)
+        if built is None:
+            return 1.0
+        exact = exact_top((block for _, block in self._blocks(provider)), queries, k)
+        return recall_at(built[1], [scores for _, scores in exact], queries, k)
 
     def _merged_rows(self, provider: str, ids: list[str], rows: Matrix) -> tuple[list[str], Matrix]:
         """The provider's stored rows with these replacing or joining them (the last row of a repeated ID wins)."""
@@ -308,17 +389,28 @@ class KnowledgeDatabase:
 
     def vectors(self, provider: str, chunk_ids: Sequence[str]) -> Matrix:
         """Stored rows for these chunks, in the order given."""
-        ids, matrix = self._matrix(provider)
+        built = self._index(provider)
+        ids = built[0] if built is not None else self._matrix(provider)[0]
         if provider not in self._row_positions:
             self._row_positions[provider] = {chunk_id: index for index, chunk_id in enumerate(ids)}
         position = self._row_positions[provider]
         missing = [c for c in chunk_ids if c not in position]
         if missing:
             raise KeyError(f"no embedding for chunk(s) {', '.join(missing)} under this provider")
-        return matrix[[position[c] for c in chunk_ids]]
+        positions = [position[c] for c in chunk_ids]
+        return built[1].rows(positions) if built is not None else self._matrix(provider)[1][positions]
 
     def vector_search(self, provider: str, query: Matrix, limit: int) -> list[Hit]:
-        """Exact inner-product search of one query row against the provider's stored rows."""
+        """Inner-product search of one query row against the provider's stored rows, with the planned index
+        (:meth:`use_vector_index`; exact when none was planned)."""
+        built = self._index(provider)
+        if built is not None:
+            if not built[0] or limit < 1:
+                return []
+            found, values = built[1].search(query, limit)
+            return [
+                Hit(chunk_id=built[0][i], score=float(v)) for i, v in zip(found.tolist(), values.tolist(), strict=True)
+            ]
         ids, matrix = self._matrix(provider)
         if not ids or limit < 1:
             return []
@@ -357,3 +449,12 @@ class KnowledgeStore(Protocol):
 
     def store_embeddings(self, provider: str, chunk_ids: Sequence[str], matrix: Matrix) -> None:
         """Store one row per chunk under a provider fingerprint."""
+
+    def store_embedding_blocks(self, provider: str, blocks: Iterable[tuple[Sequence[str], Matrix]]) -> None:
+        """Store a provider's rows for the first time, a block at a time, in chunk ID order."""
+
+    def use_vector_index(self, provider: str, plan: IndexPlan) -> None:
+        """Search this provider's rows with the planned index."""
+
+    def index_recall(self, provider: str, queries: Matrix, k: int = RECALL_K) -> float:
+        """Mean recall@k of the planned index against exact search for these query rows."""

@@ -91,6 +91,11 @@ class WrappedProvider:
         """The wrapped provider's dimensions."""
         return self.provider.dimensions
 
+    @property
+    def sparse_rows(self) -> bool:
+        """Whether the wrapped provider's rows are mostly zeros."""
+        return bool(getattr(self.provider, "sparse_rows", False))
+
 
 def fingerprint(provider: EmbeddingProvider) -> str:
     """Stable identity of a provider: SHA-256 of its canonical definition."""
@@ -150,6 +155,9 @@ class TokenHashProvider:
         """Number of hash buckets."""
         return self._dimensions
 
+    sparse_rows = True
+    """A row has a nonzero per distinct token at most: mostly zeros (vector search may read nonzeros only)."""
+
     def embed(self, texts: Sequence[str]) -> Matrix:
         """Hash each text's content tokens into signed buckets and L2-normalize."""
         out = np.empty((len(texts), self._dimensions), dtype=np.float32)
@@ -193,6 +201,9 @@ class AliasProvider:
             residual=dict(self._residual.definition),
             residual_weight=self._residual_weight,
         )
+
+    sparse_rows = True
+    """The alias groups a text names and its hashed tokens: mostly zeros."""
 
     @property
     def dimensions(self) -> int:

@@ -12,14 +12,19 @@ from typing import Literal
 
 from evalkit.data.language import detect_language
 from evalkit.data.schema import Language, Matrix
-from evalkit.data.settings import RetrievalSettings
+from evalkit.data.settings import RetrievalSettings, VectorIndexRecord
 from evalkit.retrieval.database import Hit, KnowledgeStore
 from evalkit.retrieval.embeddings import ConceptProvider, EmbeddingProvider, fingerprint
 from evalkit.retrieval.fusion import Contribution, fusion_method
 from evalkit.retrieval.reranker import CONCEPT_PREFIX, Candidate, HeuristicReranker
 from evalkit.retrieval.text import query_terms, stopword_tokens
+from evalkit.retrieval.vector_index import IndexPlan, planned_index, recall_sample
 
 Mode = Literal["lexical", "vector", "hybrid", "hybrid-rerank"]
+
+EMBED_BLOCK_ROWS = 65_536
+"""Chunks embedded and stored together while the corpus is indexed, so no step holds every row of a large corpus
+(a smaller corpus is one block: one call to the provider, as the embedding cache expects)."""
 
 
 class KnowledgeService:
@@ -41,20 +46,50 @@ class KnowledgeService:
         self._concept_frequencies: Counter[str] = Counter()
         self._last_query: tuple[str, Matrix] | None = None
         self._indexed = False
+        self._plan: IndexPlan | None = None
 
     def index_embeddings(self) -> None:
         """Embed every chunk with the provider and store the rows (once per provider fingerprint).
 
         Concept units of the chunks (for the reranker) are derived here too, so no query pays for indexing.
         Vector modes call this on first use, so a forgotten call costs time on the first query, not results.
+        The vector index is planned first (``vector_index``, ``vector_memory_mib``): a choice the provider cannot
+        serve, or a corpus too large for the budget, is refused before anything is embedded. Chunks are embedded
+        and stored :data:`EMBED_BLOCK_ROWS` at a time.
         """
         provider, key = self._require_provider()
+        chunks = self.database.chunks()
+        plan = self.vector_plan(chunks=[c.text for c in chunks])
         self._chunk_concepts()
+        self.database.use_vector_index(key, plan)
         if not self.database.has_embeddings(key):
-            chunks = self.database.chunks()
-            matrix = provider.embed([c.text for c in chunks])
-            self.database.store_embeddings(key, [c.chunk_id for c in chunks], matrix)
+            parts = [chunks[start : start + EMBED_BLOCK_ROWS] for start in range(0, len(chunks), EMBED_BLOCK_ROWS)]
+            self.database.store_embedding_blocks(
+                key, (([c.chunk_id for c in part], provider.embed([c.text for c in part])) for part in parts)
+            )
         self._indexed = True
+
+    def vector_plan(self, chunks: Sequence[str] | None = None) -> IndexPlan:
+        """The vector index of this provider over the stored corpus (planned and checked once)."""
+        if self._plan is None:
+            provider, _ = self._require_provider()
+            texts = chunks if chunks is not None else [c.text for c in self.database.chunks()]
+            self._plan = planned_index(self.settings, texts, provider)
+        return self._plan
+
+    def vector_index_record(self, queries: Sequence[str], seed: int = 0) -> VectorIndexRecord:
+        """The index this provider's searches use and, for an approximate one, its recall@10 against exact search
+        on a seeded sample of ``queries`` (:func:`~evalkit.retrieval.vector_index.recall_sample`)."""
+        provider, key = self._require_index()
+        plan = self.vector_plan()
+        record = VectorIndexRecord(
+            index=plan.kind, chunks=len(self._languages), deterministic=plan.deterministic, chosen_by=plan.reason
+        )
+        if plan.kind == "exact":
+            return record
+        sample = [queries[i] for i in recall_sample(len(queries), seed)]
+        recall = self.database.index_recall(key, provider.embed(sample)) if sample else 1.0
+        return record.model_copy(update={"recall_at_10": round(recall, 4), "sample_queries": len(sample)})
 
     def search(self, text: str, mode: Mode, language: Language | None = None) -> list[Hit]:
         """The top ``top_k`` hits for a query in a mode; the query language is detected when not given

@@ -20,14 +20,27 @@ from __future__ import annotations
 import hashlib
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from typing import Protocol
+from typing import Protocol, TypeAlias
 
 import numpy as np
+from scipy import sparse
 
 from evalkit.data.runs import Ranking
 from evalkit.data.schema import Matrix
-from evalkit.retrieval.database import Hit, KnowledgeDatabase, StoredChunk, order_hits, row_scores
-from evalkit.retrieval.sparse_index import CorpusStatistics, SparseBm25Index, is_plain, top_positions
+from evalkit.retrieval.database import Hit, KnowledgeDatabase, StoredChunk, order_hits
+from evalkit.retrieval.sparse_index import CorpusStatistics, SparseBm25Index, is_plain
+from evalkit.retrieval.vector_index import (
+    EXACT_PLAN,
+    RECALL_K,
+    IndexPlan,
+    VectorIndex,
+    build_index,
+    exact_top,
+    recall_of,
+)
+
+ShardRows: TypeAlias = Matrix | sparse.csr_matrix
+"""A shard's rows of one provider: dense float32, or CSR when its index is sparse (only nonzeros travel)."""
 
 
 def shard_of(chunk_id: str, shards: int) -> int:
@@ -63,44 +76,60 @@ class ShardIndex:
     def __init__(self, chunk_ids: Sequence[str], analyzed_texts: Sequence[str], statistics: CorpusStatistics) -> None:
         self.chunk_ids = tuple(chunk_ids)
         self._lexical = SparseBm25Index.build(chunk_ids, analyzed_texts, statistics=statistics)
-        self._matrices: dict[str, tuple[tuple[str, ...], Matrix]] = {}
+        self._vectors: dict[str, tuple[tuple[str, ...], VectorIndex]] = {}
+        self._plans: dict[str, IndexPlan] = {}
 
     def lexical(self, terms: Sequence[str], limit: int) -> Ranking | None:
         """This shard's best ``limit`` BM25 hits; None when only FTS5 can answer (see ``SparseBm25Index.search``)."""
         hits = self._lexical.search(terms, limit)
         return None if hits is None else tuple(hits)
 
-    def store_embeddings(self, provider: str, chunk_ids: Sequence[str], matrix: Matrix) -> None:
-        """Hold these rows (this shard's chunks) under a provider fingerprint, in chunk ID order."""
+    def use_vector_index(self, provider: str, plan: IndexPlan) -> None:
+        """Index this provider's rows (given next, by :meth:`store_embeddings`) as planned."""
+        self._plans[provider] = plan
+
+    def store_embeddings(self, provider: str, chunk_ids: Sequence[str], matrix: ShardRows) -> None:
+        """Index these rows (this shard's chunks) under a provider fingerprint, in chunk ID order."""
         if matrix.shape[0] != len(chunk_ids):
             raise ValueError(f"{len(chunk_ids)} chunk IDs but {matrix.shape[0]} embedding rows")
         order = sorted(range(len(chunk_ids)), key=list(chunk_ids).__getitem__)
-        rows = np.ascontiguousarray(np.asarray(matrix, dtype=np.float32)[order])
-        self._matrices[provider] = (tuple(chunk_ids[i] for i in order), rows)
+        rows = matrix[order] if sparse.issparse(matrix) else np.asarray(matrix, dtype=np.float32)[order]
+        index = build_index(self._plans.get(provider, EXACT_PLAN), [rows], matrix.shape[1])
+        self._vectors[provider] = (tuple(chunk_ids[i] for i in order), index)
 
     def providers(self) -> tuple[str, ...]:
         """The provider fingerprints whose rows this shard holds."""
-        return tuple(sorted(self._matrices))
+        return tuple(sorted(self._vectors))
+
+    def _held(self, provider: str) -> tuple[tuple[str, ...], VectorIndex]:
+        if provider not in self._vectors:
+            raise KeyError(f"this shard holds no rows of provider {provider[:12]}")
+        return self._vectors[provider]
 
     def vector(self, provider: str, query: Matrix, limit: int) -> Ranking:
-        """This shard's best ``limit`` inner-product hits (every row, as ``KnowledgeDatabase.vector_search``)."""
-        if provider not in self._matrices:
-            raise KeyError(f"this shard holds no rows of provider {provider[:12]}")
-        ids, matrix = self._matrices[provider]
+        """This shard's best ``limit`` inner-product hits from its index (exact: every row, as the database)."""
+        ids, index = self._held(provider)
         if not ids or limit < 1:
             return ()
-        scores = row_scores(matrix, query)
-        return tuple((ids[i], float(scores[i])) for i in top_positions(scores, limit, floor=-np.inf))
+        found, scores = index.search(query, limit)
+        return tuple((ids[i], float(s)) for i, s in zip(found.tolist(), scores.tolist(), strict=True))
+
+    def exact_vector(self, provider: str, query: Matrix, limit: int) -> Ranking:
+        """This shard's exact float32 top ``limit`` (the reference an approximate index is measured against)."""
+        ids, index = self._held(provider)
+        if not ids or limit < 1:
+            return ()
+        found, scores = exact_top(index.blocks(), np.asarray(query, dtype=np.float32).reshape(1, -1), limit)[0]
+        return tuple((ids[i], float(s)) for i, s in zip(found.tolist(), scores.tolist(), strict=True))
 
     def vectors(self, provider: str, chunk_ids: Sequence[str]) -> Matrix:
         """The rows of these chunks of this shard, in the order given."""
-        ids, matrix = self._matrices[provider]
+        ids, index = self._held(provider)
         position = {chunk_id: index for index, chunk_id in enumerate(ids)}
         missing = [c for c in chunk_ids if c not in position]
         if missing:
             raise KeyError(f"no embedding for chunk(s) {', '.join(missing)} under this provider")
-        rows: Matrix = matrix[[position[c] for c in chunk_ids]]
-        return rows
+        return index.rows([position[c] for c in chunk_ids])
 
 
 class Shards(Protocol):
@@ -116,8 +145,14 @@ class Shards(Protocol):
     def vector(self, provider: str, query: Matrix, limit: int) -> list[Ranking]:
         """Every shard's :meth:`ShardIndex.vector`."""
 
-    def store_embeddings(self, provider: str, parts: Sequence[tuple[Sequence[str], Matrix]]) -> None:
+    def store_embeddings(self, provider: str, parts: Sequence[tuple[Sequence[str], ShardRows]]) -> None:
         """Give each shard its rows (``parts[i]`` to shard i)."""
+
+    def use_vector_index(self, provider: str, plan: IndexPlan) -> None:
+        """Every shard's :meth:`ShardIndex.use_vector_index`."""
+
+    def exact_vector(self, provider: str, query: Matrix, limit: int) -> list[Ranking]:
+        """Every shard's :meth:`ShardIndex.exact_vector`."""
 
     def vectors(self, provider: str, requests: Sequence[Sequence[str]]) -> list[Matrix]:
         """Each shard's rows of the chunks asked of it (``requests[i]`` of shard i)."""
@@ -142,10 +177,19 @@ class LocalShards:
         """Every shard's vector hits."""
         return [shard.vector(provider, query, limit) for shard in self.shards]
 
-    def store_embeddings(self, provider: str, parts: Sequence[tuple[Sequence[str], Matrix]]) -> None:
+    def store_embeddings(self, provider: str, parts: Sequence[tuple[Sequence[str], ShardRows]]) -> None:
         """Give each shard its rows."""
         for shard, (ids, matrix) in zip(self.shards, parts, strict=True):
             shard.store_embeddings(provider, ids, matrix)
+
+    def use_vector_index(self, provider: str, plan: IndexPlan) -> None:
+        """Plan every shard's index."""
+        for shard in self.shards:
+            shard.use_vector_index(provider, plan)
+
+    def exact_vector(self, provider: str, query: Matrix, limit: int) -> list[Ranking]:
+        """Every shard's exact hits."""
+        return [shard.exact_vector(provider, query, limit) for shard in self.shards]
 
     def vectors(self, provider: str, requests: Sequence[Sequence[str]]) -> list[Matrix]:
         """Each shard's rows of the chunks asked of it."""
@@ -185,6 +229,7 @@ class ShardedStore:
         self.shards = shards
         self.exact = exact
         self._providers: set[str] = set()
+        self._plans: dict[str, IndexPlan] = {}
 
     def chunks(self) -> list[StoredChunk]:
         """Every chunk with its language, in chunk ID order."""
@@ -235,18 +280,45 @@ class ShardedStore:
         """True once rows for this provider were handed to the shards."""
         return provider in self._providers
 
+    def use_vector_index(self, provider: str, plan: IndexPlan) -> None:
+        """Index every shard's rows of this provider as planned."""
+        self._plans[provider] = plan
+        self.shards.use_vector_index(provider, plan)
+
     def store_embeddings(self, provider: str, chunk_ids: Sequence[str], matrix: Matrix) -> None:
         """Split the rows by shard and hand each shard its part."""
-        if matrix.shape[0] != len(chunk_ids):
-            raise ValueError(f"{len(chunk_ids)} chunk IDs but {matrix.shape[0]} embedding rows")
-        positions: list[list[int]] = [[] for _ in range(self.shards.count)]
-        for index, chunk_id in enumerate(chunk_ids):
-            positions[shard_of(chunk_id, self.shards.count)].append(index)
-        rows = np.asarray(matrix, dtype=np.float32)
-        self.shards.store_embeddings(
-            provider, [([chunk_ids[i] for i in part], np.ascontiguousarray(rows[part])) for part in positions]
-        )
+        self.store_embedding_blocks(provider, [(chunk_ids, matrix)])
+
+    def store_embedding_blocks(self, provider: str, blocks: Iterable[tuple[Sequence[str], Matrix]]) -> None:
+        """Split each block's rows by shard as it comes (as CSR for a sparse index), then hand each shard its part."""
+        compact = self._plans.get(provider, EXACT_PLAN).kind == "sparse"
+        ids: list[list[str]] = [[] for _ in range(self.shards.count)]
+        pieces: list[list[ShardRows]] = [[] for _ in range(self.shards.count)]
+        for chunk_ids, matrix in blocks:
+            if matrix.shape[0] != len(chunk_ids):
+                raise ValueError(f"{len(chunk_ids)} chunk IDs but {matrix.shape[0]} embedding rows")
+            rows = np.asarray(matrix, dtype=np.float32)
+            positions: list[list[int]] = [[] for _ in range(self.shards.count)]
+            for index, chunk_id in enumerate(chunk_ids):
+                positions[shard_of(chunk_id, self.shards.count)].append(index)
+            for shard, part in enumerate(positions):
+                ids[shard] += [chunk_ids[i] for i in part]
+                pieces[shard].append(sparse.csr_matrix(rows[part]) if compact else rows[part])
+        self.shards.store_embeddings(provider, [_joined(i, p) for i, p in zip(ids, pieces, strict=True)])
         self._providers.add(provider)
+
+    def index_recall(self, provider: str, queries: Matrix, k: int = RECALL_K) -> float:
+        """Mean recall@k of the shards' merged answers against their merged exact float32 answers."""
+        found = [[h.score for h in self.vector_search(provider, query, k)] for query in queries]
+        exact = [[h.score for h in merge_hits(self.shards.exact_vector(provider, query, k), k)] for query in queries]
+        return recall_of(found, exact)
+
+
+def _joined(ids: list[str], pieces: list[ShardRows]) -> tuple[list[str], ShardRows]:
+    """One shard's rows from its pieces of every block."""
+    if pieces and sparse.issparse(pieces[0]):
+        return ids, sparse.vstack(pieces, format="csr", dtype=np.float32)
+    return ids, np.ascontiguousarray(np.concatenate(pieces)) if pieces else np.zeros((0, 0), dtype=np.float32)
 
 
 def local_store(database: KnowledgeDatabase, shards: int) -> ShardedStore:

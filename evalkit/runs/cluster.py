@@ -39,11 +39,13 @@ from evalkit.retrieval.retriever import Retriever
 from evalkit.retrieval.shards import (
     ShardedStore,
     ShardIndex,
+    ShardRows,
     agrees_with_fts5,
     split_corpus,
     stored_corpus,
 )
 from evalkit.retrieval.sparse_index import CorpusStatistics
+from evalkit.retrieval.vector_index import IndexPlan
 from evalkit.runs.ablations import PROVIDERS, Ablation
 from evalkit.runs.evaluation import Evaluation, evaluate, with_cache
 
@@ -170,9 +172,17 @@ class ShardActor:
         """The shard's vector hits."""
         return self.index.vector(provider, query, limit)
 
-    def store_embeddings(self, provider: str, chunk_ids: Sequence[str], matrix: Matrix) -> None:
+    def store_embeddings(self, provider: str, chunk_ids: Sequence[str], matrix: ShardRows) -> None:
         """Hold the shard's rows of a provider."""
         self.index.store_embeddings(provider, chunk_ids, matrix)
+
+    def use_vector_index(self, provider: str, plan: IndexPlan) -> None:
+        """Plan the shard's index of a provider's rows."""
+        self.index.use_vector_index(provider, plan)
+
+    def exact_vector(self, provider: str, query: Matrix, limit: int) -> Ranking:
+        """The shard's exact vector hits."""
+        return self.index.exact_vector(provider, query, limit)
 
     def vectors(self, provider: str, chunk_ids: Sequence[str]) -> Matrix:
         """The shard's rows of these chunks."""
@@ -197,6 +207,7 @@ class RayShards:
         self._statistics = ray.put(statistics)
         self.actors: list[Any] = [remote.remote(ids, texts, self._statistics) for ids, texts in self._arguments]
         self._held: list[dict[str, tuple[Any, Any]]] = [{} for _ in parts]
+        self._plans: dict[str, IndexPlan] = {}
         self.retries = 0
         self._gather("ready", [() for _ in parts])
 
@@ -220,7 +231,17 @@ class RayShards:
         found: list[Ranking] = self._gather("vector", [(provider, query, limit)] * self.count)
         return found
 
-    def store_embeddings(self, provider: str, parts: Sequence[tuple[Sequence[str], Matrix]]) -> None:
+    def use_vector_index(self, provider: str, plan: IndexPlan) -> None:
+        """Plan every shard's index of a provider's rows (kept, so a restarted shard gets the plan back)."""
+        self._plans[provider] = plan
+        self._gather("use_vector_index", [(provider, plan)] * self.count)
+
+    def exact_vector(self, provider: str, query: Matrix, limit: int) -> list[Ranking]:
+        """Every shard's exact vector hits."""
+        found: list[Ranking] = self._gather("exact_vector", [(provider, query, limit)] * self.count)
+        return found
+
+    def store_embeddings(self, provider: str, parts: Sequence[tuple[Sequence[str], ShardRows]]) -> None:
         """Give each shard its rows, kept in the object store so a restarted shard gets them back."""
         for held, (ids, matrix) in zip(self._held, parts, strict=True):
             held[provider] = (self._ray.put(list(ids)), self._ray.put(matrix))
@@ -275,6 +296,8 @@ class RayShards:
         """Give a (restarted) shard back the rows it held, then send the call again; the call's result ref."""
         self._await_restart(shard)
         actor = self.actors[shard]
+        for provider, plan in sorted(self._plans.items()):
+            actor.use_vector_index.remote(provider, plan)  # before the rows, which it indexes
         for provider, (ids, matrix) in sorted(self._held[shard].items()):
             if method != "store_embeddings" or provider != args[0]:
                 actor.store_embeddings.remote(provider, ids, matrix)  # actor calls run in order: before the retry

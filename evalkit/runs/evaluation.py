@@ -10,6 +10,7 @@ deterministic projections (rankings with scores, per-query metrics, failures; no
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager, ExitStack
 from dataclasses import dataclass, field, replace
@@ -17,7 +18,7 @@ from typing import Any, cast
 
 from evalkit.common.hashing import sha256_of
 from evalkit.data.fixture import Fixture, LoadedFixture
-from evalkit.data.settings import RetrievalSettings
+from evalkit.data.settings import RetrievalSettings, VectorIndexRecord
 from evalkit.measures.core import score_queries
 from evalkit.measures.metrics import METRICS_VERSION, LatencySummary, aggregate, latency_summary
 from evalkit.measures.results import CONTEXT_K, FAILURE_CUTOFF, Failure, QueryResult, query_failures
@@ -33,6 +34,7 @@ from evalkit.retrieval.latency import pinned_blas
 from evalkit.retrieval.retriever import Provenance, Retriever, SearchRequest, index_chunks, provenance_of, search_all
 from evalkit.retrieval.service import KnowledgeService, Mode
 from evalkit.retrieval.text import ANALYZER_VERSION
+from evalkit.retrieval.vector_index import IndexPlan, planned_index
 from evalkit.runs.ablations import BASELINE_MODE, PROVIDERS, Ablation
 
 StoreFactory = Callable[[KnowledgeDatabase], AbstractContextManager[KnowledgeStore]]
@@ -74,6 +76,8 @@ class Evaluation:
     systems: Mapping[str, Provenance] = field(default_factory=dict)
     calibration: CalibrationRecord | None = None
     """What was chosen on the calibration part (None: not calibrated; every query is then evaluated)."""
+    vector_indexes: Mapping[str, VectorIndexRecord] = field(default_factory=dict)
+    """Provider ID -> the vector index its searches used and its measured recall@10 (empty: no provider ran)."""
 
 
 def corpus_sha256(fixture: Fixture) -> str:
@@ -95,10 +99,17 @@ def evaluation_definition_hash(
     providers: Mapping[str, EmbeddingProvider],
     ties: str = DEFAULT_TIE_POLICY,
     systems: Mapping[str, Provenance] | None = None,
+    vector_indexes: Mapping[str, str] | None = None,
 ) -> str:
-    """Hash of everything that defines the evaluated contract (disclosing none of it)."""
+    """Hash of everything that defines the evaluated contract (disclosing none of it).
+
+    ``vector_indexes`` (provider ID -> the index ``auto`` or the setting chose) is hashed when any is not exact
+    search, so an evaluation of exact search keeps the hash it had before vector indexes existed.
+    """
+    indexes = dict(sorted((vector_indexes or {}).items()))
     return sha256_of(
         {
+            **({"vector_indexes": indexes} if set(indexes.values()) - {"exact"} else {}),
             "ties": ties,
             "systems": {a: p.definition() for a, p in sorted((systems or {}).items())},
             "fixture_id": fixture.fixture_id,
@@ -151,10 +162,13 @@ def run_once(
     settings: RetrievalSettings,
     systems: Mapping[str, Retriever] | None = None,
     stores: StoreFactory | None = None,
+    indexes: dict[str, VectorIndexRecord] | None = None,
 ) -> dict[str, tuple[QueryResult, ...]]:
     """Seed a fresh database and run every query through every system once (external ones through ``systems``).
 
     ``stores`` turns the seeded database into the store the services search (shards, say; see ``evalkit.runs.cluster``).
+    When ``indexes`` is given, it receives each provider's vector index record, with the recall@10 of an
+    approximate index measured against exact search on a seeded sample of the queries.
     """
     requests = [
         SearchRequest(q.query_id, q.text, q.language, settings.top_k)
@@ -181,7 +195,32 @@ def run_once(
                 QueryResult(o.query_id, tuple(c for c, _ in o.hits), tuple(s for _, s in o.hits), o.latency_ms, o.error)
                 for o in outcomes
             )
+        if indexes is not None:
+            texts = [r.text for r in requests]
+            indexes.update({pid: services[pid].vector_index_record(texts) for pid in providers})
     return outcome
+
+
+def plan_vector_indexes(
+    fixture: Fixture, settings: RetrievalSettings, providers: Mapping[str, EmbeddingProvider]
+) -> dict[str, IndexPlan]:
+    """Each provider's vector index, checked before anything is indexed: a setting the provider cannot serve or a
+    corpus over ``vector_memory_mib`` is refused here (ValueError naming the setting)."""
+    texts = [c.text for c in sorted(fixture.chunks, key=lambda c: c.chunk_id)]
+    return {pid: planned_index(settings, texts, provider) for pid, provider in sorted(providers.items())}
+
+
+def index_notes(plans: Mapping[str, IndexPlan], records: Mapping[str, VectorIndexRecord]) -> tuple[str, ...]:
+    """Lines to print about the vector indexes: an approximate index's recall, and why ``auto`` fell back."""
+    notes = [plan.note for plan in plans.values() if plan.note]
+    for pid, record in sorted(records.items()):
+        if record.recall_at_10 is not None:
+            built = "deterministic" if record.deterministic else "not deterministic (build_threads > 1)"
+            notes.append(
+                f"vector index of {pid}: {record.index} over {record.chunks:,} chunks, recall@10 "
+                f"{record.recall_at_10:.4f} against exact search on {record.sample_queries} sampled queries; {built}"
+            )
+    return tuple(notes)
 
 
 def _warm_up(retriever: Retriever, requests: Sequence[SearchRequest]) -> None:
@@ -305,10 +344,17 @@ def evaluate(
     made = make_providers([a for a in ablations if a.provider not in (providers or {})], loaded, cache)
     needed = {a.provider for a in ablations if a.provider is not None}
     providers = {**made, **{pid: p for pid, p in (providers or {}).items() if pid in needed}}
+    plans = plan_vector_indexes(fixture, settings, providers)
     prime_providers(providers, fixture)
     for retriever in systems.values():
         index_chunks(retriever, sorted(fixture.chunks, key=lambda c: c.chunk_id))
-    outcomes = [run_once(fixture, ablations, providers, settings, systems, stores) for _ in range(runs)]
+    indexes: dict[str, VectorIndexRecord] = {}
+    outcomes = [
+        run_once(fixture, ablations, providers, settings, systems, stores, indexes if n == 0 else None)
+        for n in range(runs)
+    ]
+    for note in index_notes(plans, indexes):
+        print(note, file=sys.stderr)
     scored_runs: list[dict[str, AblationResult]] = [
         {a.ablation_id: _score_system(fixture, a, outcome[a.ablation_id], ties) for a in ablations}
         for outcome in outcomes
@@ -330,12 +376,13 @@ def evaluate(
         runs=runs,
         corpus_sha256=corpus_sha256(fixture),
         evaluation_definition_hash=evaluation_definition_hash(
-            fixture, settings, ablations, providers, ties, provenance
+            fixture, settings, ablations, providers, ties, provenance, {p: plan.kind for p, plan in plans.items()}
         ),
         provider_definitions_hash=sha256_of(provider_definitions(providers)),
         projection_sha256=hashes[0],
         tie_policy=ties,
         systems=provenance,
+        vector_indexes=indexes,
     )
 
 
