@@ -14,6 +14,7 @@ import pytest
 from evalkit.app.cli import main
 from evalkit.common.output import ENV_VAR
 from evalkit.data.fixture import LoadedFixture
+from evalkit.data.settings import RetrievalSettings
 from evalkit.retrieval.database import KnowledgeDatabase, KnowledgeStore
 from evalkit.retrieval.embedding_cache import CachedProvider, EmbeddingCache
 from evalkit.runs.ablations import ABLATION_IDS, select_ablations
@@ -53,6 +54,23 @@ def test_sharded_run_has_the_single_process_projection(
     sharded = evaluate_on_ray(tiny, select_ablations(list(ABLATION_IDS)), ClusterOptions(shards=shards), runs=1)
     assert sharded.projection_sha256 == tiny_evaluation.projection_sha256
     assert sharded.evaluation_definition_hash == tiny_evaluation.evaluation_definition_hash
+
+
+def test_shards_build_the_planned_index_and_measure_its_recall(tiny: LoadedFixture) -> None:
+    """A sparse index on each shard answers as the single process's, restarted shards included, with recall 1.0."""
+    settings = RetrievalSettings(vector_index="sparse")
+    ablations = select_ablations(["token-hash-vector", "hybrid"])
+    single = evaluate(tiny, ablations, settings, runs=1)
+    options = ClusterOptions(shards=3, max_retries=2)
+    killing = _killing(1, no_restart=False, seen=[])
+    sharded = evaluate_on_ray(
+        tiny, ablations, options, settings, runs=1, stores=lambda r, database: killing(r, database, options)
+    )
+    assert sharded.projection_sha256 == single.projection_sha256
+    assert sharded.evaluation_definition_hash == single.evaluation_definition_hash
+    assert {pid: (r.index, r.recall_at_10) for pid, r in sharded.vector_indexes.items()} == {
+        pid: ("sparse", 1.0) for pid in single.vector_indexes
+    }
 
 
 def test_corpus_embedding_runs_as_ray_tasks_and_a_rerun_embeds_nothing(tiny: LoadedFixture, tmp_path: Path) -> None:
