@@ -3,14 +3,18 @@ sparse search equal to exact search, the hnsw index's recall and determinism, an
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 
+from evalkit.app.cli import main
+from evalkit.common.output import ENV_VAR
 from evalkit.data.fixture import Chunk, Document, LoadedFixture
 from evalkit.data.schema import Matrix
 from evalkit.data.settings import HnswSettings, RetrievalSettings
@@ -40,6 +44,7 @@ from evalkit.runs.ablations import ABLATION_IDS, select_ablations
 from evalkit.runs.evaluation import Evaluation, evaluate
 
 ALL = select_ablations(list(ABLATION_IDS))
+TINY_DIR = Path(__file__).resolve().parents[1] / "fixtures" / "tiny"
 WORDS = ["river", "bridge", "library", "museum", "station", "北京", "上海", "大学", "河流", "公园", "garden", "tower"]
 
 
@@ -221,3 +226,28 @@ def test_an_unservable_setting_is_refused_before_indexing(tiny: LoadedFixture, m
     monkeypatch.setattr(vector_index, "usearch_installed", lambda: False)
     with pytest.raises(ProviderUnavailableError, match="vector_index 'hnsw' needs usearch"):
         evaluate(tiny, ALL, RetrievalSettings(vector_index="hnsw"), runs=1)
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        ({"vector_index": "hnsw"}, "vector_index 'hnsw' needs usearch"),
+        ({"vector_index": "flat"}, "vector_index"),
+        ({"hnsw": {"connectivity": 1}}, "connectivity"),
+    ],
+)
+def test_cli_refuses_an_index_setting_with_exit_2_and_writes_nothing(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    settings: dict[str, object],
+    message: str,
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv(ENV_VAR, raising=False)
+    monkeypatch.setattr(vector_index, "usearch_installed", lambda: False)
+    (tmp_path / "settings.json").write_text(json.dumps(settings), encoding="utf-8")
+    argv = ["run", "--fixture", str(TINY_DIR), "--runs", "1", "--no-cache", "--settings", "settings.json"]
+    assert main([*argv, "--output", "r.json"]) == 2
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "r.json").exists()
