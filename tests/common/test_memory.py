@@ -91,16 +91,17 @@ def test_a_numpy_without_the_switch_changes_nothing(monkeypatch: pytest.MonkeyPa
 @pytest.mark.usefixtures("settings")
 def test_scoring_runs_inside_the_block(monkeypatch: pytest.MonkeyPatch) -> None:
     import evalkit.runs.precomputed as scoring
+    import evalkit.runs.run_sources as sources
 
     pa.set_memory_pool(pa.mimalloc_memory_pool())
     seen: list[tuple[bool, str]] = []
-    real = scoring.score_run
+    real = sources.score_run
 
     def spy(*args, **kwargs):  # type: ignore[no-untyped-def]
         seen.append((_huge_pages(), pa.default_memory_pool().backend_name))
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(scoring, "score_run", spy)
+    monkeypatch.setattr(sources, "score_run", spy)
     result = scoring.score({"q1": {"a": 1}}, {"q1": {"a": 1.0, "b": 0.5}}, measures=["ndcg@10"])
     assert result.aggregate == {"ndcg@10": 1.0}
     assert seen == [(False, memory._pool().backend_name)]
