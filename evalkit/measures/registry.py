@@ -64,6 +64,7 @@ __all__ = [
     "QueryCase",
     "condensed_form",
     "condensed_forms",
+    "display_order",
     "judged_k",
     "judged_share_measures",
     "measure_list",
@@ -211,6 +212,22 @@ def judged_share_measures(measures: Sequence[MeasureDef]) -> tuple[MeasureDef, .
     k = judged_k(measures)
     asked = {m.name for m in measures}
     return tuple(parse_measure(f"{name}@{k}") for name in ("judged", "unj") if f"{name}@{k}" not in asked)
+
+
+def display_order(names: Sequence[str]) -> list[str]:
+    """`names` in the order every summary table shows them, whatever order a report's keys came in: by family, as
+    the families are declared (recall, precision, ... no_answer_fpr; registered measures after them), then cutoff
+    (the whole ranking last), then name. A name that no longer parses comes last."""
+
+    def key(name: str) -> tuple[int, int, str]:
+        try:
+            measure = parse_measure(name)
+        except ValueError:
+            return (len(FAMILIES) + len(_USER) + 1, 0, name)
+        families = [*FAMILIES, *_USER]
+        return (families.index(measure.family), measure.cutoff or MAX_CUTOFF + 1, name)
+
+    return sorted(names, key=key)
 
 
 def condensed_form(measure: MeasureDef) -> MeasureDef | None:

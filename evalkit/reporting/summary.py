@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from evalkit.data.schema import SLICES, ablation_order
+from evalkit.measures.registry import display_order
 from evalkit.reporting.gates import format_gates
 from evalkit.reporting.report import Report
 
@@ -81,6 +82,6 @@ def format_summary(rows: Sequence[SummaryRow], measures: Sequence[str], notes: S
 
 def format_outcome(report: Report, notes: Sequence[str] = ()) -> str:
     """The report's summary table and notes, a blank line, then one line per gate (or that no gate applies)."""
-    shown = [m for m in report.measure_definitions() if m not in report.companions]
+    shown = display_order([m for m in report.measure_definitions() if m not in report.companions])
     summary = format_summary(report_rows(report), shown, notes)
     return f"{summary}\n\n{format_gates(report.gates) or NO_GATES}"

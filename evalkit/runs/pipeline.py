@@ -27,6 +27,7 @@ from evalkit.common.output import (
 )
 from evalkit.data.loading import QrelsInput
 from evalkit.data.tables import DEFAULT_MAX_TABLE_BYTES
+from evalkit.measures.registry import display_order
 from evalkit.measures.ties import DEFAULT_TIE_POLICY
 from evalkit.reporting.gate_specs import GateSpec
 from evalkit.reporting.gates import assess, check_gates
@@ -161,7 +162,7 @@ class Outcome:
         Scored runs that no gate names are summed up without building the report: a table costs no bootstrap."""
         result = self.result
         if result is not None and not any(g.systems <= set(self.requested) for g in self.gates):
-            table = format_summary(result.summary_rows(), [m.name for m in result.measures], self.notes)
+            table = format_summary(result.summary_rows(), display_order([m.name for m in result.measures]), self.notes)
             return table if result.fixture is None else f"{table}\n\n{NO_GATES}"
         return format_outcome(self.report, self.notes)
 

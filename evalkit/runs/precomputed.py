@@ -45,6 +45,7 @@ from evalkit.measures.registry import (
     DEFAULT_SCORE_MEASURES,
     MeasureDef,
     condensed_forms,
+    display_order,
     judged_k,
     judged_share_measures,
     parse_measures,
@@ -347,7 +348,7 @@ class ScoreResult:
 
     def format_table(self) -> str:
         """Plain text: one row per run and slice, one column per measure, then the notes."""
-        return format_summary(self.summary_rows(), [m.name for m in self.measures], self.notes)
+        return format_summary(self.summary_rows(), display_order([m.name for m in self.measures]), self.notes)
 
     def format_trec(self, per_query: bool = False) -> str:
         """trec_eval's layout, ``measure<TAB>query<TAB>value`` with 4 decimals (``%-22s\\t%s\\t%6.4f``): per query

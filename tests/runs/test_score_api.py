@@ -578,3 +578,18 @@ def test_means_under_the_trec_eval_policy_add_query_by_query_as_trec_eval() -> N
     assert exact.aggregate["P_1000"] == 0.00475
     assert trec.format_trec().endswith("\tall\t0.0048")
     assert exact.format_trec().endswith("\tall\t0.0047")
+
+
+def test_every_door_shows_the_measures_in_one_order() -> None:
+    from evalkit.reporting.summary import format_outcome
+
+    qrels = {"q1": {"a": 2, "b": 0}, "q2": {"c": 1}}
+    run = {"q1": {"a": 0.9, "b": 0.5}, "q2": {"d": 0.4, "c": 0.3}}
+    result = evalkit.score(qrels, run, measures=["ndcg@10", "recall@10", "P_5", "recall@5", "map"])
+    report = result.to_report()
+    fresh = format_outcome(report)
+    reread = format_outcome(parse_report(report_json(report)))  # a report's keys come back sorted by name
+    assert fresh == reread
+    header = fresh.splitlines()[0].split()
+    assert header[2:] == ["recall@5", "recall@10", "P_5", "ndcg@10", "map", "judged@10", "unj@10"]
+    assert result.format_table().splitlines()[0].split() == header
