@@ -156,7 +156,8 @@ RPREC = Family(
 JUDGED = Family(
     "judged",
     "judged documents (grade 0 or more; a negative grade is trec_eval's pooled, not judged) in the first k / "
-    "results in the first k (min(k, returned)), as ir_measures' Judged@k: how much of a run the judgments speak for",
+    "results in the first k (min(k, returned)), as ir_measures' Judged@k but for negative grades: how much of a run "
+    "the judgments speak for",
     judged.reference,
     judged.kernel,
     "not_judged",

@@ -78,8 +78,9 @@ def add_parser(commands: Commands) -> None:
         "reports",
         nargs="+",
         metavar="REPORT",
-        help="reports (JSON written by `evalkit run --output`) over the same queries and judgments: the first is the "
-        "base, each other a head; with three or more, each later report is compared with each earlier one",
+        help="reports (JSON written by `evalkit run --output` or `evalkit score --output`) over the same queries and "
+        "judgments: the first is the base, each other a head; with three or more, each later report is compared with "
+        "each earlier one",
     )
     parser.add_argument(
         "--label",
