@@ -45,9 +45,9 @@ __all__ = [
     "QRELS_FILE",
     "QRELS_GAINS",
     "qrels_text",
-    "read_topics_tsv",
     "read_trec",
     "trec_files",
+    "tsv_query_records",
     "write_trec",
 ]
 
@@ -55,7 +55,7 @@ QRELS_FILE = "qrels.txt"
 TopicsFormat = Literal["jsonl", "tsv"]
 
 
-def read_topics_tsv(
+def tsv_query_records(
     path: Path, options: CollectionOptions, log: RepairLog, max_bytes: int = DEFAULT_MAX_INPUT_BYTES
 ) -> list[QueryRecord]:
     """The queries of a TSV topics file of at most `max_bytes`, in file order, read by the one topics reader
@@ -91,7 +91,7 @@ def read_trec(
     """
     records = collection.read_corpus(corpus, Path(corpus).name, options, log, max_bytes)
     if Path(topics).suffix.lower() == ".tsv":
-        queries = read_topics_tsv(topics, options, log, max_bytes)
+        queries = tsv_query_records(topics, options, log, max_bytes)
     else:
         queries = collection.read_queries(topics, Path(topics).name, options, log, max_bytes)
     judged = collection.read_qrels(qrels, log, "trec", max_bytes)

@@ -130,7 +130,7 @@ def choose_floor(points: Sequence[AbstentionPoint], max_recall_loss: float) -> A
     return min(allowed, key=lambda p: (p.no_answer_fpr, -np.inf if p.floor is None else p.floor))
 
 
-def split_queries(answerable: ArrayLike, fraction: float, rng: np.random.Generator) -> np.ndarray:
+def calibration_mask(answerable: ArrayLike, fraction: float, rng: np.random.Generator) -> np.ndarray:
     """A boolean mask of calibration queries: ``fraction`` of the answerable and of the no-answer queries each."""
     if not 0.0 < fraction < 1.0:
         raise ValueError(f"calibration fraction must be between 0 and 1, got {fraction}")
@@ -154,7 +154,7 @@ def calibrate_floor(
     if not 0.0 <= max_recall_loss <= 1.0:
         raise ValueError(f"max_recall_loss must be in [0, 1], got {max_recall_loss}")
     conf, ans, rec = _arrays(confidence, answerable, recall)
-    mask = split_queries(ans, calibration_fraction, np.random.default_rng(seed))
+    mask = calibration_mask(ans, calibration_fraction, np.random.default_rng(seed))
     chosen = choose_floor(abstention_curve(conf[mask], ans[mask], rec[mask]), max_recall_loss)
     return CalibratedFloor(
         floor=chosen.floor,

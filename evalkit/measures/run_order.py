@@ -26,7 +26,7 @@ from evalkit.data.qrels import Qrels
 from evalkit.data.runs import Run
 from evalkit.measures.ranked import Ranked, SpanContext, ideal_arrays
 
-__all__ = ["BLOCK_LINES", "RankedRun", "RunCounts", "qrels_judgments", "rank_run"]
+__all__ = ["BLOCK_LINES", "RankedRun", "RunCounts", "grades_by_query", "rank_run"]
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -377,7 +377,7 @@ class RankedRun:
                 total_span_chars=totals[rows],
             )
         if self._with_ids:  # registered measures call a Python function per query with IDs
-            judgments = qrels_judgments(self._qrels)
+            judgments = grades_by_query(self._qrels)
             ranked = replace(
                 ranked, doc_ids=[ids[i] for i in order.tolist()], judgments=[judgments[r] for r in rows.tolist()]
             )
@@ -446,7 +446,7 @@ def _judgments_of(qrels: Qrels, rows: IntArray) -> tuple[IntArray, IntArray]:
     return at, counts
 
 
-def qrels_judgments(qrels: Qrels) -> list[dict[str, int]]:
+def grades_by_query(qrels: Qrels) -> list[dict[str, int]]:
     """Per qrels query, its judgments as a dict (for registered measures)."""
     table: list[dict[str, int]] = [{} for _ in range(len(qrels.queries))]
     for q, doc, grade in zip(qrels.query.tolist(), qrels.docs.to_pylist(), qrels.grades.tolist(), strict=True):

@@ -2,7 +2,7 @@
 
 The score path reads qrels with :func:`evalkit.data.qrels.read_qrels_file`, the import path with
 :func:`evalkit.data.collection.read_qrels` (over :func:`evalkit.data.qrels.read_qrels_lines`); topics with
-:func:`evalkit.data.topics.read_topics` and :func:`evalkit.data.trec.read_topics_tsv` or
+:func:`evalkit.data.topics.read_topics` and :func:`evalkit.data.trec.tsv_query_records` or
 :func:`evalkit.data.collection.read_queries` (JSONL). The same file must give the
 same judgments (the importer then leaves out grade -1, "pooled, not judged", makes grades below -1 judged not
 relevant, 0, and lowers grades above 3, each counted) and the same refusals, naming the file, the line and the
@@ -25,7 +25,7 @@ from evalkit.data.collection import CollectionOptions, Qrel, QueryRecord, read_q
 from evalkit.data.qrels import QrelsError, read_qrels_file, read_qrels_lines
 from evalkit.data.repairs import RepairLog, RepairPolicy, SourceFormatError
 from evalkit.data.topics import TopicsError, read_topics
-from evalkit.data.trec import read_topics_tsv, read_trec
+from evalkit.data.trec import read_trec, tsv_query_records
 
 from ..conftest import ROOT
 
@@ -276,7 +276,7 @@ def _imported_topics(path: Path) -> tuple[list[QueryRecord], RepairLog]:
     """The queries ``evalkit import`` reads from a topics file (TREC's rule: ``.tsv`` is TSV, else JSONL)."""
     log = RepairLog(RepairPolicy())
     if path.suffix == ".tsv":
-        return read_topics_tsv(path, _options(), log), log
+        return tsv_query_records(path, _options(), log), log
     return read_queries(path, path.name, _options(), log), log
 
 
@@ -284,7 +284,7 @@ def test_import_and_score_read_the_same_topics(tmp_path: Path) -> None:
     path = _write(tmp_path, "topics.tsv", TOPICS)
     languages = read_topics(path)
     log = RepairLog(RepairPolicy())
-    queries = read_topics_tsv(path, _options(), log)  # language "auto": detected per query, as read_topics does
+    queries = tsv_query_records(path, _options(), log)  # language "auto": detected per query, as read_topics does
     assert {q.query_id: q.language for q in queries} == languages == {"q1": "zh", "q2": "en", "003": "en"}
     assert [q.text for q in queries] == ["如何重置密码", "Open the 回收站 folder", "How do I reset\tmy password?"]
     assert log.failures == []
@@ -308,7 +308,7 @@ def test_a_bad_topics_line_is_refused_by_both_paths_naming_file_and_line(
     with pytest.raises(TopicsError, match=re.escape(problem)):
         read_topics(path)
     log = RepairLog(RepairPolicy())
-    read_topics_tsv(path, _options(), log)
+    tsv_query_records(path, _options(), log)
     assert log.failures == [problem]
 
 

@@ -13,10 +13,10 @@ from hypothesis import strategies as st
 from evalkit.measures.abstention import (
     abstention_curve,
     calibrate_floor,
+    calibration_mask,
     candidate_floors,
     choose_floor,
     outcome_at,
-    split_queries,
 )
 
 # Four answerable queries (confidence 5, 4, 2, NaN; recall 1, 1, 0.5, 0) and three no-answer ones (3, 1, 0.5).
@@ -75,18 +75,18 @@ def test_bad_input_is_named() -> None:
     with pytest.raises(ValueError, match=r"recall: every value must be in \[0, 1\]"):
         outcome_at(None, [1.0], [True], [1.5])
     with pytest.raises(ValueError, match="calibration fraction"):
-        split_queries([True], 1.0, np.random.default_rng(0))
+        calibration_mask([True], 1.0, np.random.default_rng(0))
     with pytest.raises(ValueError, match="max_recall_loss"):
         calibrate_floor([1.0], [True], [1.0], max_recall_loss=2.0)
 
 
 def test_split_is_stratified_seeded_and_reproducible() -> None:
     answerable = [True] * 10 + [False] * 4
-    mask = split_queries(answerable, 0.5, np.random.default_rng(7))
+    mask = calibration_mask(answerable, 0.5, np.random.default_rng(7))
     assert mask[:10].sum() == 5 and mask[10:].sum() == 2
-    again = split_queries(answerable, 0.5, np.random.default_rng(7))
+    again = calibration_mask(answerable, 0.5, np.random.default_rng(7))
     assert (mask == again).all()
-    other = [split_queries(answerable, 0.5, np.random.default_rng(s)) for s in range(5)]
+    other = [calibration_mask(answerable, 0.5, np.random.default_rng(s)) for s in range(5)]
     assert any((m != mask).any() for m in other)
 
 

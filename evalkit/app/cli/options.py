@@ -79,7 +79,7 @@ def add_gate_arguments(parser: argparse.ArgumentParser) -> None:
         )
 
 
-def write_report(outcome: Outcome, target: Path | None, workspace: Path) -> None:
+def save_report(outcome: Outcome, target: Path | None, workspace: Path) -> None:
     """Write the report to `target` (from :func:`~evalkit.runs.pipeline.report_target`) and say where; nothing
     when it is None."""
     if target is not None:

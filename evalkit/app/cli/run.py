@@ -18,7 +18,7 @@ from evalkit.app.cli.options import (
     enforce,
     fixture_inputs,
     max_bytes,
-    write_report,
+    save_report,
 )
 from evalkit.app.plugins import load_retrievers
 from evalkit.common.output import ENV_VAR, refuse_input_overwrite, resolve_output_path
@@ -80,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
         print(format_calibration(evaluation.calibration))
     print(outcome.summary())
     trec_files = {} if trec_folder is None else trec_runs(evaluation)  # IDs checked before anything is written
-    write_report(outcome, target, workspace)
+    save_report(outcome, target, workspace)
     if trec_folder is not None:
         written = write_trec_files(trec_files, trec_folder)
         print(f"{len(written)} TREC run file(s) written to {trec_folder.relative_to(workspace.resolve())}")

@@ -21,7 +21,7 @@ from evalkit.app.cli.options import (
     enforce,
     fixture_inputs,
     megabytes,
-    write_report,
+    save_report,
 )
 from evalkit.app.cli.options import max_bytes as input_limit
 from evalkit.common.output import ENV_VAR
@@ -98,7 +98,7 @@ def score_fixture(args: argparse.Namespace) -> int:
     request = ScoreRequest(None, runs, ties=args.ties, gates=gates, fixture=loaded.fixture, systems=systems)
     outcome = run_pipeline(request)
     print(outcome.summary())
-    write_report(outcome, target, workspace)
+    save_report(outcome, target, workspace)
     return enforce(outcome, args.no_gates)
 
 
@@ -159,7 +159,7 @@ def score_qrels(args: argparse.Namespace) -> int:
             print(f"note: {note}", file=sys.stderr)
         if request.gates:
             print(format_gates(outcome.report.gates), file=sys.stderr)
-    write_report(outcome, target, workspace)
+    save_report(outcome, target, workspace)
     if request.gates:
         return enforce(outcome, args.no_gates)
     return 0
