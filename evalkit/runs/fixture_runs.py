@@ -70,7 +70,7 @@ def span_context(fixture: Fixture, qrels: Qrels) -> SpanContext:
 def distinct_returned(run: Run, qrels: Qrels) -> IntArray:
     """Per qrels query, the distinct chunks the run returned for it (what its deduplicated ranking holds)."""
     lines = pa.table({"query": pa.array(run.query), "doc": run.doc_ids})
-    counted = lines.group_by("query").aggregate([("doc", "count_distinct")])
+    counted = lines.group_by("query", use_threads=False).aggregate([("doc", "count_distinct")])
     names = run.queries.to_pylist()
     per_query = {
         names[q]: n
@@ -108,7 +108,7 @@ def deep_ranks(qrels: Qrels, run: Run, scores: RunScores, ties: str) -> IntArray
     lines = _lines(run, holding, compared)
     found = (
         lines.join(wanted, ["code", "doc"], join_type="inner")
-        .group_by(["row", "code", "doc"])
+        .group_by(["row", "code", "doc"], use_threads=False)
         .aggregate([("score", "max")])
         .rename_columns(["row", "code", "target", "best"])
     )
@@ -117,11 +117,15 @@ def deep_ranks(qrels: Qrels, run: Run, scores: RunScores, ties: str) -> IntArray
     threshold = np.full(len(run.queries), np.inf)
     np.minimum.at(threshold, found["code"].to_numpy(), found["best"].to_numpy())
     prefix = _lines(run, np.flatnonzero(compared >= threshold[run.query]), compared)
-    best = prefix.group_by(["code", "doc"]).aggregate([("score", "max")]).rename_columns(["code", "doc", "score"])
+    best = (
+        prefix.group_by(["code", "doc"], use_threads=False)
+        .aggregate([("score", "max")])
+        .rename_columns(["code", "doc", "score"])
+    )
     pairs = best.join(found, "code", join_type="inner")
     before = pc.less(pairs["doc"], pairs["target"]) if ties == "evalkit" else pc.greater(pairs["doc"], pairs["target"])
     ahead = pc.or_(pc.greater(pairs["score"], pairs["best"]), pc.and_(pc.equal(pairs["score"], pairs["best"]), before))
-    counted = pairs.filter(ahead).group_by("row").aggregate([("row", "count")])
+    counted = pairs.filter(ahead).group_by("row", use_threads=False).aggregate([("row", "count")])
     reached[np.asarray(found["row"].to_numpy(), dtype=np.int64)] = 1
     rows = np.asarray(counted["row"].to_numpy(), dtype=np.int64)
     reached[rows] += np.asarray(counted["row_count"].to_numpy(), dtype=np.int64)
