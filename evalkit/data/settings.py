@@ -51,9 +51,9 @@ row (the reference), ``sparse`` is exact over the nonzero entries of sparse rows
 class HnswSettings(StrictModel):
     """The approximate graph index's parameters (usearch's names)."""
 
-    connectivity: Annotated[int, Field(ge=2, le=256)] = Field(default=16, description="graph edges per node")
+    connectivity: Annotated[int, Field(ge=2, le=256)] = Field(default=32, description="graph edges per node")
     expansion_add: PositiveInt = Field(default=128, description="candidate list while a row is added")
-    expansion_search: PositiveInt = Field(default=256, description="candidate list while a query searches")
+    expansion_search: PositiveInt = Field(default=512, description="candidate list while a query searches")
     build_threads: PositiveInt = Field(
         default=1, description="threads that add rows; more than one builds faster but not deterministically"
     )

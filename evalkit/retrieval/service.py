@@ -22,7 +22,7 @@ from evalkit.retrieval.vector_index import IndexPlan, planned_index, recall_samp
 
 Mode = Literal["lexical", "vector", "hybrid", "hybrid-rerank"]
 
-EMBED_BLOCK_ROWS = 65_536
+EMBED_BLOCK_ROWS = 16_384
 """Chunks embedded and stored together while the corpus is indexed, so no step holds every row of a large corpus
 (a smaller corpus is one block: one call to the provider, as the embedding cache expects)."""
 
