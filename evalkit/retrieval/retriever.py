@@ -27,7 +27,7 @@ from typing import Literal, Protocol, runtime_checkable
 from evalkit.common.progress import progress
 from evalkit.data.fixture import Chunk
 from evalkit.data.inputs import shorten
-from evalkit.data.runs import Ranking, Run
+from evalkit.data.runs import Ranking, Run, given_score_problem
 from evalkit.data.schema import Language, is_identifier
 
 FailureKind = Literal["timeout", "connection_error", "http_error", "malformed_response"]
@@ -168,13 +168,14 @@ def _checked_hits(results: object, query_id: str, retriever: Retriever) -> Ranki
         raise _bad_results(retriever, query_id, f"the retriever returned {type(results).__name__}, not a sequence")
     hits: list[tuple[str, float]] = []
     for index, item in enumerate(results):
-        ok = isinstance(item, (tuple, list)) and len(item) == 2 and isinstance(item[0], str)
-        if not ok or isinstance(item[1], bool) or not isinstance(item[1], (int, float)):
+        if not (isinstance(item, (tuple, list)) and len(item) == 2 and isinstance(item[0], str)):
             raise _bad_results(retriever, query_id, f"result {index} is not a (chunk_id, score) pair")
-        score = _finite_score(item[1])
+        where = f"result {index} (chunk {shorten(item[0])}): field score is {shorten(item[1])}"
+        if given_score_problem(item[1]) == "is not a number":  # numpy scalars are numbers, as evalkit.score takes them
+            raise _bad_results(retriever, query_id, f"{where}, not a number")
+        score = _finite_score(item[1])  # a real number, checked just above
         if score is None:
-            problem = f"result {index} (chunk {shorten(item[0])}): field score is {shorten(item[1])}"
-            raise _bad_results(retriever, query_id, f"{problem}, not a finite number")
+            raise _bad_results(retriever, query_id, f"{where}, not a finite number")
         hits.append((item[0], score))
     return tuple(hits)
 

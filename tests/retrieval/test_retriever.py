@@ -190,6 +190,25 @@ def test_malformed_results_name_the_query(bad: object) -> None:
         search_all(Bad(), [SearchRequest("q1", "text", "en", 10)])  # type: ignore[arg-type]
 
 
+def test_numpy_scores_are_numbers_and_their_problems_are_named() -> None:
+    import numpy as np
+
+    class Numpy:
+        def __init__(self, score: object) -> None:
+            self.score = score
+
+        def search(self, text: str, language: str, k: int) -> object:
+            return [("c1", np.float32(2.5)), ("c2", np.int64(2)), ("c3", self.score)]
+
+    outcome = search_all(Numpy(1.0), [SearchRequest("q1", "text", "en", 10)])  # type: ignore[arg-type]
+    assert outcome[0].hits == (("c1", 2.5), ("c2", 2.0), ("c3", 1.0))
+    refused = ((np.float32("inf"), "field score is np.float32(inf), not a finite number"), ("1", "not a number"))
+    for score, says in refused:
+        with pytest.raises(ValueError, match=re.escape("query q1: result 2 (chunk 'c3'): ")) as error:
+            search_all(Numpy(score), [SearchRequest("q1", "text", "en", 10)])  # type: ignore[arg-type]
+        assert says in str(error.value)
+
+
 def test_external_ids_are_only_for_external_systems() -> None:
     assert TOY.external and TOY.ablation_id == "toy"
     with pytest.raises(ValueError, match="built in and takes a built-in ablation ID"):
