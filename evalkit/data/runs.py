@@ -433,14 +433,14 @@ class RunCoverage:
 
     missing_queries: tuple[str, ...]
     unknown_chunks: tuple[str, ...]
-    unknown_queries: int = 0
+    unjudged_queries: int = 0
     """Queries of the run the fixture does not hold: left out, as on the qrels path (trec_eval's policy)."""
 
     def describe(self) -> str:
         """One line with the counts (duplicate lines are counted as the run is scored)."""
         return (
             f"{len(self.missing_queries)} fixture query(ies) missing from the run (scored as empty rankings), "
-            f"{self.unknown_queries} run query(ies) not in the fixture (left out), "
+            f"{self.unjudged_queries} run query(ies) not in the fixture (left out), "
             f"{len(self.unknown_chunks)} unknown chunk ID(s) kept as not relevant"
         )
 
@@ -451,11 +451,11 @@ def check_run(run: Run, query_ids: Iterable[str], chunk_ids: Iterable[str]) -> R
     queries and unknown chunks are counted."""
     queries = set(query_ids)
     named = run.queries.to_pylist()
-    unknown_queries = [q for q in named if q not in queries]
-    if named and len(unknown_queries) == len(named):
+    unjudged_queries = [q for q in named if q not in queries]
+    if named and len(unjudged_queries) == len(named):
         raise RunFileError(
             f"run {run.name}: none of its {len(named)} query(ies) is in the fixture (the first: "
-            f"{clip(repr(unknown_queries[0]))}); is it the run of another collection?"
+            f"{clip(repr(unjudged_queries[0]))}); is it the run of another collection?"
         )
     known = pa.array(sorted(set(chunk_ids)), type=pa.string())
     used = pc.unique(run.doc_ids).cast(pa.string())  # hashed in C: no per-line Python, no dictionary of the run
@@ -463,5 +463,5 @@ def check_run(run: Run, query_ids: Iterable[str], chunk_ids: Iterable[str]) -> R
     return RunCoverage(
         missing_queries=tuple(sorted(queries - set(named))),
         unknown_chunks=tuple(unknown),
-        unknown_queries=len(unknown_queries),
+        unjudged_queries=len(unjudged_queries),
     )

@@ -90,7 +90,7 @@ def test_jsonl_run_with_missing_queries_unknown_chunks_and_duplicates(
     assert system.counts == {
         "lines": 3,
         "missing_queries": 7,
-        "unknown_queries": 0,
+        "unjudged_queries": 0,
         "unknown_chunks": 1,
         "duplicates": 1,
     }

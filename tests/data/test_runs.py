@@ -117,7 +117,7 @@ def test_fixture_policies(tmp_path: Path) -> None:
 def test_unknown_queries_are_counted_and_a_run_of_no_known_query_is_refused(tmp_path: Path) -> None:
     run = read_trec_run(_write(tmp_path, "u.trec", "q1 Q0 c1 1 2 t\nq9 Q0 c1 1 2 t\nq8 Q0 c1 1 2 t\n"))
     coverage = check_run(run, ["q1", "q2"], ["c1"])
-    assert coverage.unknown_queries == 2 and coverage.missing_queries == ("q2",)
+    assert coverage.unjudged_queries == 2 and coverage.missing_queries == ("q2",)
     assert "2 run query(ies) not in the fixture (left out)" in coverage.describe()
     with pytest.raises(RunFileError, match=r"run t: none of its 3 query\(ies\) is in the fixture \(the first: 'q1'\)"):
         check_run(run, ["q7"], ["c1"])

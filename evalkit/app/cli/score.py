@@ -115,7 +115,7 @@ def _run_files(paths: Sequence[Path], fixture: Fixture, max_bytes: int) -> tuple
         counts = {
             "lines": run.lines,
             "missing_queries": len(coverage.missing_queries),
-            "unknown_queries": coverage.unknown_queries,
+            "unjudged_queries": coverage.unjudged_queries,
             "unknown_chunks": len(coverage.unknown_chunks),
         }
         with path.open("rb") as handle:
