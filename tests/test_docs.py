@@ -48,3 +48,16 @@ def test_every_docs_page_is_in_the_nav_and_every_nav_entry_exists() -> None:
     pages = {path.relative_to(DOCS).as_posix() for path in DOCS.rglob("*.md")}
     assert pages - nav == set()
     assert nav - pages == set()
+
+
+def test_the_design_page_lists_every_module_of_each_folder() -> None:
+    """The folder table of docs/design.md names every module and subpackage of each folder it has a row for."""
+    page = (ROOT / "docs" / "design.md").read_text(encoding="utf-8")
+    rows = re.findall(r"^\| `evalkit/([a-z_]+)/` \| (.*) \|$", page, flags=re.MULTILINE)
+    assert {folder for folder, _ in rows} >= {"data", "retrieval", "measures", "reporting", "runs", "app", "common"}
+    for folder, text in rows:
+        named = set(re.findall(r"`([a-z_0-9]+/?)`", text))
+        root = ROOT / "evalkit" / folder
+        modules = {p.stem for p in root.glob("*.py") if p.stem != "__init__"}
+        packages = {f"{d.name}/" for d in root.iterdir() if (d / "__init__.py").is_file()}
+        assert sorted((modules | packages) - named) == [], f"evalkit/{folder}/ row of docs/design.md"
