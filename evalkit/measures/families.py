@@ -42,6 +42,7 @@ __all__ = [
     "CONDENSED_AVERAGE_PRECISION",
     "CONDENSED_MRR",
     "CONDENSED_NDCG",
+    "CONDENSED_OF",
     "CONDENSED_PRECISION",
     "CONDENSED_RECALL",
     "CONTEXT_PRECISION",
@@ -296,3 +297,16 @@ BUILT_IN: Final[tuple[Family, ...]] = (
     NO_ANSWER_FPR_FAMILY,
 )
 """Every built-in family, in the order of the docs table and of the valid names an error lists."""
+
+CONDENSED_OF: Final[dict[str, str]] = {
+    plain.name: condensed.name
+    for plain, condensed in (
+        (NDCG, CONDENSED_NDCG),
+        (AVERAGE_PRECISION, CONDENSED_AVERAGE_PRECISION),
+        (PRECISION, CONDENSED_PRECISION),
+        (RECALL, CONDENSED_RECALL),
+        (MRR, CONDENSED_MRR),
+    )
+}
+"""The plain families that have a condensed-list form (Sakai 2007), and its family: what ``compare`` retests a drop
+on when the head's top k holds more unjudged documents than the base's."""

@@ -47,7 +47,7 @@ from evalkit.measures.declaration import (
     QueryCase,
     TrecName,
 )
-from evalkit.measures.families import BUILT_IN, K
+from evalkit.measures.families import BUILT_IN, CONDENSED_OF, K
 from evalkit.measures.kernels.shared import at_level_case, relevant_grades
 from evalkit.measures.ranked import Ranked, dedupe_ranking
 
@@ -190,15 +190,6 @@ queries, and the context measures when a fixture with spans is given)."""
 DEFAULT_JUDGED_K: Final = 10
 """The k of the unjudged share shown beside a score when no measure asked has a cutoff."""
 
-_CONDENSED: Final[dict[str, str]] = {
-    "ndcg": "condensed_ndcg",
-    "map": "condensed_map",
-    "precision": "condensed_precision",
-    "recall": "condensed_recall",
-    "mrr": "condensed_mrr",
-}
-"""The plain families that have a condensed-list form, and its family."""
-
 
 def judged_k(measures: Sequence[MeasureDef]) -> int:
     """The k of the unjudged share shown beside `measures`: the largest cutoff asked, else
@@ -234,7 +225,7 @@ def condensed_form(measure: MeasureDef) -> MeasureDef | None:
     """The condensed-list form of a plain measure asked by evalkit's name (``ndcg@10`` -> ``condensed_ndcg@10``),
     with the same cutoff and gain; None when it has none (trec_eval's names, the other families, the condensed forms
     themselves)."""
-    family = _CONDENSED.get(measure.spec.name)
+    family = CONDENSED_OF.get(measure.spec.name)
     if family is None or measure.no_relevant != "skip" or measure.spec.user:
         return None
     params = [f"gain={measure.gain}"] if measure.gain not in (None, FAMILIES[family].default_gain) else []
