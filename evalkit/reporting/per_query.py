@@ -9,7 +9,7 @@ Values are rounded to :data:`PER_QUERY_DECIMALS` places, which keeps a 20,000-qu
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from typing import Final
 
 import numpy as np
@@ -82,10 +82,35 @@ def query_index(queries: Sequence[Query]) -> QueryIndex:
     )
 
 
+class ValueColumns(Mapping[str, Mapping[str, float]]):
+    """Per-query values held as one array per measure, aligned with ``query_ids`` (NaN: not defined there), read as
+    query ID -> measure -> value like any per-query mapping; :func:`value_columns` takes the arrays as they are (a
+    million queries are never turned into a million dictionaries)."""
+
+    def __init__(self, query_ids: Sequence[str], columns: Mapping[str, FloatArray]) -> None:
+        self.query_ids = tuple(query_ids)
+        self.columns = dict(columns)
+        self._rows = {query_id: row for row, query_id in enumerate(self.query_ids)}
+
+    def __getitem__(self, query_id: str) -> Mapping[str, float]:
+        row = self._rows[query_id]
+        values = {name: float(column[row]) for name, column in self.columns.items()}
+        return {name: value for name, value in values.items() if not np.isnan(value)}
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.query_ids)
+
+    def __len__(self) -> int:
+        return len(self.query_ids)
+
+
 def value_columns(
     index: QueryIndex, per_query: Mapping[str, Mapping[str, float]], measures: Sequence[str]
 ) -> dict[str, FloatArray]:
     """Query ID -> measure -> value as one float array per measure, aligned with ``index`` (NaN: not defined)."""
+    if isinstance(per_query, ValueColumns) and per_query.query_ids == tuple(index.query_ids):
+        missing = np.full(len(index.query_ids), np.nan)
+        return {m: np.asarray(per_query.columns.get(m, missing), dtype=np.float64) for m in measures}
     rows = [per_query[query_id] for query_id in index.query_ids]
     nan = float("nan")
     return {m: np.fromiter((row.get(m, nan) for row in rows), dtype=np.float64, count=len(rows)) for m in measures}

@@ -57,6 +57,7 @@ from evalkit.reporting.build import ReportSource, SystemScores, build_report, me
 from evalkit.reporting.per_query import (
     Interval,
     QueryIndex,
+    ValueColumns,
     aggregate_intervals,
 )
 from evalkit.reporting.report import Report, ReportFailure, SystemReport
@@ -67,8 +68,8 @@ from evalkit.runs.score_notes import coverage_notes, run_counts, scoring_notes
 __all__ = ["ScoreResult", "load_qrels", "load_run", "score"]
 
 
-PerQuery = dict[str, dict[str, float]]
-"""Query ID -> measure -> value (a measure absent where it is not defined)."""
+PerQuery = ValueColumns
+"""Query ID -> measure -> value (NaN where it is not defined), held as one array per measure."""
 
 
 def _content_sha256(*parts: object) -> str:
@@ -230,11 +231,8 @@ class ScoreResult:
         return index, per_query
 
     def _defined(self, values: Mapping[str, npt.NDArray[np.float64]], measures: Sequence[MeasureDef]) -> PerQuery:
-        """Query ID -> measure -> value over the evaluated queries, a measure left out where it is not defined."""
-        columns = {m.name: values[m.name][self._rows].tolist() for m in measures}
-        return {
-            q: {name: v[i] for name, v in columns.items() if not math.isnan(v[i])} for i, q in enumerate(self.query_ids)
-        }
+        """Query ID -> measure -> value over the evaluated queries (NaN where it is not defined), held as columns."""
+        return ValueColumns(self.query_ids, {m.name: values[m.name][self._rows] for m in measures})
 
     def report_source(self) -> ReportSource:
         """What the report builder (:func:`evalkit.reporting.build.build_report`) takes of this result."""
@@ -254,7 +252,7 @@ class ScoreResult:
         systems = {
             run.name: SystemScores(
                 mode="run",
-                per_query={q: {**v, **condensed[run.name].get(q, {})} for q, v in per_query[run.name].items()},
+                per_query=ValueColumns(self.query_ids, {**per_query[run.name].columns, **condensed[run.name].columns}),
                 unjudged=self._unjudged(run),
                 failures=tuple(
                     ReportFailure(**asdict(f), message=f.describe()) for f in self.failures.get(run.name, ())
@@ -320,7 +318,7 @@ class ScoreResult:
         """Run name -> query ID -> the condensed forms' values, each run scored again from its source (its floor
         applied), only when a report is built."""
         measures = self._condensed_measures
-        out: dict[str, PerQuery] = {run.name: {} for run in self.runs}
+        out: dict[str, PerQuery] = {run.name: ValueColumns(self.query_ids, {}) for run in self.runs}
         if not measures:
             return out
         sources = {_source_name(source): source for source in self.sources}
