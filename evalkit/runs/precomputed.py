@@ -322,7 +322,7 @@ class ScoreResult:
         if not measures:
             return out
         sources = {_source_name(source): source for source in self.sources}
-        scoring = Scoring(self.qrels, measures, self.ties, self.missing, None, self.floor, self.max_bytes, True)
+        scoring = Scoring(self.qrels, measures, self.ties, self.missing, None, self.floor, self.max_bytes)
         for run in self.runs:
             out[run.name] = self._defined(score_source(sources[run.name], scoring).scores.values, measures)
         return out

@@ -17,13 +17,11 @@ import math
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from functools import cached_property
 from pathlib import Path
 from typing import Final
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from evalkit.common.progress import meter
 from evalkit.data.qrels import Qrels
@@ -98,29 +96,10 @@ class Scoring:
     unjudged_k: int | None
     floor: float | None
     max_bytes: int
-    judged_only: bool = False
-    """Drop, before scoring (after the floor), every line whose document no query's judgments name: what the
-    condensed-list measures read is the same, at a fraction of the lines (only they may be scored so)."""
-
-    @cached_property
-    def _judged_docs(self) -> pa.Array:
-        unique = pc.unique(self.qrels.docs)  # an Array (a ChunkedArray's unique values come as one)
-        return unique.combine_chunks() if isinstance(unique, pa.ChunkedArray) else unique
-
-    def _lines(self, run: Run) -> tuple[Run, int]:
-        """The run with its floor applied (and, :attr:`judged_only`, its unjudged lines dropped), and how many
-        queries the floor withheld."""
-        floored, withheld = abstain_below(run, self.floor)
-        if not self.judged_only or not len(floored.query):
-            return floored, withheld
-        keep = pc.is_in(floored.doc_ids, value_set=self._judged_docs)
-        mask = np.asarray(keep.to_numpy(zero_copy_only=False), dtype=bool)
-        docs = floored.doc_ids.filter(keep)
-        return replace(floored, query=floored.query[mask], doc_ids=docs, scores=floored.scores[mask]), withheld
 
     def whole(self, run: Run, note: str | None = None) -> Scored:
         """A run in memory, its floor applied."""
-        floored, withheld = self._lines(run)
+        floored, withheld = abstain_below(run, self.floor)
         scores = score_run(self.qrels, floored, self.measures, self.ties, self.missing, unjudged_k=self.unjudged_k)
         return Scored(scores, run.name, None, len(run.queries), withheld, note)  # hashed when a report asks
 
@@ -140,7 +119,7 @@ class Scoring:
             with meter(f"scoring {source.name or Path(source.path).name}", "line") as bar:
 
                 def consume(segment: Run) -> None:
-                    floored, count = self._lines(segment)
+                    floored, count = abstain_below(segment, self.floor)
                     withheld[0] += count
                     scorer.add(floored)
                     bar.update(segment.lines)

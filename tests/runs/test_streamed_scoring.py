@@ -166,24 +166,3 @@ def test_a_streamed_run_shows_its_lines_on_a_terminal_only(
     monkeypatch.setenv("EVALKIT_PROGRESS", "1")
     _scored(qrels, run)
     assert "scoring sys" in capsys.readouterr().err
-
-
-@pytest.mark.parametrize("ties", ["evalkit", "trec_eval"])
-def test_condensed_forms_read_the_same_from_judged_lines_alone(tmp_path: Path, ties: str) -> None:
-    qrels_path, run_path = _files(tmp_path, seed=8)
-    lines = qrels_path.read_text(encoding="utf-8").splitlines()
-    lines = [line[:-1] + "-1" if i % 9 == 0 else line for i, line in enumerate(lines)]  # pooled, not judged
-    qrels_path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    from evalkit.data.loading import load_qrels, load_run
-    from evalkit.measures.registry import parse_measures
-
-    qrels, run = load_qrels(qrels_path), load_run(run_path)
-    measures = parse_measures(
-        ["condensed_ndcg@10", "condensed_map", "condensed_precision@5", "condensed_recall@20", "condensed_mrr@10"]
-    )
-    every = run_sources.Scoring(qrels, measures, ties, "zero", None, 0.9, 1 << 30).whole(run)
-    judged = run_sources.Scoring(qrels, measures, ties, "zero", None, 0.9, 1 << 30, judged_only=True).whole(run)
-    assert every.withheld == judged.withheld > 0
-    for m in measures:
-        np.testing.assert_array_equal(every.scores.values[m.name], judged.scores.values[m.name], err_msg=m.name)
-    assert np.nanmean(every.scores.values["condensed_ndcg@10"]) > 0
