@@ -390,18 +390,19 @@ _COMPACT_JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
 _NOT_SCALAR = re.compile(r'[\[\]{}"]')
 
 
-def _flat(items: list[Any]) -> bool:
-    """An array written on one line: numbers, null, booleans and ID-like strings only. An array the C encoder
-    writes without a bracket, a brace or a quote inside holds only numbers, null and booleans (a per-query column
-    of 100,000 values is told so in one pass of C, not 100,000 checks in Python); any other is checked item by
-    item."""
-    text = _COMPACT_JSON.encode(items)
+def _flat(items: list[Any]) -> str | None:
+    """An array written on one line (numbers, null, booleans and ID-like strings only) as it is written; None for
+    any other. An array the C encoder writes without a bracket, a brace or a quote inside holds only numbers, null
+    and booleans (a per-query column of 100,000 values is told so in one pass of C, not 100,000 checks in Python);
+    any other is checked item by item."""
+    text: str = _COMPACT_JSON.encode(items)
     if not _NOT_SCALAR.search(text, 1, len(text) - 1):
-        return True
-    return all(
+        return text
+    flat = all(
         item is None or isinstance(item, (int, float)) or (isinstance(item, str) and _ID_TEXT.fullmatch(item))
         for item in items
     )
+    return text if flat else None
 
 
 def _json_lines(node: Any, indent: str, out: list[str]) -> None:
@@ -414,7 +415,9 @@ def _json_lines(node: Any, indent: str, out: list[str]) -> None:
             out.append(f"{',' if position else ''}\n{inner}{_COMPACT_JSON.encode(key)}: ")
             _json_lines(node[key], inner, out)
         out.append(f"\n{indent}}}")
-    elif isinstance(node, list) and node and not _flat(node):
+        return
+    one_line = _flat(node) if isinstance(node, list) and node else None
+    if isinstance(node, list) and node and one_line is None:
         inner = indent + "  "
         out.append("[")
         for position, item in enumerate(node):
@@ -422,7 +425,7 @@ def _json_lines(node: Any, indent: str, out: list[str]) -> None:
             _json_lines(item, inner, out)
         out.append(f"\n{indent}]")
     else:
-        out.append(_COMPACT_JSON.encode(node))
+        out.append(one_line if one_line is not None else _COMPACT_JSON.encode(node))
 
 
 def report_json(report: Report) -> bytes:
