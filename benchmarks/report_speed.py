@@ -42,7 +42,8 @@ STEPS = ("table", "json", "compare")
 def _command(step: str, qrels: Path, run: Path) -> list[str]:
     evalkit = [sys.executable, "-m", "evalkit"]
     if step == "compare":
-        return [*evalkit, "compare", "base.json", "head.json"]
+        # a report of a million queries is about 90 MB, past compare's default input limit of 64 MiB
+        return [*evalkit, "compare", "base.json", "head.json", "--max-input-mb", "4096"]
     score = [*evalkit, "score", "--qrels", str(qrels), "--run", str(run)]
     return score if step == "table" else [*score, "--format", "json", "--output", "report.json"]
 
