@@ -41,6 +41,8 @@ ANN_EXTRA = "ann"
 """The optional extra that installs usearch."""
 RECALL_K = 10
 """The cutoff of the recall an approximate index is measured at."""
+MIN_RECALL = 0.99
+"""The recall@10 an approximate index should reach; a run that measures less says so."""
 RECALL_SAMPLE = 50
 """Queries in the seeded sample on which an approximate index's recall is measured."""
 _MIB = 1 << 20

@@ -34,7 +34,7 @@ from evalkit.retrieval.latency import pinned_blas
 from evalkit.retrieval.retriever import Provenance, Retriever, SearchRequest, index_chunks, provenance_of, search_all
 from evalkit.retrieval.service import KnowledgeService, Mode
 from evalkit.retrieval.text import ANALYZER_VERSION
-from evalkit.retrieval.vector_index import IndexPlan, planned_index
+from evalkit.retrieval.vector_index import MIN_RECALL, IndexPlan, planned_index
 from evalkit.runs.ablations import BASELINE_MODE, PROVIDERS, Ablation
 
 StoreFactory = Callable[[KnowledgeDatabase], AbstractContextManager[KnowledgeStore]]
@@ -216,9 +216,15 @@ def index_notes(plans: Mapping[str, IndexPlan], records: Mapping[str, VectorInde
     for pid, record in sorted(records.items()):
         if record.recall_at_10 is not None:
             built = "deterministic" if record.deterministic else "not deterministic (build_threads > 1)"
+            low = (
+                "; below 0.99: raise hnsw.expansion_search or choose vector_index exact"
+                if record.recall_at_10 < MIN_RECALL
+                else ""
+            )
             notes.append(
                 f"vector index of {pid}: {record.index} over {record.chunks:,} chunks, recall@10 "
-                f"{record.recall_at_10:.4f} against exact search on {record.sample_queries} sampled queries; {built}"
+                f"{record.recall_at_10:.4f} against exact search on {record.sample_queries} sampled queries; "
+                f"{built}{low}"
             )
     return tuple(notes)
 
