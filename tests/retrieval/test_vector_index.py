@@ -17,7 +17,7 @@ from evalkit.app.cli import main
 from evalkit.common.output import ENV_VAR
 from evalkit.data.fixture import Chunk, Document, LoadedFixture
 from evalkit.data.schema import Matrix
-from evalkit.data.settings import HnswSettings, RetrievalSettings
+from evalkit.data.settings import HnswSettings, RetrievalSettings, VectorIndexRecord
 from evalkit.reporting.build import build_report, evaluation_source
 from evalkit.reporting.report import Report
 from evalkit.retrieval import vector_index
@@ -41,7 +41,7 @@ from evalkit.retrieval.vector_index import (
 )
 from evalkit.runs import evaluation as evaluation_module
 from evalkit.runs.ablations import ABLATION_IDS, select_ablations
-from evalkit.runs.evaluation import Evaluation, evaluate
+from evalkit.runs.evaluation import Evaluation, evaluate, index_notes
 
 ALL = select_ablations(list(ABLATION_IDS))
 TINY_DIR = Path(__file__).resolve().parents[1] / "fixtures" / "tiny"
@@ -251,3 +251,14 @@ def test_cli_refuses_an_index_setting_with_exit_2_and_writes_nothing(
     assert main([*argv, "--output", "r.json"]) == 2
     assert message in capsys.readouterr().err
     assert not (tmp_path / "r.json").exists()
+
+
+def test_a_recall_below_the_bar_is_said_with_what_to_do() -> None:
+    plans = {"p": IndexPlan("hnsw", "dense-rows", HnswSettings())}
+    record = VectorIndexRecord(
+        index="hnsw", chunks=10, deterministic=True, recall_at_10=0.9, sample_queries=5, chosen_by="dense-rows"
+    )
+    (note,) = index_notes(plans, {"p": record})
+    assert "recall@10 0.9000" in note and "raise hnsw.expansion_search" in note
+    good = record.model_copy(update={"recall_at_10": 0.995})
+    assert "raise" not in index_notes(plans, {"p": good})[0]
