@@ -117,13 +117,20 @@ class SparseBm25Index:
         if list(chunk_ids) != sorted(chunk_ids):
             raise ValueError("chunk IDs must be given in ascending order (the tie-breaking order)")
         vocabulary: dict[str, int] = {}
-        blocks = [
-            _block_counts(analyzed_texts[start : start + _BUILD_BLOCK_ROWS], vocabulary)
-            for start in range(0, len(analyzed_texts), _BUILD_BLOCK_ROWS)
-        ]
+        parts = []
+        for start in range(0, len(analyzed_texts), _BUILD_BLOCK_ROWS):  # bounded memory: a block's tokens at a time
+            tokens = " ".join(analyzed_texts[start : start + _BUILD_BLOCK_ROWS]).split()
+            for term in dict.fromkeys(tokens):
+                vocabulary.setdefault(term, len(vocabulary))
+            parts.append(np.fromiter(map(vocabulary.__getitem__, tokens), dtype=np.int32, count=len(tokens)))
+        columns = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int32)
         lengths = np.fromiter(map(len, map(str.split, analyzed_texts)), dtype=np.int64, count=len(analyzed_texts))
-        counts = _stacked(blocks, len(vocabulary))
-        del blocks
+        rows = np.repeat(np.arange(len(chunk_ids), dtype=np.int32), lengths)
+        shape = (len(chunk_ids), len(vocabulary))
+        # COO -> CSC sums repeated (chunk, term) pairs into term frequencies.
+        counts = sparse.csc_matrix((np.ones(len(columns)), (rows, columns)), shape=shape)
+        del rows, columns, parts
+        counts.sum_duplicates()
         hits = np.diff(counts.indptr)
         if check is not None:
             _check_vocabulary(vocabulary, hits, counts, check)
@@ -170,30 +177,6 @@ def top_positions(scores: npt.NDArray[np.floating], limit: int, floor: float = 0
         candidates = candidates[values >= cutoff]
     order = np.lexsort((candidates, -scores[candidates]))[:limit]
     return candidates[order]
-
-
-def _block_counts(texts: Sequence[str], vocabulary: dict[str, int]) -> sparse.csr_matrix:
-    """One block of rows' term counts (CSR, each (row, term) once), adding its new terms to ``vocabulary``."""
-    tokens = " ".join(texts).split()  # bounded memory: a block's tokens at a time
-    for term in dict.fromkeys(tokens):
-        vocabulary.setdefault(term, len(vocabulary))
-    columns = np.fromiter(map(vocabulary.__getitem__, tokens), dtype=np.int32, count=len(tokens))
-    lengths = np.fromiter(map(len, map(str.split, texts)), dtype=np.int64, count=len(texts))
-    rows = np.repeat(np.arange(len(texts), dtype=np.int32), lengths)
-    # COO -> CSR sums repeated (row, term) pairs into term frequencies.
-    block = sparse.csr_matrix((np.ones(len(columns)), (rows, columns)), shape=(len(texts), len(vocabulary)))
-    block.sum_duplicates()
-    return block
-
-
-def _stacked(blocks: Sequence[sparse.csr_matrix], width: int) -> sparse.csc_matrix:
-    """The blocks' rows as one CSC matrix of ``width`` terms, rows ascending within each column."""
-    if not blocks:
-        return sparse.csc_matrix((0, width))
-    widened = [sparse.csr_matrix((b.data, b.indices, b.indptr), shape=(b.shape[0], width)) for b in blocks]
-    counts = sparse.vstack(widened, format="csr").tocsc()
-    counts.sort_indices()
-    return counts
 
 
 def _contributions(
