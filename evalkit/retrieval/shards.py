@@ -196,11 +196,19 @@ class LocalShards:
         return [shard.vectors(provider, ids) for shard, ids in zip(self.shards, requests, strict=True)]
 
 
+TOKENS_BATCH = 30_000
+"""Chunk IDs asked of SQLite at once (it refuses more than 32,766 parameters in one statement)."""
+
+
 def stored_corpus(database: KnowledgeDatabase) -> tuple[list[str], list[str]]:
     """Chunk IDs (ascending) and the analyzed text FTS5 indexed for each."""
     ids = [c.chunk_id for c in database.chunks()]
-    tokens = database.chunk_tokens(ids) if ids else {}
-    return ids, [" ".join(tokens[c]) for c in ids]
+    texts: list[str] = []
+    for start in range(0, len(ids), TOKENS_BATCH):
+        batch = ids[start : start + TOKENS_BATCH]
+        tokens = database.chunk_tokens(batch)
+        texts += [" ".join(tokens[c]) for c in batch]
+    return ids, texts
 
 
 def agrees_with_fts5(database: KnowledgeDatabase, analyzed_texts: Sequence[str]) -> bool:

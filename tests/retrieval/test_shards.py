@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from evalkit.data.fixture import Chunk, Document, LoadedFixture
+from evalkit.retrieval import shards as shards_module
 from evalkit.retrieval.database import Hit, KnowledgeDatabase, KnowledgeStore
 from evalkit.retrieval.shards import (
     ShardIndex,
@@ -151,6 +152,15 @@ def test_stored_corpus_is_the_analyzed_text_in_id_order() -> None:
     ids, texts = stored_corpus(database)
     assert ids == ["a", "b"]
     assert texts[1] == " ".join(database.chunk_tokens(["b"])["b"])
+
+
+def test_stored_corpus_asks_for_the_tokens_in_batches_sqlite_accepts(monkeypatch: pytest.MonkeyPatch) -> None:
+    ids, texts = _corpus(4, size=50)
+    database = _database(ids, texts)
+    whole = stored_corpus(database)
+    monkeypatch.setattr(shards_module, "TOKENS_BATCH", 7)  # SQLite refuses more than 32,766 IDs in one statement
+    assert stored_corpus(database) == whole
+    assert whole[0] == ids
 
 
 def _sharded(shards: int) -> StoreFactory:
