@@ -445,8 +445,6 @@ def _score(
         raise ValueError("no measure left to compute: " + "; ".join(scoring_notes((), dropped, missing)))
     if not len(judged):
         raise ValueError(f"{judged.source}: holds no judgments")
-    if floor is not None and not math.isfinite(floor):
-        raise ValueError(f"floor must be a finite number, got {floor!r}")
     scoring = Scoring(judged, tuple(chosen), ties, missing, depth_k, floor, max_bytes)
     scored = [score_source(source, scoring) for source in sources]
     for one in scored:

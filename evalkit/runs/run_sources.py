@@ -31,7 +31,16 @@ from evalkit.data.tables import STREAM_BYTES, Refused, TableError
 from evalkit.measures.core import NotGrouped, RunScorer, RunScores, score_run
 from evalkit.measures.registry import MeasureDef
 
-__all__ = ["STREAM_SCORE_BYTES", "RunFile", "Scored", "Scoring", "abstain_below", "score_source", "streams"]
+__all__ = [
+    "STREAM_SCORE_BYTES",
+    "RunFile",
+    "Scored",
+    "Scoring",
+    "abstain_below",
+    "check_floor",
+    "score_source",
+    "streams",
+]
 
 STREAM_SCORE_BYTES: Final = STREAM_BYTES
 """TREC run files larger than this (on disk) are scored a segment at a time; smaller ones are read whole."""
@@ -70,13 +79,18 @@ def streams(run: object, max_bytes: int) -> bool:
         return False
 
 
+def check_floor(floor: float | None) -> None:
+    """Refuse a floor that is not a finite number (None: no floor)."""
+    if floor is not None and not math.isfinite(floor):
+        raise ValueError(f"floor must be a finite number, got {floor!r}")
+
+
 def abstain_below(run: Run, floor: float | None) -> tuple[Run, int]:
     """The run with every result of a query whose best score is below ``floor`` removed (the query still named),
     and how many queries abstained; unchanged when ``floor`` is None. A floor that is not finite is refused."""
+    check_floor(floor)
     if floor is None:
         return run, 0
-    if not math.isfinite(floor):
-        raise ValueError(f"floor must be a finite number, got {floor!r}")
     best = np.full(len(run.queries), -np.inf)
     np.maximum.at(best, run.query, run.scores)
     keep = best[run.query] >= floor
@@ -97,6 +111,9 @@ class Scoring:
     floor: float | None
     max_bytes: int
 
+    def __post_init__(self) -> None:
+        check_floor(self.floor)  # before any file is read, whichever way it is scored
+
     def whole(self, run: Run, note: str | None = None) -> Scored:
         """A run in memory, its floor applied."""
         floored, withheld = abstain_below(run, self.floor)
@@ -106,8 +123,6 @@ class Scoring:
     def streamed(self, source: RunFile) -> Scored:
         """A run file a segment at a time, or read whole when its lines are not grouped by query or the streamed
         parse refuses it (the whole read names its bad lines)."""
-        if self.floor is not None and not math.isfinite(self.floor):
-            raise ValueError(f"floor must be a finite number, got {self.floor!r}")
         scorer = RunScorer(self.qrels, self.measures, self.ties, self.missing, unjudged_k=self.unjudged_k)
         withheld = [0]
 
