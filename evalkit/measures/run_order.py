@@ -96,23 +96,36 @@ def _prefix(starts: IntArray, sizes: IntArray, scores: FloatArray, want: IntArra
     return take, positions
 
 
-def _tie_order(row: IntArray, scores: FloatArray, identity: IntArray, descending: bool) -> IntArray:
+def _tie_order(
+    row: IntArray, scores: FloatArray, docs: pa.Array, needed: BoolArray | None, descending: bool
+) -> IntArray:
     """The permutation of lines (grouped by query, scores descending) that puts each run of equal scores in
-    document-ID order (ascending ``identity``; descending for the trec_eval policy)."""
+    document-ID order (code-point order; descending for the trec_eval policy).
+
+    With ``needed`` (per line), only the ties holding a needed line are ordered: a tie of unjudged lines gives the
+    same ranks and grades in any order, so only ties that hold a judged line need their document IDs compared."""
     tied = np.zeros(len(row), dtype=bool)
     tied[1:] = (row[1:] == row[:-1]) & (scores[1:] == scores[:-1])
     tied[:-1] |= tied[1:]
     permutation: IntArray = np.arange(len(row), dtype=np.int64)
     if not tied.any():
         return permutation
+    start = np.ones(len(row), dtype=bool)
+    start[1:] = ~((row[1:] == row[:-1]) & (scores[1:] == scores[:-1]))
+    tie = np.cumsum(start) - 1  # the tie (or single line) each line belongs to
+    if needed is not None:
+        tied &= np.bincount(tie, weights=needed, minlength=int(tie[-1]) + 1)[tie] > 0
     inside = np.flatnonzero(tied)
-    r, s = row[inside], scores[inside]
-    start = np.ones(len(inside), dtype=bool)
-    start[1:] = ~((r[1:] == r[:-1]) & (s[1:] == s[:-1]) & (np.diff(inside) == 1))
-    width = int(identity.max()) + 1
-    order = (width - 1 - identity[inside]) if descending else identity[inside]
-    key = np.cumsum(start) * width + order  # one int64 key: tie, then document order within it
-    permutation[inside] = inside[np.argsort(key, kind="stable")]
+    if len(inside) == 0:
+        return permutation
+    order, _, _ = sort_pairs(tie[inside], docs.take(pa.array(inside)))  # by tie, then document ID ascending
+    if descending:  # reverse each tie's lines
+        ties = tie[inside][order]
+        first = np.flatnonzero(np.concatenate(([True], ties[1:] != ties[:-1])))
+        size = np.diff(np.append(first, len(order)))
+        low = np.repeat(first, size)
+        order = order[2 * low + np.repeat(size, size) - 1 - np.arange(len(order))]
+    permutation[inside] = inside[order]
     return permutation
 
 
@@ -127,27 +140,33 @@ class _Judged:
 
 
 def _match(row: IntArray, returned: pa.Array, judged: _Judged) -> tuple[IntArray, IntArray, IntArray]:
-    """Each returned line's identity (equal for two lines with the same query and document; ascending in
-    document-ID order within a query), and per identity its grade and its qrels row (-1: not judged).
+    """Per returned line: its identity (equal for two lines with the same query and document), its grade (0 when
+    not judged) and its qrels row (-1: not judged).
 
-    One stable sort of the lines and the judgments together by (query row, document ID) puts a line next to the
-    judgment of its document, if any, and next to its repeats: no hash table of document IDs is built."""
+    The block's document IDs and its queries' judged ones are dictionary-encoded together, once (a hash table built
+    in C); a judgment is found by its (query row, code) key among the lines', so no document ID is compared as a
+    string here."""
     count = len(row)
-    rows = np.concatenate((row, judged.row))
-    docs = pa.concat_arrays([returned.cast(judged.docs.type), *judged.docs.chunks])  # one array: takes are faster
-    if len(rows) == 0:
-        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-    order, _, same = sort_pairs(rows, docs)
-    new = np.ones(len(order), dtype=bool)
-    new[1:] = ~same
-    identity = np.empty(len(order), dtype=np.int64)
-    identity[order] = np.cumsum(new) - 1
-    width = int(identity.max()) + 1
-    grade = np.zeros(width, dtype=np.int64)
-    qrels_row = np.full(width, -1, dtype=np.int64)
-    grade[identity[count:]] = judged.grades
-    qrels_row[identity[count:]] = judged.at
-    return identity[:count], grade, qrels_row
+    grade = np.zeros(count, dtype=np.int64)
+    qrels_row = np.full(count, -1, dtype=np.int64)
+    if count == 0:
+        return np.zeros(0, dtype=np.int64), grade, qrels_row
+    docs = pa.concat_arrays([returned.cast(judged.docs.type), *judged.docs.chunks])
+    encoded = pc.dictionary_encode(docs)
+    code = np.asarray(encoded.indices.to_numpy(zero_copy_only=False), dtype=np.int64)
+    width = len(encoded.dictionary)
+    identity: IntArray = row * width + code[:count]
+    keys = judged.row * width + code[count:]  # unique: the qrels hold one judgment per (query, document)
+    if len(keys) == 0:
+        return identity, grade, qrels_row
+    order = np.argsort(keys)
+    keys = keys[order]
+    at = np.minimum(np.searchsorted(keys, identity), len(keys) - 1)
+    hit = keys[at] == identity
+    source = order[at[hit]]
+    grade[hit] = judged.grades[source]
+    qrels_row[hit] = judged.at[source]
+    return identity, grade, qrels_row
 
 
 def _take(column: pa.ChunkedArray, positions: IntArray) -> pa.Array:
@@ -267,7 +286,8 @@ def _rank_block(
         returned = _take(block, chosen - low)
         q = lines.rows(chosen)
         identity, grade_of, row_of = _match(q, returned, judged)
-        permutation = _tie_order(q, lines.scores[chosen], identity, lines.descending_ids)
+        needed = None if with_ids or context is not None else row_of >= 0  # IDs and contexts read every order
+        permutation = _tie_order(q, lines.scores[chosen], returned, needed, lines.descending_ids)
         identity = identity[permutation]
         repeated = _repeated(identity)
         group_of = np.repeat(np.arange(len(starts)), take)
@@ -277,15 +297,15 @@ def _rank_block(
             break
         want = np.where(short, want * 2, want)
     kept = ~repeated
-    line, identity, group_of = permutation[kept], identity[kept], group_of[kept]
+    line, group_of = permutation[kept], group_of[kept]
     first = np.concatenate(([0], np.cumsum(np.bincount(group_of, minlength=len(starts)))[:-1]))
     rank = np.arange(len(line), dtype=np.int64) - first[group_of] + 1
     if depth is not None:
         within = rank <= depth
-        line, identity, rank = line[within], identity[within], rank[within]
+        line, rank = line[within], rank[within]
     ids = returned.take(pa.array(line)).to_pylist() if with_ids else []
-    qrels_row = row_of[identity]
-    block = _Block(q[line], rank, grade_of[identity], qrels_row, ids, int(repeated.sum()))
+    qrels_row = row_of[line]
+    block = _Block(q[line], rank, grade_of[line], qrels_row, ids, int(repeated.sum()))
     if context is None:
         return block
     spans, lengths = _context_columns(returned, line, rank, qrels_row, context)

@@ -357,6 +357,25 @@ def test_ties_among_non_ascii_ids_follow_code_point_order(ties: str, seed: int) 
     assert float(scores.values["recip_rank"][0]) == 1 / (order.index(relevant) + 1)
 
 
+@pytest.mark.parametrize("ties", ["evalkit", "trec_eval"])
+def test_ties_of_unjudged_lines_are_ordered_only_when_ids_are_read(ties: str) -> None:
+    """Scoring orders by ID only the ties that hold a judged line (the ranks of judged lines, and so every value,
+    are the same whatever the order of a tie of unjudged ones); a caller that reads the IDs gets the policy's whole
+    order."""
+    pairs = [("m", 3.0), ("b", 2.0), ("z", 2.0), ("a", 2.0), ("a", 1.0), ("y", 1.0), ("c", 1.0), ("x", 1.0)]
+    qrels = qrels_from_mapping({"q": {"c": 1, "y": 0}})
+    run = run_from_rankings("r", {"q": pairs})
+    ranked = run_order.rank_run(run, qrels, ties, "exact", with_ids=True)
+    (_, block), *_ = ranked.blocks()
+    ascending = ["m", "a", "b", "z", "c", "x", "y"]
+    expected = ascending if ties == "evalkit" else ["m", "z", "b", "a", "y", "x", "c"]
+    assert list(block.doc_ids or []) == expected
+    (_, scored), *_ = run_order.rank_run(run, qrels, ties, "exact").blocks()
+    judged_ranks = dict(zip(scored.grade[scored.judged].tolist(), scored.rank[scored.judged].tolist(), strict=True))
+    assert judged_ranks == ({1: 5, 0: 7} if ties == "evalkit" else {0: 5, 1: 7})
+    assert scored.returned().tolist() == [7]
+
+
 # ----------------------------------------------------------------------------------------------------
 # Builders and summations
 # ----------------------------------------------------------------------------------------------------

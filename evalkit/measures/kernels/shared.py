@@ -112,8 +112,9 @@ def condense(ranked: Ranked) -> Ranked:
 def running_count(ranked: Ranked, mask: BoolArray) -> npt.NDArray[np.int64]:
     """Per position, how many positions of its query, up to and including it, satisfy ``mask``."""
     total = np.cumsum(mask, dtype=np.int64)
-    first = np.searchsorted(ranked.row, ranked.row, side="left")  # each query's first position
-    counts: npt.NDArray[np.int64] = total - total[first] + mask[first]
+    starts = np.searchsorted(ranked.row, np.arange(ranked.n))  # each query's first position (rows ascending)
+    before = np.concatenate(([0], total))[starts]  # how many positions before that one satisfy the mask
+    counts: npt.NDArray[np.int64] = total - np.repeat(before, ranked.returned())
     return counts
 
 
