@@ -17,11 +17,11 @@ from typing import Any
 
 from evalkit.data.language import HAN_CHARACTERS as _HAN
 
-_SEGMENTS = re.compile(rf"([{_HAN}]+)|([^{_HAN}]+)")
-_OTHER_WORDS = re.compile(r"[^\W_]+")
+_PIECES = re.compile(rf"([{_HAN}]+)|([^\W_{_HAN}]+)")
 _IS_HAN = re.compile(rf"[{_HAN}]")
 _WORD = re.compile(r"\w", re.UNICODE)
-_NON_WORD = re.compile(r"\W", re.UNICODE)
+_ASCII_SEPARATORS = str.maketrans({chr(c): " " for c in range(128) if not chr(c).isalnum()})
+_ODD = re.compile(r"[^\w\n]", re.UNICODE)
 
 # Lucene's default English stop set plus question and auxiliary words, which carry no topic in a query.
 ENGLISH_STOPWORDS = frozenset(
@@ -69,22 +69,34 @@ def tokenize(text: str, *, drop_stopwords: bool = False) -> tuple[str, ...]:
     """Split text into normalized tokens: rjieba words for Han runs, Snowball-stemmed words otherwise.
 
     With ``drop_stopwords`` the stop sets above are removed (English words before stemming).
+
+    One pass over the normalized text finds the Han runs and the other words in order (ASCII text: its runs of
+    letters and digits); the words are stemmed by one ``stemWords`` call and the runs segmented by one rjieba call
+    over the runs joined by newlines (rjieba cuts at a newline and yields it alone, so each run is segmented as if
+    alone). A run holding unassigned code points (not word characters) keeps only the words with a word character.
     """
     stop = STOPWORDS if drop_stopwords else frozenset()
-    tokens: list[str] = []
-    # Alternating segments: a Han run, or everything up to the next one, whose words are stemmed in one call.
-    for han, other in _SEGMENTS.findall(normalize(text)):
-        if han:
-            words = _jieba().cut_for_search(han, False)
-            if stop or _NON_WORD.search(han):  # unassigned code points in the Han blocks are not word characters
-                words = [word for word in words if _WORD.search(word) and word not in stop]
-            tokens.extend(words)
-        else:
-            words = _OTHER_WORDS.findall(other)
-            if stop:
-                words = [word for word in words if word not in stop]
-            tokens.extend(_stemmer().stemWords(words))
-    return tuple(tokens)
+    normalized = normalize(text)
+    if normalized.isascii():
+        pieces, runs, words = [], [], normalized.translate(_ASCII_SEPARATORS).split()
+    else:
+        pieces = _PIECES.findall(normalized)
+        runs, words = [han for han, _ in pieces if han], [word for _, word in pieces if word]
+    if not runs:
+        return tuple(_stemmer().stemWords([word for word in words if word not in stop] if stop else words))
+    stems: list[str] = _stemmer().stemWords(words) if words else []
+    if stop:
+        stems = [stem if word not in stop else "" for stem, word in zip(stems, words, strict=True)]
+    joined = "\n".join(runs)
+    cut: list[str] = _jieba().cut_for_search(joined, False)
+    if stop or _ODD.search(joined):
+        cut = [word if word == "\n" or (_WORD.search(word) and word not in stop) else "" for word in cut]
+    if not words:
+        return tuple(" ".join(cut).split())
+    # Each newline of the cut stands between single spaces once joined (every run yields a word, maybe ""), so
+    # splitting at " \n " gives each run's words; "" words only add spaces, which the last split drops.
+    segmented, stemmed = iter(" ".join(cut).split(" \n ")), iter(stems)
+    return tuple(" ".join([next(segmented) if han else next(stemmed) for han, _ in pieces]).split())
 
 
 @lru_cache(maxsize=1)
