@@ -29,6 +29,7 @@ import os
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from functools import lru_cache
+from itertools import chain
 from pathlib import Path
 from types import ModuleType
 from typing import Any, Protocol, runtime_checkable
@@ -121,12 +122,26 @@ _EMBED_BLOCK_ROWS = 4096
 """Texts hashed and normalized together by :class:`TokenHashProvider` (a memory bound, not a result knob)."""
 
 
-def _hashed_counts(counts: Counter[str], dimensions: int) -> npt.NDArray[np.float64]:
-    row = np.zeros(dimensions, dtype=np.float64)
-    for token in sorted(counts):
-        index, sign = _bucket(token, dimensions)
-        row[index] += sign * (1.0 + math.log(counts[token]))
-    return row
+def _hashed_rows(texts: Sequence[Sequence[str]], dimensions: int) -> npt.NDArray[np.float64]:
+    """Each text's distinct tokens, in sorted order, add ``sign * (1 + ln count)`` into their buckets (float64).
+
+    The (text, token) pairs are counted with ``np.unique`` over keys ordered by text, then token, and summed by
+    ``np.bincount``, which adds in input order: each bucket receives its tokens' terms in sorted token order, as a
+    loop over ``sorted(Counter(tokens))`` would. ``1 + ln count`` comes from :func:`math.log`.
+    """
+    terms = sorted({token for tokens in texts for token in tokens})
+    if not terms:
+        return np.zeros((len(texts), dimensions), dtype=np.float64)
+    rank = {term: position for position, term in enumerate(terms)}
+    lengths = np.fromiter(map(len, texts), dtype=np.int64, count=len(texts))
+    ranks = np.fromiter(map(rank.__getitem__, chain.from_iterable(texts)), dtype=np.int64, count=int(lengths.sum()))
+    keys, counts = np.unique(np.repeat(np.arange(len(texts)) * len(terms), lengths) + ranks, return_counts=True)
+    rows, columns = np.divmod(keys, len(terms))
+    placed = np.array([_bucket(term, dimensions) for term in terms], dtype=np.float64)
+    sublinear = np.array([0.0, *(1.0 + math.log(count) for count in range(1, int(counts.max()) + 1))])
+    cells = rows * dimensions + placed[columns, 0].astype(np.int64)
+    summed = np.bincount(cells, weights=placed[columns, 1] * sublinear[counts], minlength=len(texts) * dimensions)
+    return np.asarray(summed, dtype=np.float64).reshape(len(texts), dimensions)
 
 
 def _analyzed(kind: str, version: str, **parameters: Any) -> dict[str, Any]:
@@ -163,11 +178,8 @@ class TokenHashProvider:
         out = np.empty((len(texts), self._dimensions), dtype=np.float32)
         # Block by block, so a large corpus never holds a float64 copy of every row (rows are independent).
         for start in range(0, len(texts), _EMBED_BLOCK_ROWS):
-            block = texts[start : start + _EMBED_BLOCK_ROWS]
-            rows = np.empty((len(block), self._dimensions), dtype=np.float64)
-            for index, text in enumerate(block):
-                rows[index] = _hashed_counts(Counter(tokenize(text, drop_stopwords=True)), self._dimensions)
-            out[start : start + len(block)] = l2_normalize(rows)
+            block = [tokenize(text, drop_stopwords=True) for text in texts[start : start + _EMBED_BLOCK_ROWS]]
+            out[start : start + len(block)] = l2_normalize(_hashed_rows(block, self._dimensions))
         return out
 
 

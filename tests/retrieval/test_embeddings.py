@@ -27,6 +27,7 @@ from evalkit.retrieval.embeddings import (
     fingerprint,
     l2_normalize,
 )
+from evalkit.retrieval.text import tokenize
 
 from ..conftest import TINY_DIR
 
@@ -328,3 +329,21 @@ def test_token_runs_count_every_term_as_count_runs_does(tokens: list[str], terms
 
     runs = _token_runs(tokens, frozenset(len(t) for t in terms if t))
     assert [runs.get(tuple(t), 0) for t in terms] == [_count_runs(tokens, t) for t in terms]
+
+
+def _reference_token_hash(texts: Sequence[str], dimensions: int) -> Matrix:
+    """Token hashing as first defined: per text, each distinct token in sorted order adds sign * (1 + ln count)."""
+    rows = np.zeros((len(texts), dimensions), dtype=np.float64)
+    for index, text in enumerate(texts):
+        tokens = tokenize(text, drop_stopwords=True)
+        for token in sorted(set(tokens)):
+            value = int.from_bytes(hashlib.blake2b(token.encode("utf-8"), digest_size=8).digest(), "big")
+            sign = 1.0 if (value >> 63) & 1 else -1.0
+            rows[index, value % dimensions] += sign * (1.0 + math.log(tokens.count(token)))
+    return l2_normalize(rows)
+
+
+@pytest.mark.parametrize("dimensions", [8, 64, 1024])
+def test_token_hash_rows_equal_the_per_text_loop_bit_for_bit(tiny: LoadedFixture, dimensions: int) -> None:
+    texts = [c.text for c in tiny.fixture.chunks] + ["", "the the the", "trash trash trash 回收站 回收站", "x" * 9]
+    assert TokenHashProvider(dimensions).embed(texts).tobytes() == _reference_token_hash(texts, dimensions).tobytes()
