@@ -25,6 +25,7 @@ import math
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import chain
 
 import numpy as np
 import numpy.typing as npt
@@ -117,30 +118,17 @@ class SparseBm25Index:
         if list(chunk_ids) != sorted(chunk_ids):
             raise ValueError("chunk IDs must be given in ascending order (the tie-breaking order)")
         vocabulary: dict[str, int] = {}
-        parts = []
-        for start in range(0, len(analyzed_texts), _BUILD_BLOCK_ROWS):  # bounded memory: a block's tokens at a time
-            tokens = " ".join(analyzed_texts[start : start + _BUILD_BLOCK_ROWS]).split()
-            for term in dict.fromkeys(tokens):
-                vocabulary.setdefault(term, len(vocabulary))
-            parts.append(np.fromiter(map(vocabulary.__getitem__, tokens), dtype=np.int32, count=len(tokens)))
-        columns = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int32)
-        lengths = np.fromiter(map(len, map(str.split, analyzed_texts)), dtype=np.int64, count=len(analyzed_texts))
-        rows = np.repeat(np.arange(len(chunk_ids), dtype=np.int32), lengths)
-        shape = (len(chunk_ids), len(vocabulary))
-        # COO -> CSC sums repeated (chunk, term) pairs into term frequencies.
-        counts = sparse.csc_matrix((np.ones(len(columns)), (rows, columns)), shape=shape)
-        del rows, columns, parts
-        counts.sum_duplicates()
+        counts, lengths = _term_counts(analyzed_texts, vocabulary)
         hits = np.diff(counts.indptr)
         if check is not None:
             _check_vocabulary(vocabulary, hits, counts, check)
         if statistics is None:
-            contributions = _contributions(counts, hits, hits, lengths, len(lengths), int(lengths.sum()))
+            contributions = _contributions(counts, hits, lengths, len(lengths), int(lengths.sum()))
         else:
             frequencies = np.array([statistics.frequencies.get(term, 0) for term in vocabulary], dtype=np.int64)
             if (frequencies < hits).any():
                 raise ValueError("corpus statistics do not cover this index's chunks")
-            contributions = _contributions(counts, hits, frequencies, lengths, statistics.rows, statistics.total_tokens)
+            contributions = _contributions(counts, frequencies, lengths, statistics.rows, statistics.total_tokens)
         return cls(tuple(chunk_ids), vocabulary, contributions)
 
     def search(self, terms: Sequence[str], limit: int) -> list[tuple[str, float]] | None:
@@ -179,9 +167,44 @@ def top_positions(scores: npt.NDArray[np.floating], limit: int, floor: float = 0
     return candidates[order]
 
 
+def _term_counts(
+    analyzed_texts: Sequence[str], vocabulary: dict[str, int]
+) -> tuple[sparse.csc_matrix, npt.NDArray[np.int64]]:
+    """Each (chunk, term) pair's count (int32 CSC, one column per term in first-seen order, filling
+    ``vocabulary``) and each chunk's token count.
+
+    A block of chunks at a time: its tokens are mapped to columns and its repeated pairs counted with ``np.unique``,
+    so only the distinct pairs of the whole corpus are ever held, never an entry per token.
+    """
+    lengths = np.zeros(len(analyzed_texts), dtype=np.int64)
+    rows, columns, counts = [np.zeros(0, dtype=np.int32)], [np.zeros(0, dtype=np.int32)], [np.zeros(0, dtype=np.int32)]
+    for start in range(0, len(analyzed_texts), _BUILD_BLOCK_ROWS):
+        split = [text.split() for text in analyzed_texts[start : start + _BUILD_BLOCK_ROWS]]
+        block_lengths = np.fromiter(map(len, split), dtype=np.int64, count=len(split))
+        lengths[start : start + len(split)] = block_lengths
+        tokens = list(chain.from_iterable(split))
+        for term in dict.fromkeys(tokens):
+            vocabulary.setdefault(term, len(vocabulary))
+        width = max(len(vocabulary), 1)
+        keys = np.repeat(np.arange(len(split), dtype=np.int64) * width, block_lengths)
+        keys += np.fromiter(map(vocabulary.__getitem__, tokens), dtype=np.int64, count=len(tokens))
+        pairs, repeats = np.unique(keys, return_counts=True)
+        rows.append((pairs // width + start).astype(np.int32))
+        columns.append((pairs % width).astype(np.int32))
+        counts.append(repeats.astype(np.int32))
+    shape = (len(analyzed_texts), len(vocabulary))
+    triples = (np.concatenate(counts), (np.concatenate(rows), np.concatenate(columns)))
+    del rows, columns, counts
+    # The pairs come by chunk, so each column lists its chunks in ascending order.
+    return sparse.csc_matrix(triples, shape=shape), lengths
+
+
+_CONTRIBUTION_SLICE = 1 << 22
+"""Stored pairs whose BM25 contributions are computed together (bounds the float64 temporaries)."""
+
+
 def _contributions(
     counts: sparse.csc_matrix,
-    hits: npt.NDArray[np.int64],
     frequencies: npt.NDArray[np.int64],
     lengths: npt.NDArray[np.int64],
     rows: int,
@@ -189,16 +212,21 @@ def _contributions(
 ) -> sparse.csc_matrix:
     """idf * (f * (k1 + 1)) / (f + k1 * (1 - b + b * D / avgdl)) per stored pair, in fts5Bm25Function's order.
 
-    ``hits`` counts each column's stored pairs; ``frequencies``, ``rows`` and ``total`` are the corpus's (the
-    same numbers unless this index holds one shard of it).
+    ``frequencies`` (each column's rows), ``rows`` and ``total`` are the corpus's (the index's own unless it holds
+    one shard of the corpus). Computed a slice of pairs at a time into one float64
+    array (each value is the same IEEE operations whatever the slice), sharing ``counts``' index arrays.
     """
     avgdl = float(total) / float(rows) if rows else 0.0
     idf = np.array([fts5_idf(rows, int(n)) for n in frequencies.tolist()], dtype=np.float64)
-    frequency = counts.data
-    length = lengths[counts.indices].astype(np.float64)
-    saturation = (frequency * (FTS5_K1 + 1.0)) / (frequency + FTS5_K1 * (1 - FTS5_B + FTS5_B * length / avgdl))
-    data = np.repeat(idf, hits) * saturation
-    return sparse.csc_matrix((data, counts.indices.copy(), counts.indptr.copy()), shape=counts.shape)
+    data = np.empty(counts.nnz, dtype=np.float64)
+    for start in range(0, counts.nnz, _CONTRIBUTION_SLICE):
+        end = min(start + _CONTRIBUTION_SLICE, counts.nnz)
+        frequency = counts.data[start:end].astype(np.float64)
+        length = lengths[counts.indices[start:end]].astype(np.float64)
+        saturation = (frequency * (FTS5_K1 + 1.0)) / (frequency + FTS5_K1 * (1 - FTS5_B + FTS5_B * length / avgdl))
+        column = np.searchsorted(counts.indptr, np.arange(start, end), side="right") - 1
+        data[start:end] = idf[column] * saturation
+    return sparse.csc_matrix((data, counts.indices, counts.indptr), shape=counts.shape)
 
 
 def _check_vocabulary(
