@@ -291,3 +291,12 @@ def test_temporary_removes_its_file_on_error(tmp_path: Path, monkeypatch: pytest
 def test_order_hits_score_then_id() -> None:
     hits = [Hit("b", 1.0), Hit("c", 2.0), Hit("a", 1.0)]
     assert order_hits(hits) == [Hit("c", 2.0), Hit("a", 1.0), Hit("b", 1.0)]
+
+
+def test_a_refused_chunk_leaves_no_chunk_or_token_stored() -> None:
+    database = _database([("a", "en", "alpha beta")])
+    many = [Chunk(chunk_id=f"b{i:05d}", doc_id="doc-en", text="gamma") for i in range(5000)]
+    with pytest.raises(sqlite3.IntegrityError):
+        database.add_chunks([*many, Chunk(chunk_id="z", doc_id="nowhere", text="delta")])
+    assert database.chunk_count() == 1
+    assert database.vocabulary(["gamma", "delta", "alpha"]) == {"alpha": (1, 1)}
