@@ -4,7 +4,8 @@
 linear pass checks that each query's lines are together with scores descending (how runs are written), and only
 when not are they regrouped by one sort. Then, a block of about :data:`BLOCK_LINES` lines at a time, only the lines
 that can reach the deepest cutoff (widened to whole ties at the boundary, and past duplicates) are put in
-document-ID order under the tie policy, deduplicated and joined to the judgments of the block's queries, giving one
+document-ID order under the tie policy (only the ties that hold a judged line, unless the caller reads IDs),
+deduplicated and joined to the judgments of the block's queries (:mod:`evalkit.measures.run_join`), giving one
 :class:`~evalkit.measures.ranked.Ranked` a block that the caller scores before the next is made.
 """
 
@@ -17,14 +18,15 @@ from typing import Final
 
 import numpy as np
 import numpy.typing as npt
-import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from evalkit.data.columns import BoolArray, CodeArray, IntArray, lookup, sort_pairs
+from evalkit.common.threads import in_order, scoring_threads
+from evalkit.data.columns import BoolArray, CodeArray, IntArray, lookup
 from evalkit.data.qrels import Qrels
 from evalkit.data.runs import Run
 from evalkit.measures.ranked import Ranked, SpanContext, ideal_arrays
+from evalkit.measures.run_join import Judged, join_block, repeats, tie_order
 
 __all__ = ["BLOCK_LINES", "RankedRun", "RunCounts", "grades_by_query", "rank_run"]
 
@@ -96,79 +98,6 @@ def _prefix(starts: IntArray, sizes: IntArray, scores: FloatArray, want: IntArra
     return take, positions
 
 
-def _tie_order(
-    row: IntArray, scores: FloatArray, docs: pa.Array, needed: BoolArray | None, descending: bool
-) -> IntArray:
-    """The permutation of lines (grouped by query, scores descending) that puts each run of equal scores in
-    document-ID order (code-point order; descending for the trec_eval policy).
-
-    With ``needed`` (per line), only the ties holding a needed line are ordered: a tie of unjudged lines gives the
-    same ranks and grades in any order, so only ties that hold a judged line need their document IDs compared."""
-    tied = np.zeros(len(row), dtype=bool)
-    tied[1:] = (row[1:] == row[:-1]) & (scores[1:] == scores[:-1])
-    tied[:-1] |= tied[1:]
-    permutation: IntArray = np.arange(len(row), dtype=np.int64)
-    if not tied.any():
-        return permutation
-    start = np.ones(len(row), dtype=bool)
-    start[1:] = ~((row[1:] == row[:-1]) & (scores[1:] == scores[:-1]))
-    tie = np.cumsum(start) - 1  # the tie (or single line) each line belongs to
-    if needed is not None:
-        tied &= np.bincount(tie, weights=needed, minlength=int(tie[-1]) + 1)[tie] > 0
-    inside = np.flatnonzero(tied)
-    if len(inside) == 0:
-        return permutation
-    order, _, _ = sort_pairs(tie[inside], docs.take(pa.array(inside)))  # by tie, then document ID ascending
-    if descending:  # reverse each tie's lines
-        ties = tie[inside][order]
-        first = np.flatnonzero(np.concatenate(([True], ties[1:] != ties[:-1])))
-        size = np.diff(np.append(first, len(order)))
-        low = np.repeat(first, size)
-        order = order[2 * low + np.repeat(size, size) - 1 - np.arange(len(order))]
-    permutation[inside] = inside[order]
-    return permutation
-
-
-@dataclass(frozen=True)
-class _Judged:
-    """The judgments of a block's queries: each one's query row, document ID, grade and qrels row."""
-
-    row: IntArray
-    docs: pa.ChunkedArray
-    grades: IntArray
-    at: IntArray
-
-
-def _match(row: IntArray, returned: pa.Array, judged: _Judged) -> tuple[IntArray, IntArray, IntArray]:
-    """Per returned line: its identity (equal for two lines with the same query and document), its grade (0 when
-    not judged) and its qrels row (-1: not judged).
-
-    The block's document IDs and its queries' judged ones are dictionary-encoded together, once (a hash table built
-    in C); a judgment is found by its (query row, code) key among the lines', so no document ID is compared as a
-    string here."""
-    count = len(row)
-    grade = np.zeros(count, dtype=np.int64)
-    qrels_row = np.full(count, -1, dtype=np.int64)
-    if count == 0:
-        return np.zeros(0, dtype=np.int64), grade, qrels_row
-    docs = pa.concat_arrays([returned.cast(judged.docs.type), *judged.docs.chunks])
-    encoded = pc.dictionary_encode(docs)
-    code = np.asarray(encoded.indices.to_numpy(zero_copy_only=False), dtype=np.int64)
-    width = len(encoded.dictionary)
-    identity: IntArray = row * width + code[:count]
-    keys = judged.row * width + code[count:]  # unique: the qrels hold one judgment per (query, document)
-    if len(keys) == 0:
-        return identity, grade, qrels_row
-    order = np.argsort(keys)
-    keys = keys[order]
-    at = np.minimum(np.searchsorted(keys, identity), len(keys) - 1)
-    hit = keys[at] == identity
-    source = order[at[hit]]
-    grade[hit] = judged.grades[source]
-    qrels_row[hit] = judged.at[source]
-    return identity, grade, qrels_row
-
-
 def _take(column: pa.ChunkedArray, positions: IntArray) -> pa.Array:
     """``column[positions]`` as one array. Ascending positions (how a run written the usual way is read) are taken
     chunk by chunk, since a take across chunks may first join every chunk it takes from."""
@@ -182,21 +111,6 @@ def _take(column: pa.ChunkedArray, positions: IntArray) -> pa.Array:
         ]
         return pa.concat_arrays(parts) if parts else pa.array([], type=column.type)
     return column.take(pa.array(positions)).combine_chunks()
-
-
-def _repeated(keys: IntArray) -> BoolArray:
-    """Positions whose key an earlier position already has: one sort says whether there are any, and only the
-    positions of repeated keys go through a hash table."""
-    repeated = np.zeros(len(keys), dtype=bool)
-    ordered = np.sort(keys)
-    twice = ordered[1:][ordered[1:] == ordered[:-1]]
-    if len(twice) == 0:
-        return repeated
-    values = np.unique(twice)
-    at = np.minimum(np.searchsorted(values, keys), len(values) - 1)
-    candidates = np.flatnonzero(values[at] == keys)
-    repeated[candidates[pd.Series(keys[candidates]).duplicated(keep="first").to_numpy()]] = True
-    return repeated
 
 
 BLOCK_LINES: Final = 1 << 17
@@ -277,7 +191,7 @@ def _rank_block(
     want = np.full(len(starts), int(sizes.sum()) if depth is None else depth, dtype=np.int64)
     rows = lines.rows(starts)
     at, _ = _judgments_of(qrels, rows[rows >= 0])
-    judged = _Judged(qrels.query[at], qrels.docs.take(pa.array(at)), qrels.grades[at], at)
+    judged = Judged(qrels.query[at], qrels.docs.take(pa.array(at)), qrels.grades[at], at)
     low = int(starts[0]) if len(starts) else 0  # the block's lines are one range: slice it (no copy) and take from
     high = int(starts[-1] + sizes[-1]) if len(starts) else 0  # the slice, since a take may join what it takes from
     block = lines.doc_ids.slice(low, high - low)
@@ -285,11 +199,12 @@ def _rank_block(
         take, chosen = _prefix(starts, sizes, lines.scores, want)
         returned = _take(block, chosen - low)
         q = lines.rows(chosen)
-        identity, grade_of, row_of = _match(q, returned, judged)
-        needed = None if with_ids or context is not None else row_of >= 0  # IDs and contexts read every order
-        permutation = _tie_order(q, lines.scores[chosen], returned, needed, lines.descending_ids)
-        identity = identity[permutation]
-        repeated = _repeated(identity)
+        matched = join_block(q, returned, judged)
+        if not (with_ids or context is not None):  # IDs and contexts read every tie's order
+            matched = replace(matched, needed=matched.qrels_row >= 0)
+        permutation = tie_order(q, lines.scores[chosen], returned, matched, lines.descending_ids)
+        identity = matched.identity[permutation]
+        repeated = repeats(identity)
         group_of = np.repeat(np.arange(len(starts)), take)
         unique_per_group = np.bincount(group_of[~repeated], minlength=len(starts))
         short = (unique_per_group < want) & (take < sizes)
@@ -304,8 +219,8 @@ def _rank_block(
         within = rank <= depth
         line, rank = line[within], rank[within]
     ids = returned.take(pa.array(line)).to_pylist() if with_ids else []
-    qrels_row = row_of[line]
-    block = _Block(q[line], rank, grade_of[line], qrels_row, ids, int(repeated.sum()))
+    qrels_row = matched.qrels_row[line]
+    block = _Block(q[line], rank, matched.grade[line], qrels_row, ids, int(repeated.sum()))
     if context is None:
         return block
     spans, lengths = _context_columns(returned, line, rank, qrels_row, context)
@@ -338,9 +253,9 @@ class RankedRun:
         reach = self._sizes if self._depth is None else np.minimum(self._sizes, self._depth)
         covered = np.zeros(self.n, dtype=bool)
         duplicates = 0
-        for a, b in _blocks(reach, BLOCK_LINES):
-            starts, sizes = self._starts[a:b], self._sizes[a:b]
-            part = _rank_block(self._lines, starts, sizes, self._depth, self._qrels, self._with_ids, self._context)
+        ranges = _blocks(reach, BLOCK_LINES)
+        for (a, b), part in zip(ranges, in_order(self._rank_range, ranges, scoring_threads()), strict=True):
+            starts = self._starts[a:b]
             duplicates += part.duplicates
             rows = np.sort(self._lines.rows(starts))
             covered[rows] = True
@@ -348,6 +263,12 @@ class RankedRun:
         self.counts = replace(self.counts, duplicates=duplicates)
         if rest:
             yield from self.empty(np.flatnonzero(~covered))
+
+    def _rank_range(self, groups: tuple[int, int]) -> _Block:
+        """:func:`_rank_block` of the query groups ``groups`` (a range), which reads and changes nothing shared."""
+        a, b = groups
+        starts, sizes = self._starts[a:b], self._sizes[a:b]
+        return _rank_block(self._lines, starts, sizes, self._depth, self._qrels, self._with_ids, self._context)
 
     def empty(self, rows: IntArray) -> Iterator[tuple[IntArray, Ranked]]:
         """The qrels rows ``rows`` (ascending) with empty rankings, as one block (none when there are no rows)."""

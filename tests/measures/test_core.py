@@ -20,7 +20,7 @@ import pytest
 
 from evalkit.data.qrels import qrels_from_mapping
 from evalkit.data.runs import run_from_rankings
-from evalkit.measures import run_order
+from evalkit.measures import run_join, run_order
 from evalkit.measures.core import depth_of, score_ranked, score_rankings, score_run
 from evalkit.measures.kernels import average_precision, bpref, infap, ndcg
 from evalkit.measures.ranked import SUMMATIONS, ideal_arrays, rank_lists, segment_sums
@@ -235,8 +235,14 @@ def _differences(ties: str) -> tuple[int, list[tuple[str, str, float, float]]]:
     return compared, differences
 
 
-def test_trec_eval_aliases_equal_pytrec_eval_under_the_trec_eval_policy() -> None:
-    """Every query pytrec_eval scores, those without a relevant document (0, as trec_eval scores them) included."""
+@pytest.mark.parametrize("join", ["chosen", "sorted", "codes"])
+def test_trec_eval_aliases_equal_pytrec_eval_under_the_trec_eval_policy(
+    join: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every query pytrec_eval scores, those without a relevant document (0, as trec_eval scores them) included;
+    with the join each block chooses, and with every block joined by the sort, then by dictionary codes."""
+    if join != "chosen":
+        monkeypatch.setattr(run_join, "SORTED_SHARE", 10**9 if join == "sorted" else 0)
     compared, differences = _differences("trec_eval")
     judgments, _ = _tied_run(seed=20261202)
     assert compared >= 2_000

@@ -1,0 +1,51 @@
+"""Work done on a few threads and handed back in order: how scoring uses more than one core.
+
+Scoring a run orders and joins it a block of queries at a time (:mod:`evalkit.measures.run_order`); numpy and
+pyarrow release the GIL for the work on a block's arrays, so the next blocks can be made on other threads while
+the caller scores the current one. :func:`in_order` gives the results in the order of the items whatever the number
+of threads, so that every value, count and byte written is the same with one thread or many.
+
+The number of threads follows Arrow's CPU pool (:func:`pyarrow.cpu_count`), which follows ``OMP_NUM_THREADS``: a
+process pinned to one thread scores on one thread.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from itertools import islice
+from typing import TypeVar
+
+import pyarrow as pa
+
+__all__ = ["in_order", "scoring_threads"]
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+def scoring_threads() -> int:
+    """How many threads make blocks while one scores: Arrow's CPU pool, at most the machine's cores."""
+    return max(1, min(int(pa.cpu_count()), os.cpu_count() or 1))
+
+
+def in_order(work: Callable[[T], R], items: Sequence[T], threads: int) -> Iterator[R]:
+    """``work(item)`` of each item, yielded in the items' order; with ``threads`` above 1, up to ``threads`` items
+    are worked on ahead of the one yielded (so at most that many results wait in memory). ``work`` must not change
+    anything shared. Stopping early (the consumer closes the iterator, or raises) cancels what has not started and
+    waits for what has; an exception in ``work`` is raised at its item."""
+    if threads <= 1 or len(items) <= 1:
+        yield from map(work, items)
+        return
+    pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="evalkit-blocks")
+    try:
+        upcoming = iter(items)
+        pending: deque[Future[R]] = deque(pool.submit(work, item) for item in islice(upcoming, threads))
+        while pending:
+            result = pending.popleft().result()
+            pending.extend(pool.submit(work, following) for following in islice(upcoming, 1))
+            yield result
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)

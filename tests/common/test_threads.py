@@ -1,0 +1,95 @@
+"""Blocks made on several threads come back in order, stop cleanly, and give scoring the same values as one thread."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from evalkit.common import threads
+from evalkit.common.threads import in_order, scoring_threads
+from evalkit.data.qrels import qrels_from_mapping
+from evalkit.data.runs import run_from_rankings
+from evalkit.measures import run_order
+from evalkit.measures.core import score_run
+from evalkit.measures.registry import parse_measures
+
+
+@pytest.mark.parametrize("workers", [1, 2, 3])
+def test_results_come_back_in_the_order_of_the_items(workers: int) -> None:
+    def slow_for_early(item: int) -> tuple[int, str]:
+        time.sleep(0.002 * (10 - item))  # early items finish last
+        return item, threading.current_thread().name
+
+    results = list(in_order(slow_for_early, list(range(10)), workers))
+    assert [item for item, _ in results] == list(range(10))
+    names = {name for _, name in results}
+    assert (names == {threading.current_thread().name}) == (workers == 1)
+
+
+def test_at_most_threads_items_are_started_ahead_of_the_consumer() -> None:
+    started: list[int] = []
+    lock = threading.Lock()
+
+    def record(item: int) -> int:
+        with lock:
+            started.append(item)
+        return item
+
+    iterator = in_order(record, list(range(20)), 2)
+    assert next(iterator) == 0
+    time.sleep(0.05)
+    assert len(started) <= 3  # the item yielded, and two ahead of it
+    iterator.close()
+    time.sleep(0.05)
+    assert len(started) <= 3  # closing cancels what had not started
+
+
+def test_an_exception_in_the_work_is_raised_at_its_item() -> None:
+    def fail_at_three(item: int) -> int:
+        if item == 3:
+            raise ValueError("item 3")
+        return item
+
+    seen: list[int] = []
+    with pytest.raises(ValueError, match="item 3"):
+        for value in in_order(fail_at_three, list(range(8)), 2):
+            seen.append(value)
+    assert seen == [0, 1, 2]
+
+
+def test_the_thread_count_follows_arrows_pool(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(threads.pa, "cpu_count", lambda: 1)
+    assert scoring_threads() == 1
+    monkeypatch.setattr(threads.pa, "cpu_count", lambda: 512)
+    assert 1 <= scoring_threads() <= 512
+
+
+@pytest.mark.parametrize("ties", ["evalkit", "trec_eval"])
+def test_scoring_on_several_threads_gives_the_values_of_one(ties: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    rng = np.random.default_rng(7)
+    rankings = {
+        f"q{q:04d}": [
+            (f"d{int(d)}", float(s)) for d, s in zip(rng.integers(0, 60, 30), rng.integers(0, 5, 30), strict=True)
+        ]
+        for q in range(400)
+    }
+    judgments = {
+        q: {f"d{int(d)}": int(g) for d, g in zip(rng.integers(0, 60, 8), rng.integers(-1, 4, 8), strict=True)}
+        for q in rankings
+    }
+    qrels, run = qrels_from_mapping(judgments), run_from_rankings("r", rankings)
+    measures = parse_measures(["map", "recip_rank", "ndcg", "bpref", "infAP", "ndcg_cut_10"])
+    monkeypatch.setattr(run_order, "BLOCK_LINES", 256)  # many blocks
+    values = {}
+    for workers in (1, 3):
+        monkeypatch.setattr(run_order, "scoring_threads", lambda workers=workers: workers)
+        scores = score_run(qrels, run, measures, ties)
+        values[workers] = (scores.values, scores.counts)
+    one, three = values[1], values[3]
+    assert one[1] == three[1]
+    assert one[1].duplicates > 0
+    for name, column in one[0].items():
+        assert np.array_equal(column, three[0][name], equal_nan=True), name
