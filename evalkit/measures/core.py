@@ -167,6 +167,9 @@ class RunScorer:
         self.with_ids = any(m.spec.user for m in measures)
         depth = None if whole_rankings else depth_of(measures, 0 if context is None else context.context_k)
         self.depth = max(depth, unjudged_k) if depth is not None and unjudged_k is not None else depth
+        # Condensed lists read judged lines only: unjudged ones are dropped before anything is ordered.
+        self.judged_only = bool(measures) and all(m.spec.condensed for m in measures) and self.depth is None
+        self.judged_only &= not (self.with_ids or context is not None or judged_ranks or unjudged_k is not None)
         self.restart()
 
     def restart(self) -> None:
@@ -182,7 +185,10 @@ class RunScorer:
         self.counts = RunCounts(0, 0, 0, 0, 0)
 
     def _rank(self, run: Run) -> RankedRun:
-        return rank_run(run, self.qrels, self.ties, SUMMATION_OF[self.ties], self.depth, self.with_ids, self.context)
+        summation = SUMMATION_OF[self.ties]
+        return rank_run(
+            run, self.qrels, self.ties, summation, self.depth, self.with_ids, self.context, self.judged_only
+        )
 
     def _take(self, rows: IntArray, ranked: Ranked) -> None:
         self.scored[rows] = True

@@ -19,7 +19,7 @@ import pyarrow.compute as pc
 
 from evalkit.data.columns import BoolArray, IntArray, sort_pairs
 
-__all__ = ["SORTED_SHARE", "Judged", "Matched", "join_block", "repeats", "tie_order"]
+__all__ = ["SORTED_SHARE", "Judged", "Matched", "join_block", "judged_lines", "repeats", "tie_order"]
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -109,6 +109,24 @@ def _match_codes(row: IntArray, returned: pa.Array, judged: Judged) -> Matched:
         grade[hit] = judged.grades[source]
         qrels_row[hit] = judged.at[source]
     return Matched(identity, grade, qrels_row, False)
+
+
+def judged_lines(row: IntArray, returned: pa.Array, judged: Judged) -> BoolArray:
+    """Per returned line, whether its query's judgments name its document: each line's ID is looked up in a hash
+    table of the block's judged IDs only (small, so the probe is cheap), then matched by (query row, code)."""
+    keep = np.zeros(len(row), dtype=bool)
+    if len(row) == 0 or len(judged.row) == 0:
+        return keep
+    encoded = pc.dictionary_encode(judged.docs.combine_chunks().cast(returned.type))
+    width = len(encoded.dictionary)
+    judged_keys = np.sort(judged.row * width + np.asarray(encoded.indices.to_numpy(zero_copy_only=False), np.int64))
+    found = pc.index_in(returned, value_set=encoded.dictionary).fill_null(-1)
+    code = np.asarray(found.to_numpy(zero_copy_only=False), dtype=np.int64)
+    named = np.flatnonzero(code >= 0)  # lines whose ID some query of the block has judged
+    keys = row[named] * width + code[named]
+    at = np.minimum(np.searchsorted(judged_keys, keys), len(judged_keys) - 1)
+    keep[named[judged_keys[at] == keys]] = True
+    return keep
 
 
 def tie_order(row: IntArray, scores: FloatArray, docs: pa.Array, match: Matched, descending: bool) -> IntArray:

@@ -26,7 +26,7 @@ from evalkit.data.columns import BoolArray, CodeArray, IntArray, lookup
 from evalkit.data.qrels import Qrels
 from evalkit.data.runs import Run
 from evalkit.measures.ranked import Ranked, SpanContext, ideal_arrays
-from evalkit.measures.run_join import Judged, join_block, repeats, tie_order
+from evalkit.measures.run_join import Judged, join_block, judged_lines, repeats, tie_order
 
 __all__ = ["BLOCK_LINES", "RankedRun", "RunCounts", "grades_by_query", "rank_run"]
 
@@ -186,6 +186,7 @@ def _rank_block(
     qrels: Qrels,
     with_ids: bool,
     context: SpanContext | None = None,
+    judged_only: bool = False,
 ) -> _Block:
     """Order, deduplicate, cut and join one block of query groups (see :func:`rank_run`)."""
     want = np.full(len(starts), int(sizes.sum()) if depth is None else depth, dtype=np.int64)
@@ -199,6 +200,11 @@ def _rank_block(
         take, chosen = _prefix(starts, sizes, lines.scores, want)
         returned = _take(block, chosen - low)
         q = lines.rows(chosen)
+        if judged_only:  # whole rankings (depth None): one pass
+            keep = judged_lines(q, returned, judged)
+            group_of = np.repeat(np.arange(len(starts)), take)[keep]
+            take = np.bincount(group_of, minlength=len(starts))
+            chosen, q, returned = chosen[keep], q[keep], returned.filter(pa.array(keep))
         matched = join_block(q, returned, judged)
         if not (with_ids or context is not None):  # IDs and contexts read every tie's order
             matched = replace(matched, needed=matched.qrels_row >= 0)
@@ -246,6 +252,7 @@ class RankedRun:
     _summation: str
     _with_ids: bool
     _context: SpanContext | None = None
+    _judged_only: bool = False
 
     def blocks(self, rest: bool = True) -> Iterator[tuple[IntArray, Ranked]]:
         """Per block of queries: the qrels rows it covers and their rankings (rows renumbered from 0); with ``rest``
@@ -268,7 +275,9 @@ class RankedRun:
         """:func:`_rank_block` of the query groups ``groups`` (a range), which reads and changes nothing shared."""
         a, b = groups
         starts, sizes = self._starts[a:b], self._sizes[a:b]
-        return _rank_block(self._lines, starts, sizes, self._depth, self._qrels, self._with_ids, self._context)
+        return _rank_block(
+            self._lines, starts, sizes, self._depth, self._qrels, self._with_ids, self._context, self._judged_only
+        )
 
     def empty(self, rows: IntArray) -> Iterator[tuple[IntArray, Ranked]]:
         """The qrels rows ``rows`` (ascending) with empty rankings, as one block (none when there are no rows)."""
@@ -333,6 +342,7 @@ def rank_run(
     depth: int | None = None,
     with_ids: bool = False,
     context: SpanContext | None = None,
+    judged_only: bool = False,
 ) -> RankedRun:
     """The run ordered under the tie policy ``ties`` and joined to the qrels, to be read block by block
     (:meth:`RankedRun.blocks`); rows are the qrels' queries.
@@ -343,6 +353,11 @@ def rank_run(
     little more than reading it; a run written the usual way (each query's lines together, scores descending) is
     not sorted at all. Groups of queries are processed :data:`BLOCK_LINES` lines at a time, and the caller scores
     each block before the next is made, so scoring whole rankings never holds every position at once.
+
+    ``judged_only`` (whole rankings, no IDs, no contexts) keeps only the lines whose document the query's judgments
+    name, found by one probe of a small hash table per line, before anything is ordered: the condensed lists that
+    condensed-list measures read, ranked among themselves (the ranks of a :class:`Ranked` are then ranks among the
+    judged lines, and its ``duplicates`` count repeats of judged lines only).
     """
     if ties not in ("evalkit", "trec_eval"):
         raise ValueError(f"unknown tie policy {ties!r}; valid: evalkit, trec_eval")
@@ -375,7 +390,11 @@ def rank_run(
         all_ties=int(np.sum((sizes >= 2) & (scores[starts] == scores[np.maximum(ends, 0)]))),
     )
     lines = _Lines(query, position, scores, doc_ids, ties == "trec_eval")
-    return RankedRun(n, in_run, position < 0, counts, lines, starts, sizes, depth, qrels, summation, with_ids, context)
+    if judged_only and (depth is not None or with_ids or context is not None):
+        raise ValueError("judged_only reads whole rankings without IDs or contexts")
+    return RankedRun(
+        n, in_run, position < 0, counts, lines, starts, sizes, depth, qrels, summation, with_ids, context, judged_only
+    )
 
 
 def _judgments_of(qrels: Qrels, rows: IntArray) -> tuple[IntArray, IntArray]:

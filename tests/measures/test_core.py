@@ -382,6 +382,27 @@ def test_ties_of_unjudged_lines_are_ordered_only_when_ids_are_read(ties: str) ->
     assert scored.returned().tolist() == [7]
 
 
+@pytest.mark.parametrize("ties", ["evalkit", "trec_eval"])
+def test_condensed_lists_from_judged_lines_only_equal_those_of_whole_rankings(
+    ties: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Condensed-list measures alone are ranked from the judged lines only (unjudged ones dropped before ties are
+    ordered and repeats removed); beside a plain measure they are read off whole rankings: the values agree."""
+    judgments, rankings = _tied_run(seed=20261206)
+    rng = np.random.default_rng(5)
+    for grades in judgments.values():  # trec_eval's pooled, not judged: removed from a condensed list too
+        for doc in list(grades)[: int(rng.integers(0, 3))]:
+            grades[doc] = -1
+    qrels, run = qrels_from_mapping(judgments), run_from_rankings("r", rankings)
+    condensed = parse_measures(["condensed_ndcg@5", "condensed_map", "condensed_precision@3", "condensed_mrr@10"])
+    monkeypatch.setattr(run_order, "BLOCK_LINES", 997)
+    alone = score_run(qrels, run, condensed, ties)
+    beside = score_run(qrels, run, [*condensed, *parse_measures(["map"])], ties)
+    for m in condensed:
+        assert np.array_equal(alone.values[m.name], beside.values[m.name], equal_nan=True), m.name
+    assert np.nanmax(alone.values["condensed_map"]) > 0
+
+
 # ----------------------------------------------------------------------------------------------------
 # Builders and summations
 # ----------------------------------------------------------------------------------------------------
