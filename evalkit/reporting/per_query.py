@@ -10,9 +10,11 @@ Values are rounded to :data:`PER_QUERY_DECIMALS` places, which keeps a 20,000-qu
 from __future__ import annotations
 
 from collections.abc import Collection, Iterator, Mapping, Sequence
-from typing import Final
+from functools import lru_cache
+from typing import Any, Final
 
 import numpy as np
+import numpy.typing as npt
 from pydantic import Field, model_validator
 
 from evalkit.common.progress import progress
@@ -66,10 +68,17 @@ class QueryIndex(StrictModel):
         """Row positions of the slice's answerable (or no-answer; None: all) queries."""
         keep = np.ones(len(self.query_ids), dtype=bool)
         if answerable is not None:
-            keep &= np.array(self.answerable, dtype=bool) == answerable
+            keep &= _array(self.answerable) == answerable
         if slice_name != "all":
-            keep &= np.array(self.languages, dtype=object) == slice_name
+            keep &= _array(self.languages) == slice_name
         return np.flatnonzero(keep).tolist()
+
+
+@lru_cache(maxsize=8)
+def _array(values: tuple[bool, ...] | tuple[Language | None, ...]) -> npt.NDArray[Any]:
+    """An index's column as an array, made once per index for the many :meth:`QueryIndex.members` calls of a report
+    (a model's own cache would take part in its equality)."""
+    return np.array(values, dtype=object if values and not isinstance(values[0], bool) else bool)
 
 
 def query_index(queries: Sequence[Query]) -> QueryIndex:
@@ -150,7 +159,9 @@ def check_columns(index: QueryIndex, name: str, columns: PerQueryColumns, every:
             )
         expected = measure in NO_ANSWER_MEASURES
         everywhere = measure in every and not expected
-        present = np.fromiter((value is not None for value in column), dtype=bool, count=len(column))
+        present = ~np.isnan(np.array(column, dtype=np.float64))  # None reads as NaN, in C
+        if int((~present).sum()) != column.count(None):  # a NaN value too: told apart from None one by one
+            present = np.fromiter((value is not None for value in column), dtype=bool, count=len(column))
         wrong = np.flatnonzero(present != (everywhere | (answerable != expected)))
         if wrong.size:
             state = "missing" if column[wrong[0]] is None else "present"
