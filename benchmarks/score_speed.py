@@ -70,7 +70,9 @@ TAG = "bench"
 EVALKIT_MEASURES = ("ndcg@10", "recall@10", "mrr@10")
 TREC_MEASURES = ("ndcg_cut_10", "recall_10", "recip_rank")
 TREC_EVAL_ARGS = ("-m", "ndcg_cut.10", "-m", "recall.10", "-m", "recip_rank")
-PEERS = ("pytrec_eval", "ranx", "trec_eval")
+WHOLE_MEASURES = ("map", "recip_rank", "ndcg", "Rprec", "bpref", "infAP")
+"""``--set whole``: measures without a cutoff, which read every line of every query (trec_eval's names)."""
+PEERS = ("pytrec_eval", "ranx", "trec_eval", "pyarrow")
 THREAD_VARIABLES = (
     "OMP_NUM_THREADS",
     "OPENBLAS_NUM_THREADS",
@@ -308,7 +310,35 @@ def child_ranx(args: argparse.Namespace) -> Result:
     }
 
 
+def child_pyarrow(args: argparse.Namespace) -> Result:
+    """The parse floor: ``pyarrow.csv.read_csv`` of the run into its query, document and score columns, on one
+    thread whatever ``--threads`` says (the same types evalkit reads them as: strings and float64)."""
+    import pyarrow as pa
+    import pyarrow.csv as csv
+
+    names = ["query", "q0", "doc", "rank", "score", "tag"]
+    started = time.perf_counter()
+    table = csv.read_csv(
+        args.run,
+        read_options=csv.ReadOptions(column_names=names, use_threads=False),
+        parse_options=csv.ParseOptions(delimiter=" "),
+        convert_options=csv.ConvertOptions(
+            column_types={"query": pa.string(), "doc": pa.string(), "score": pa.float64()},
+            include_columns=["query", "doc", "score"],
+        ),
+    )
+    finished = time.perf_counter()
+    return {
+        "wall": finished - started,
+        "peak_mb": _peak_rss_mb(),
+        "phases": {"read_csv": finished - started},
+        "means": {"lines": float(table.num_rows)},
+        "version": _version("pyarrow"),
+    }
+
+
 CHILDREN: dict[str, Callable[[argparse.Namespace], Result]] = {
+    "pyarrow": child_pyarrow,
     "evalkit": child_evalkit,
     "pytrec_eval": child_pytrec_eval,
     "ranx": child_ranx,
@@ -376,15 +406,15 @@ def run_trec_eval(paths: dict[str, Path], threads: int) -> Result:
     return {"label": "trec_eval", "wall": seconds, "process": seconds, "peak_mb": peak, "means": means}
 
 
-def count_mismatches(evalkit_values: Path, pytrec_values: Path) -> str:
+def count_mismatches(evalkit_values: Path, pytrec_values: Path, measures: tuple[str, ...]) -> str:
     """Per measure, the queries where evalkit's value is not ``==`` pytrec_eval's (a query one tool lacks counts)."""
     import pandas as pd
 
     ours = pd.read_parquet(evalkit_values)
-    theirs = pd.DataFrame.from_dict(json.loads(pytrec_values.read_text()), orient="index", columns=list(TREC_MEASURES))
+    theirs = pd.DataFrame.from_dict(json.loads(pytrec_values.read_text()), orient="index", columns=list(measures))
     ours, theirs = ours.align(theirs, join="outer")
     parts = []
-    for measure in TREC_MEASURES:
+    for measure in measures:
         a, b = ours[measure], theirs[measure]
         differ = ~((a == b) | (a.isna() & b.isna()))
         parts.append(f"{measure} {int(differ.sum())}")
@@ -475,6 +505,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--skip", default="", help="comma-separated peers to leave out (slow ones at scale)")
     parser.add_argument("--threads", type=int, default=1, help="BLAS/OpenMP/numba/Arrow threads in every child")
     parser.add_argument(
+        "--set",
+        choices=("cutoff", "whole"),
+        default="cutoff",
+        help="cutoff: nDCG@10, recall@10, MRR@10; whole: " + ", ".join(WHOLE_MEASURES) + " (trec_eval's names)",
+    )
+    parser.add_argument(
         "--repeat",
         type=int,
         default=6,
@@ -501,15 +537,19 @@ def measure(args: argparse.Namespace, folder: Path) -> None:
     paths = {"folder": folder, "qrels": qrels, "run": run}
     evalkit_values, pytrec_values = folder / "evalkit_trec.values.parquet", folder / "pytrec_eval.values.json"
     compare = "pytrec_eval" in peers
-    evalkit_trec = ["--ties", "trec_eval", "--measures", ",".join(TREC_MEASURES)]
+    trec_measures = WHOLE_MEASURES if args.set == "whole" else TREC_MEASURES
+    own_measures = WHOLE_MEASURES if args.set == "whole" else EVALKIT_MEASURES
+    evalkit_trec = ["--ties", "trec_eval", "--measures", ",".join(trec_measures)]
     plan: list[tuple[str, str, list[str]]] = [
-        ("evalkit", "evalkit", ["--ties", "evalkit", "--measures", ",".join(EVALKIT_MEASURES)]),
+        ("evalkit", "evalkit", ["--ties", "evalkit", "--measures", ",".join(own_measures)]),
         ("evalkit", "evalkit trec names", [*evalkit_trec, *(["--out", str(evalkit_values)] if compare else [])]),
     ]
     if compare:
-        pytrec = ["--measures", ",".join(TREC_MEASURES), "--out", str(pytrec_values)]
+        pytrec = ["--measures", ",".join(trec_measures), "--out", str(pytrec_values)]
         plan.append(("pytrec_eval", "pytrec_eval", pytrec))
-    if "ranx" in peers:
+    if "pyarrow" in peers:
+        plan.append(("pyarrow", "pyarrow parse (1 thread)", []))
+    if "ranx" in peers and args.set == "cutoff":
         plan.append(("ranx", "ranx", ["--measures", ",".join(EVALKIT_MEASURES)]))
     rounds = []
     orders = balanced_orders(plan)
@@ -519,7 +559,7 @@ def measure(args: argparse.Namespace, folder: Path) -> None:
             print(f"round {round_number + 1}/{args.repeat}: running {label} ...", flush=True)
             results[label] = run_child(tool, label, paths, extra, args.threads)
         rows = [results[label] for _, label, _ in plan]
-        if "trec_eval" in peers:
+        if "trec_eval" in peers and args.set == "cutoff":
             rows.append(run_trec_eval(paths, args.threads))
         rounds.append(rows)
     rows = summarise(rounds)
@@ -528,12 +568,16 @@ def measure(args: argparse.Namespace, folder: Path) -> None:
     if compare and evalkit_values.exists() and pytrec_values.exists():
         print(
             "per-query agreement, evalkit (trec_eval names, ties=trec_eval) vs pytrec_eval, with ==: "
-            + count_mismatches(evalkit_values, pytrec_values)
+            + count_mismatches(evalkit_values, pytrec_values, trec_measures)
         )
     for row in rows[:2]:
         if "peak_mb" in row:
             verdict = "within" if row["peak_mb"] <= args.budget_mb else "OVER"
             print(f"{row['label']}: peak RSS {row['peak_mb']:,.0f} MB, {verdict} the {args.budget_mb:,.0f} MB budget")
+    floor = next((r for r in rows if r["label"].startswith("pyarrow") and "wall" in r), None)
+    for row in rows[:2]:
+        if floor is not None and "wall" in row:
+            print(f"{row['label']}: wall {row['wall'] / floor['wall']:.2f}x pyarrow's one-thread parse of the run")
     print()
     print_table(rows)
     print(
