@@ -89,8 +89,10 @@ def tokenize(text: str, *, drop_stopwords: bool = False) -> tuple[str, ...]:
         stems = [stem if word not in stop else "" for stem, word in zip(stems, words, strict=True)]
     joined = "\n".join(runs)
     cut: list[str] = _jieba().cut_for_search(joined, False)
-    if stop or _ODD.search(joined):
-        cut = [word if word == "\n" or (_WORD.search(word) and word not in stop) else "" for word in cut]
+    if _ODD.search(joined):
+        cut = [word if word == "\n" or _WORD.search(word) else "" for word in cut]
+    if stop:
+        cut = [word if word not in stop else "" for word in cut]  # "\n" is in no stop set
     if not words:
         return tuple(" ".join(cut).split())
     # Each newline of the cut stands between single spaces once joined (every run yields a word, maybe ""), so
