@@ -28,7 +28,7 @@ import stat
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import numpy as np
 
@@ -213,6 +213,14 @@ class _Numbers:
         self.found = True
         return _NonFinite(f"a number out of range ({clip(text, 20)})")
 
+    def checked_float(self, text: str) -> float | _NonFinite:
+        """:meth:`finite_float` that keeps no value: every finite float decodes as the one object ``0.0``."""
+        checked = self.finite_float(text)
+        return _ZERO if isinstance(checked, float) else checked
+
+
+_ZERO: Final = 0.0
+
 
 def _bounded_int(text: str) -> int:
     digits = len(text.lstrip("-"))
@@ -296,10 +304,12 @@ def _first_non_finite(data: Any) -> str:
     )
 
 
-def loads_strict(text: str) -> Any:
+def loads_strict(text: str, floats: bool = True) -> Any:
     """Decode standard JSON within the limits above (see the module docstring); every refusal is a ValueError.
 
-    A leading byte-order mark is dropped. Refused: ``NaN``/``Infinity`` and floats that overflow (the first one,
+    With ``floats=False`` every finite float decodes as one shared ``0.0`` (checked, not kept): for a caller that
+    checks a large document's structure and strings and reads its numbers another way, in a fraction of the
+    memory. A leading byte-order mark is dropped. Refused: ``NaN``/``Infinity`` and floats that overflow (the first one,
     named with where it is: ``NaN is not valid JSON (...) at runs[3].score``), nesting deeper than
     :data:`MAX_JSON_DEPTH`, integers of more than :data:`MAX_NUMBER_DIGITS` digits, and duplicate keys (named with
     where they are).
@@ -316,7 +326,7 @@ def loads_strict(text: str) -> Any:
             object_pairs_hook=hook,
             parse_constant=numbers.constant,
             parse_int=_bounded_int,
-            parse_float=numbers.finite_float,
+            parse_float=numbers.finite_float if floats else numbers.checked_float,
         )
     except RecursionError:  # not expected after the depth check; kept as a last line of defence
         raise ValueError("JSON nested too deeply") from None

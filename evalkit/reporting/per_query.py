@@ -9,6 +9,7 @@ Values are rounded to :data:`PER_QUERY_DECIMALS` places, which keeps a 20,000-qu
 
 from __future__ import annotations
 
+import math
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from functools import lru_cache
 from typing import Any, Final
@@ -141,6 +142,27 @@ def rounded_column(values: FloatArray) -> tuple[float | None, ...]:
     column = out.astype(object)
     column[np.isnan(out)] = None
     return tuple(column.tolist())
+
+
+SHARED_MIN: Final = 4096
+"""Columns shorter than this are kept as read (sharing their values saves nothing worth the pass)."""
+
+
+def shared_values(column: tuple[float | None, ...]) -> tuple[float | None, ...]:
+    """The column with each distinct value one object, as read from a report: a million queries' values are mostly
+    a few numbers (0, 1, 1/2...), and a float object per value would hold a parsed report at four times its size.
+    Equal as a tuple and written to the same bytes; a column holding ``-0.0`` or a NaN value is kept as it is."""
+    if len(column) < SHARED_MIN:
+        return column
+    values = np.array(column, dtype=np.float64)  # None reads as NaN
+    missing = np.isnan(values)
+    if int(missing.sum()) != column.count(None) or np.any(np.signbit(values) & (values == 0)):
+        return column  # NaN values or -0.0: left for the checks to name, and -0.0 kept apart from 0.0
+    distinct, inverse = np.unique(values, return_inverse=True)
+    if 2 * len(distinct) > len(column):
+        return column
+    objects = [None if math.isnan(value) else value for value in distinct.tolist()]
+    return tuple(map(objects.__getitem__, inverse.tolist()))
 
 
 def every_query_measures(definitions: Mapping[str, str]) -> frozenset[str]:

@@ -57,6 +57,7 @@ from evalkit.reporting.per_query import (
     QueryIndex,
     check_columns,
     every_query_measures,
+    shared_values,
 )
 
 SCHEMA_VERSION: Literal[2] = 2
@@ -161,7 +162,7 @@ class AblationReport(StrictModel):
     intervals: dict[Slice, dict[ReportText, Interval]] = Field(
         default_factory=dict, description="bootstrap confidence interval (low, high) of each aggregate in metrics"
     )
-    per_query: dict[ReportText, tuple[float | None, ...]] = Field(
+    per_query: dict[ReportText, Annotated[tuple[float | None, ...], AfterValidator(shared_values)]] = Field(
         default_factory=dict, description="measure -> one value per query of Report.queries (None: not defined)"
     )
     unjudged: UnjudgedCounts | None = Field(
@@ -416,7 +417,7 @@ def parse_report(text: str | bytes) -> Report:
         except UnicodeDecodeError as exc:
             raise ValueError(f"report is not UTF-8 text (invalid byte at offset {exc.start})") from None
     try:
-        raw = loads_strict(text)
+        raw = loads_strict(text, floats=False)  # checked here; the values are read by the model, from the text
     except ValueError as exc:
         raise ValueError(f"report is not JSON: {clip(str(exc), 400)}") from None
     version = raw.get("schema_version") if isinstance(raw, dict) else None
@@ -426,6 +427,7 @@ def parse_report(text: str | bytes) -> Report:
             + REGENERATE
         )
     _check_strings(raw)
+    del raw  # a million queries' decoded values: not held while the model is built from the text
     try:
         return Report.model_validate_json(text)
     except ValidationError as exc:
