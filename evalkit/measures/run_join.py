@@ -111,7 +111,7 @@ def _match_codes(row: IntArray, returned: pa.Array, judged: Judged) -> Matched:
     return Matched(identity, grade, qrels_row, False)
 
 
-def judged_lines(row: IntArray, returned: pa.Array, judged: Judged) -> BoolArray:
+def judged_lines(row: IntArray, returned: pa.Array | pa.ChunkedArray, judged: Judged) -> BoolArray:
     """Per returned line, whether its query's judgments name its document: each line's ID is looked up in a hash
     table of the block's judged IDs only (small, so the probe is cheap), then matched by (query row, code)."""
     keep = np.zeros(len(row), dtype=bool)

@@ -198,13 +198,14 @@ def _rank_block(
     block = lines.doc_ids.slice(low, high - low)
     while True:
         take, chosen = _prefix(starts, sizes, lines.scores, want)
-        returned = _take(block, chosen - low)
         q = lines.rows(chosen)
-        if judged_only:  # whole rankings (depth None): one pass
-            keep = judged_lines(q, returned, judged)
+        if judged_only:  # whole rankings (depth None): every line of the block, in order; one pass
+            keep = judged_lines(q, block, judged)
             group_of = np.repeat(np.arange(len(starts)), take)[keep]
             take = np.bincount(group_of, minlength=len(starts))
-            chosen, q, returned = chosen[keep], q[keep], returned.filter(pa.array(keep))
+            chosen, q, returned = chosen[keep], q[keep], block.filter(pa.array(keep)).combine_chunks()
+        else:
+            returned = _take(block, chosen - low)
         matched = join_block(q, returned, judged)
         if not (with_ids or context is not None):  # IDs and contexts read every tie's order
             matched = replace(matched, needed=matched.qrels_row >= 0)
