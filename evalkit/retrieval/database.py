@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Iterable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,7 +26,7 @@ import numpy as np
 from evalkit.data.fixture import Chunk, Document
 from evalkit.data.schema import Matrix
 from evalkit.retrieval.sparse_index import IndexMismatchError, SparseBm25Index, top_positions
-from evalkit.retrieval.text import analyzed
+from evalkit.retrieval.text import analyze
 from evalkit.retrieval.vector_index import (
     RECALL_K,
     IndexPlan,
@@ -53,6 +53,7 @@ CREATE TABLE chunks (
 );
 CREATE VIRTUAL TABLE chunks_fts USING fts5(tokens, tokenize = 'unicode61 remove_diacritics 0');
 CREATE VIRTUAL TABLE chunks_vocab USING fts5vocab(chunks_fts, 'row');
+CREATE TABLE chunk_content (rowid INTEGER PRIMARY KEY, tokens TEXT NOT NULL);
 CREATE TABLE embeddings (
     provider TEXT NOT NULL,
     block INTEGER NOT NULL,
@@ -69,6 +70,7 @@ larger segments, so building a large index merges less (about half the insert ti
 _ANALYZE_BLOCK_ROWS = 4096
 """Chunks analyzed together before the writer thread inserts them into FTS5."""
 _INSERT_TOKENS = "INSERT INTO chunks_fts (rowid, tokens) VALUES (?, ?)"
+_INSERT_CONTENT = "INSERT INTO chunk_content (rowid, tokens) VALUES (?, ?)"
 
 EMBEDDING_BLOCK_ROWS = 4096
 """Rows per stored embedding block: one float32 matrix per provider, kept in blocks of consecutive rows."""
@@ -146,11 +148,13 @@ class KnowledgeDatabase:
 
         The text is analyzed a block at a time while a writer thread inserts the previous block: SQLite releases
         the GIL while it indexes, so the analyzer and FTS5 use a core each. Rows go in the same order either way.
+        The content tokens (stopwords removed) are kept too, for :meth:`content_tokens`: one pass of the analyzer
+        serves FTS5 and a provider that embeds those tokens.
         """
         ordered = sorted(chunks, key=lambda c: c.chunk_id)
         with self._connection, ThreadPoolExecutor(max_workers=1) as writer:
             first = int(self._connection.execute("SELECT coalesce(max(rowid), 0) + 1 FROM chunks").fetchone()[0])
-            pending = [
+            pending: list[Future[object]] = [
                 writer.submit(
                     self._connection.executemany,
                     "INSERT INTO chunks (rowid, chunk_id, doc_id, text) VALUES (?, ?, ?, ?)",
@@ -158,12 +162,32 @@ class KnowledgeDatabase:
                 )
             ]
             for start in range(0, len(ordered), _ANALYZE_BLOCK_ROWS):
-                block = ordered[start : start + _ANALYZE_BLOCK_ROWS]
-                rows = [(first + start + i, analyzed(c.text)) for i, c in enumerate(block)]
+                block = [analyze(c.text) for c in ordered[start : start + _ANALYZE_BLOCK_ROWS]]
+                rowids = range(first + start, first + start + len(block))
                 pending.pop().result()  # one block in flight: a failed insert stops the analysis
-                pending.append(writer.submit(self._connection.executemany, _INSERT_TOKENS, rows))
+                pending.append(writer.submit(self._insert_tokens, rowids, block))
             pending.pop().result()
         self._lexical_index = None
+
+    def _insert_tokens(self, rowids: Sequence[int], analyses: Sequence[tuple[Sequence[str], Sequence[str]]]) -> None:
+        pairs = list(zip(rowids, analyses, strict=True))
+        self._connection.executemany(_INSERT_TOKENS, ((rowid, " ".join(tokens)) for rowid, (tokens, _) in pairs))
+        self._connection.executemany(_INSERT_CONTENT, ((rowid, " ".join(content)) for rowid, (_, content) in pairs))
+
+    def content_tokens(self, chunk_ids: Sequence[str]) -> list[str]:
+        """Each chunk's ``tokenize(text, drop_stopwords=True)`` joined by spaces, as analyzed when it was added."""
+        found = dict(self._tokens_of("chunk_content", chunk_ids))
+        return [found[chunk_id] for chunk_id in chunk_ids]
+
+    def _tokens_of(self, table: str, chunk_ids: Sequence[str]) -> Iterator[tuple[str, str]]:
+        """(chunk ID, stored tokens) from ``table`` for these chunks, asked 30,000 at a time (SQLite's limit)."""
+        for start in range(0, len(chunk_ids), 30_000):
+            batch = tuple(chunk_ids[start : start + 30_000])
+            yield from self._connection.execute(
+                f"SELECT c.chunk_id, t.tokens FROM chunks c JOIN {table} t ON t.rowid = c.rowid "
+                f"WHERE c.chunk_id IN ({','.join('?' * len(batch))})",
+                batch,
+            )
 
     def chunks(self) -> list[StoredChunk]:
         """Every chunk with its language, in chunk ID order."""
@@ -217,17 +241,13 @@ class KnowledgeDatabase:
             ).fetchall()
             try:
                 self._lexical_index = SparseBm25Index.build(
-                    [r[0] for r in rows], [r[1] for r in rows], check=self._vocabulary
+                    [r[0] for r in rows], [r[1] for r in rows], check=self.vocabulary
                 )
             except IndexMismatchError as error:
                 self._lexical_index = error
         return self._lexical_index
 
     def vocabulary(self, terms: Sequence[str]) -> dict[str, tuple[int, int]]:
-        """FTS5's (rows, occurrences) for each of these terms that it holds."""
-        return self._vocabulary(terms)
-
-    def _vocabulary(self, terms: Sequence[str]) -> dict[str, tuple[int, int]]:
         """FTS5's (rows, occurrences) for each of these terms that it holds."""
         found: dict[str, tuple[int, int]] = {}
         for start in range(0, len(terms), 500):
@@ -250,13 +270,7 @@ class KnowledgeDatabase:
 
     def chunk_tokens(self, chunk_ids: Sequence[str]) -> dict[str, tuple[str, ...]]:
         """The analyzed tokens indexed for each chunk."""
-        marks = ",".join("?" * len(chunk_ids))
-        rows = self._connection.execute(
-            "SELECT c.chunk_id, f.tokens FROM chunks c JOIN chunks_fts f ON f.rowid = c.rowid "
-            f"WHERE c.chunk_id IN ({marks})",
-            tuple(chunk_ids),
-        )
-        return {r[0]: tuple(r[1].split()) for r in rows}
+        return {chunk_id: tuple(tokens.split()) for chunk_id, tokens in self._tokens_of("chunks_fts", chunk_ids)}
 
     def store_embeddings(self, provider: str, chunk_ids: Sequence[str], matrix: Matrix) -> None:
         """Store one float32 row per chunk under a provider fingerprint (a chunk given again replaces its row)."""
@@ -458,6 +472,9 @@ class KnowledgeStore(Protocol):
 
     def chunk_tokens(self, chunk_ids: Sequence[str]) -> dict[str, tuple[str, ...]]:
         """The analyzed tokens indexed for each chunk."""
+
+    def content_tokens(self, chunk_ids: Sequence[str]) -> list[str]:
+        """Each chunk's content tokens (stopwords removed) joined by spaces, in the order given."""
 
     def document_frequencies(self, terms: Sequence[str]) -> dict[str, int]:
         """Number of chunks containing each analyzed term."""

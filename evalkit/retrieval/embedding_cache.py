@@ -14,7 +14,8 @@ import io
 import os
 import stat
 from collections import ChainMap
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,13 @@ import numpy as np
 from evalkit.common.hashing import sha256_of
 from evalkit.common.output import write_atomic
 from evalkit.data.schema import Matrix
-from evalkit.retrieval.embeddings import ConceptProvider, EmbeddingProvider, WrappedProvider, fingerprint
+from evalkit.retrieval.embeddings import (
+    AnalyzedTextProvider,
+    ConceptProvider,
+    EmbeddingProvider,
+    WrappedProvider,
+    fingerprint,
+)
 
 __all__ = ["CachedProvider", "EmbeddingCache"]
 
@@ -75,8 +82,11 @@ class EmbeddingCache:
         """Where the matrix for these texts embedded (together, in this order) by this provider is stored."""
         return self.directory / fingerprint(provider)[:_SHARD_HEX] / f"{sha256_of(list(texts))}.npy"
 
-    def embed(self, provider: EmbeddingProvider, texts: Sequence[str]) -> Matrix:
-        """``provider.embed(texts)``, read from the cache when a valid entry exists, else computed and stored.
+    def embed(
+        self, provider: EmbeddingProvider, texts: Sequence[str], compute: Callable[[], Matrix] | None = None
+    ) -> Matrix:
+        """``provider.embed(texts)``, read from the cache when a valid entry exists, else computed (by ``compute``
+        when given: the same rows by another route) and stored.
 
         Raises:
             ValueError: when the provider returns something other than a ``(len(texts), dimensions)`` float32
@@ -90,7 +100,7 @@ class EmbeddingCache:
                 self.hits += 1
                 return cached
         self.misses += 1
-        matrix = provider.embed(texts)
+        matrix = compute() if compute is not None else provider.embed(texts)
         if matrix.dtype != np.dtype(np.float32) or matrix.shape != shape:
             raise ValueError(
                 f"provider returned a {matrix.dtype} matrix of shape {matrix.shape}, expected float32 {shape}"
@@ -150,12 +160,26 @@ class CachedProvider(WrappedProvider):
 
     def embed(self, texts: Sequence[str]) -> Matrix:
         """Remembered rows; texts not yet seen are embedded through the cache as one batch (deduplicated, in order)."""
+        return self._embed(texts, None)
+
+    def embed_analyzed(self, texts: Sequence[str], contents: Sequence[str]) -> Matrix:
+        """:meth:`embed`, with the wrapped provider embedding from the analyzer's content tokens when it can
+        (:class:`~evalkit.retrieval.embeddings.AnalyzedTextProvider`); the cache entries are the same."""
+        if len(texts) != len(contents):
+            raise ValueError(f"{len(texts)} texts but {len(contents)} analyzed texts")
+        return self._embed(texts, dict(zip(texts, contents, strict=True)))
+
+    def _embed(self, texts: Sequence[str], contents: Mapping[str, str] | None) -> Matrix:
         missing = list(dict.fromkeys(t for t in texts if t not in self._rows))
         if not texts:
             return np.zeros((0, self.dimensions), dtype=np.float32)
         rows: Mapping[str, Matrix] = self._rows
         if missing:
-            fresh = self.cache.embed(self.provider, missing)
+            inner = self.provider
+            compute = None
+            if contents is not None and isinstance(inner, AnalyzedTextProvider):
+                compute = partial(inner.embed_analyzed, missing, [contents[t] for t in missing])
+            fresh = self.cache.embed(inner, missing, compute)
             self._remember(missing, fresh)
             if missing[0] not in self._rows:  # too many rows to remember: this batch's rows are used once
                 rows = ChainMap(dict(zip(missing, fresh, strict=True)), self._rows)

@@ -21,15 +21,12 @@ environment.
 
 from __future__ import annotations
 
-import hashlib
 import importlib
 import importlib.metadata
 import math
 import os
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from functools import lru_cache
-from itertools import chain
 from pathlib import Path
 from types import ModuleType
 from typing import Any, Protocol, runtime_checkable
@@ -41,6 +38,7 @@ from evalkit.common.hashing import file_sha256, sha256_of
 from evalkit.common.progress import progress
 from evalkit.data.fixture import AliasTable
 from evalkit.data.schema import Matrix
+from evalkit.retrieval.hashing import hashed_rows
 from evalkit.retrieval.text import ANALYZER_VERSION, is_han, normalize, tokenize
 
 
@@ -69,6 +67,17 @@ class ConceptProvider(Protocol):
 
     def concepts(self, text: str) -> frozenset[str]:
         """IDs of the concepts the text mentions."""
+        ...
+
+
+@runtime_checkable
+class AnalyzedTextProvider(Protocol):
+    """A provider that can embed texts from the analyzer's content tokens, so a store that kept them (the knowledge
+    database analyzes every chunk once) spares it a second pass of the analyzer."""
+
+    def embed_analyzed(self, texts: Sequence[str], contents: Sequence[str]) -> Matrix:
+        """``embed(texts)``, computed from ``contents``: each text's ``tokenize(drop_stopwords=True)`` joined by
+        spaces (``texts`` identify the rows, for a cache)."""
         ...
 
 
@@ -111,39 +120,6 @@ def l2_normalize(matrix: npt.NDArray[np.floating[Any]]) -> Matrix:
     return scaled
 
 
-@lru_cache(maxsize=1 << 18)
-def _bucket(token: str, dimensions: int) -> tuple[int, float]:
-    digest = hashlib.blake2b(token.encode("utf-8"), digest_size=8).digest()
-    value = int.from_bytes(digest, "big")
-    return value % dimensions, (1.0 if (value >> 63) & 1 else -1.0)
-
-
-_EMBED_BLOCK_ROWS = 4096
-"""Texts hashed and normalized together by :class:`TokenHashProvider` (a memory bound, not a result knob)."""
-
-
-def _hashed_rows(texts: Sequence[Sequence[str]], dimensions: int) -> npt.NDArray[np.float64]:
-    """Each text's distinct tokens, in sorted order, add ``sign * (1 + ln count)`` into their buckets (float64).
-
-    The (text, token) pairs are counted with ``np.unique`` over keys ordered by text, then token, and summed by
-    ``np.bincount``, which adds in input order: each bucket receives its tokens' terms in sorted token order, as a
-    loop over ``sorted(Counter(tokens))`` would. ``1 + ln count`` comes from :func:`math.log`.
-    """
-    terms = sorted({token for tokens in texts for token in tokens})
-    if not terms:
-        return np.zeros((len(texts), dimensions), dtype=np.float64)
-    rank = {term: position for position, term in enumerate(terms)}
-    lengths = np.fromiter(map(len, texts), dtype=np.int64, count=len(texts))
-    ranks = np.fromiter(map(rank.__getitem__, chain.from_iterable(texts)), dtype=np.int64, count=int(lengths.sum()))
-    keys, counts = np.unique(np.repeat(np.arange(len(texts)) * len(terms), lengths) + ranks, return_counts=True)
-    rows, columns = np.divmod(keys, len(terms))
-    placed = np.array([_bucket(term, dimensions) for term in terms], dtype=np.float64)
-    sublinear = np.array([0.0, *(1.0 + math.log(count) for count in range(1, int(counts.max()) + 1))])
-    cells = rows * dimensions + placed[columns, 0].astype(np.int64)
-    summed = np.bincount(cells, weights=placed[columns, 1] * sublinear[counts], minlength=len(texts) * dimensions)
-    return np.asarray(summed, dtype=np.float64).reshape(len(texts), dimensions)
-
-
 def _analyzed(kind: str, version: str, **parameters: Any) -> dict[str, Any]:
     """The definition of a provider that embeds analyzed tokens: its kind and version, the analyzer's version (its
     rows change with the analyzer) and its `parameters`."""
@@ -175,12 +151,13 @@ class TokenHashProvider:
 
     def embed(self, texts: Sequence[str]) -> Matrix:
         """Hash each text's content tokens into signed buckets and L2-normalize."""
-        out = np.empty((len(texts), self._dimensions), dtype=np.float32)
-        # Block by block, so a large corpus never holds a float64 copy of every row (rows are independent).
-        for start in range(0, len(texts), _EMBED_BLOCK_ROWS):
-            block = [tokenize(text, drop_stopwords=True) for text in texts[start : start + _EMBED_BLOCK_ROWS]]
-            out[start : start + len(block)] = l2_normalize(_hashed_rows(block, self._dimensions))
-        return out
+        return hashed_rows([tokenize(text, drop_stopwords=True) for text in texts], self._dimensions)
+
+    def embed_analyzed(self, texts: Sequence[str], contents: Sequence[str]) -> Matrix:
+        """:meth:`embed` from the texts' content tokens as the analyzer gave them (joined by spaces)."""
+        if len(texts) != len(contents):
+            raise ValueError(f"{len(texts)} texts but {len(contents)} analyzed texts")
+        return hashed_rows([content.split() for content in contents], self._dimensions)
 
 
 class AliasProvider:

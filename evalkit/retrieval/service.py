@@ -13,8 +13,8 @@ from typing import Literal
 from evalkit.data.language import detect_language
 from evalkit.data.schema import Language, Matrix
 from evalkit.data.settings import RetrievalSettings, VectorIndexRecord
-from evalkit.retrieval.database import Hit, KnowledgeStore
-from evalkit.retrieval.embeddings import ConceptProvider, EmbeddingProvider, fingerprint
+from evalkit.retrieval.database import Hit, KnowledgeStore, StoredChunk
+from evalkit.retrieval.embeddings import AnalyzedTextProvider, ConceptProvider, EmbeddingProvider, fingerprint
 from evalkit.retrieval.fusion import Contribution, fusion_method
 from evalkit.retrieval.reranker import CONCEPT_PREFIX, Candidate, HeuristicReranker
 from evalkit.retrieval.text import query_terms, stopword_tokens
@@ -64,10 +64,15 @@ class KnowledgeService:
         self.database.use_vector_index(key, plan)
         if not self.database.has_embeddings(key):
             parts = [chunks[start : start + EMBED_BLOCK_ROWS] for start in range(0, len(chunks), EMBED_BLOCK_ROWS)]
-            self.database.store_embedding_blocks(
-                key, (([c.chunk_id for c in part], provider.embed([c.text for c in part])) for part in parts)
-            )
+            self.database.store_embedding_blocks(key, (self._embedded(provider, part) for part in parts))
         self._indexed = True
+
+    def _embedded(self, provider: EmbeddingProvider, chunks: Sequence[StoredChunk]) -> tuple[list[str], Matrix]:
+        """Stored chunks' IDs and rows; a provider that embeds analyzed text gets the tokens the store kept."""
+        ids, texts = [c.chunk_id for c in chunks], [c.text for c in chunks]
+        if isinstance(provider, AnalyzedTextProvider):
+            return ids, provider.embed_analyzed(texts, self.database.content_tokens(ids))
+        return ids, provider.embed(texts)
 
     def vector_plan(self, chunks: Sequence[str] | None = None) -> IndexPlan:
         """The vector index of this provider over the stored corpus (planned and checked once)."""

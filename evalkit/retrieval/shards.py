@@ -276,6 +276,10 @@ class ShardedStore:
         """The analyzed tokens indexed for each chunk."""
         return self.database.chunk_tokens(chunk_ids)
 
+    def content_tokens(self, chunk_ids: Sequence[str]) -> list[str]:
+        """Each chunk's content tokens joined by spaces, in the order given."""
+        return self.database.content_tokens(chunk_ids)
+
     def document_frequencies(self, terms: Sequence[str]) -> dict[str, int]:
         """Corpus-wide document frequencies."""
         return self.database.document_frequencies(terms)

@@ -69,36 +69,49 @@ def tokenize(text: str, *, drop_stopwords: bool = False) -> tuple[str, ...]:
     """Split text into normalized tokens: rjieba words for Han runs, Snowball-stemmed words otherwise.
 
     With ``drop_stopwords`` the stop sets above are removed (English words before stemming).
+    """
+    return _analysis(text, STOPWORDS if drop_stopwords else frozenset())[0]
+
+
+def analyze(text: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """``(tokenize(text), tokenize(text, drop_stopwords=True))`` from one pass of the analyzer."""
+    tokens, content = _analysis(text, frozenset(), STOPWORDS)
+    return tokens, content
+
+
+def _analysis(text: str, *stops: frozenset[str]) -> list[tuple[str, ...]]:
+    """The text's tokens without each stop set's words, one tuple per stop set, from one pass of the analyzer.
 
     One pass over the normalized text finds the Han runs and the other words in order (ASCII text: its runs of
     letters and digits); the words are stemmed by one ``stemWords`` call and the runs segmented by one rjieba call
     over the runs joined by newlines (rjieba cuts at a newline and yields it alone, so each run is segmented as if
     alone). A run holding unassigned code points (not word characters) keeps only the words with a word character.
     """
-    stop = STOPWORDS if drop_stopwords else frozenset()
     normalized = normalize(text)
     if normalized.isascii():
         pieces, runs, words = [], [], normalized.translate(_ASCII_SEPARATORS).split()
     else:
         pieces = _PIECES.findall(normalized)
         runs, words = [han for han, _ in pieces if han], [word for _, word in pieces if word]
-    if not runs:
-        return tuple(_stemmer().stemWords([word for word in words if word not in stop] if stop else words))
     stems: list[str] = _stemmer().stemWords(words) if words else []
-    if stop:
-        stems = [stem if word not in stop else "" for stem, word in zip(stems, words, strict=True)]
+    if not runs:
+        return [tuple(stem for stem, word in zip(stems, words, strict=True) if word not in stop) for stop in stops]
     joined = "\n".join(runs)
     cut: list[str] = _jieba().cut_for_search(joined, False)
     if _ODD.search(joined):
         cut = [word if word == "\n" or _WORD.search(word) else "" for word in cut]
-    if stop:
-        cut = [word if word not in stop else "" for word in cut]  # "\n" is in no stop set
-    if not words:
-        return tuple(" ".join(cut).split())
-    # Each newline of the cut stands between single spaces once joined (every run yields a word, maybe ""), so
-    # splitting at " \n " gives each run's words; "" words only add spaces, which the last split drops.
-    segmented, stemmed = iter(" ".join(cut).split(" \n ")), iter(stems)
-    return tuple(" ".join([next(segmented) if han else next(stemmed) for han, _ in pieces]).split())
+    found = []
+    for stop in stops:
+        kept = [word if word not in stop else "" for word in cut] if stop else cut  # "\n" is in no stop set
+        if not words:
+            found.append(tuple(" ".join(kept).split()))
+            continue
+        # Each newline of the cut stands between single spaces once joined (every run yields a word, maybe ""),
+        # so splitting at " \n " gives each run's words; "" words only add spaces, which the last split drops.
+        stemmed = stems if not stop else [s if w not in stop else "" for s, w in zip(stems, words, strict=True)]
+        segmented, stemmed_words = iter(" ".join(kept).split(" \n ")), iter(stemmed)
+        found.append(tuple(" ".join([next(segmented) if han else next(stemmed_words) for han, _ in pieces]).split()))
+    return found
 
 
 @lru_cache(maxsize=1)

@@ -300,3 +300,10 @@ def test_a_refused_chunk_leaves_no_chunk_or_token_stored() -> None:
         database.add_chunks([*many, Chunk(chunk_id="z", doc_id="nowhere", text="delta")])
     assert database.chunk_count() == 1
     assert database.vocabulary(["gamma", "delta", "alpha"]) == {"alpha": (1, 1)}
+
+
+def test_content_tokens_are_the_text_without_stopwords(tiny_db: KnowledgeDatabase, tiny: LoadedFixture) -> None:
+    chunks = sorted(tiny.fixture.chunks, key=lambda c: c.chunk_id, reverse=True)
+    expected = [" ".join(tokenize(c.text, drop_stopwords=True)) for c in chunks]
+    assert tiny_db.content_tokens([c.chunk_id for c in chunks]) == expected
+    assert tiny_db.content_tokens([]) == []

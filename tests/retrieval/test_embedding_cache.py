@@ -25,6 +25,7 @@ from evalkit.retrieval.embeddings import (
     fingerprint,
     l2_normalize,
 )
+from evalkit.retrieval.text import tokenize
 
 TEXTS = ["Deleted notes stay in the trash", "删除的笔记会进入回收站", "Sync runs every five minutes", ""]
 DIMENSIONS = 8
@@ -376,3 +377,15 @@ def test_a_corpus_past_the_memory_bound_is_read_back_from_disk_not_held(
     assert cached.embed(texts[:2]).tobytes() == rows[:2].tobytes()  # a batch within the bound is remembered
     assert cached.embed(texts[1:2]).tobytes() == rows[1:2].tobytes()
     assert provider.batches == [texts, texts[:2]]
+
+
+def test_analyzed_rows_are_the_embedded_rows_and_share_the_cache(tmp_path: Path) -> None:
+    contents = [" ".join(tokenize(text, drop_stopwords=True)) for text in TEXTS]
+    first = CachedProvider(TokenHashProvider(DIMENSIONS), EmbeddingCache(tmp_path))
+    rows = first.embed_analyzed(TEXTS, contents)
+    assert rows.tobytes() == TokenHashProvider(DIMENSIONS).embed(TEXTS).tobytes()
+    again = EmbeddingCache(tmp_path)
+    assert CachedProvider(TokenHashProvider(DIMENSIONS), again).embed(TEXTS).tobytes() == rows.tobytes()
+    assert (again.hits, again.misses) == (1, 0)
+    with pytest.raises(ValueError, match="analyzed texts"):
+        first.embed_analyzed(TEXTS, contents[:1])

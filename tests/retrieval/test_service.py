@@ -462,3 +462,22 @@ def test_hybrid_rerank_embeds_the_query_once(fresh_db: KnowledgeDatabase) -> Non
     assert again == first
     service.search("同步多久运行一次？", "vector", "zh")
     assert calls[-1] == ["同步多久运行一次？"] and len(calls) == 2
+
+
+class _AnalyzedOnly(TokenHashProvider):
+    """Token hashing that refuses to analyze chunk text itself (queries are one text)."""
+
+    def embed(self, texts: Sequence[str]) -> Matrix:
+        if len(texts) > 1:
+            raise AssertionError("the corpus was analyzed again")
+        return super().embed(texts)
+
+
+def test_indexing_embeds_the_stored_content_tokens(tiny: LoadedFixture) -> None:
+    database = _load(tiny)
+    provider = _AnalyzedOnly(64)
+    KnowledgeService(database, RetrievalSettings(), provider).index_embeddings()
+    ids = sorted(c.chunk_id for c in tiny.fixture.chunks)
+    texts = {c.chunk_id: c.text for c in tiny.fixture.chunks}
+    expected = TokenHashProvider(64).embed([texts[i] for i in ids])
+    assert database.vectors(fingerprint(provider), ids).tobytes() == expected.tobytes()

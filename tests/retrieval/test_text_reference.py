@@ -13,7 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from evalkit.data.fixture import LoadedFixture
-from evalkit.retrieval.text import STOPWORDS, _jieba, _stemmer, is_han, normalize, tokenize
+from evalkit.retrieval.text import STOPWORDS, _jieba, _stemmer, analyze, is_han, normalize, tokenize
 
 _HAN = r"\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
 _REFERENCE_RUNS = re.compile(rf"[{_HAN}]+|[^\W{_HAN}]+")
@@ -77,6 +77,11 @@ def test_batched_stemming_gives_the_reference_tokens(text: str, drop: bool) -> N
     assert tokenize(text, drop_stopwords=drop) == reference_tokenize(text, drop_stopwords=drop)
 
 
+@given(st.lists(st.one_of(_PIECES, st.text(max_size=6)), max_size=30).map("".join))
+def test_one_pass_gives_both_token_forms(text: str) -> None:
+    assert analyze(text) == (reference_tokenize(text), reference_tokenize(text, drop_stopwords=True))
+
+
 @pytest.mark.parametrize("name", ["tiny", "synthetic"])
 def test_fixture_texts_give_the_reference_tokens(name: str, request: pytest.FixtureRequest) -> None:
     loaded: LoadedFixture = request.getfixturevalue(name)
@@ -84,3 +89,4 @@ def test_fixture_texts_give_the_reference_tokens(name: str, request: pytest.Fixt
     for text in texts:
         for drop in (False, True):
             assert tokenize(text, drop_stopwords=drop) == reference_tokenize(text, drop_stopwords=drop), text
+        assert analyze(text) == (tokenize(text), tokenize(text, drop_stopwords=True)), text

@@ -10,7 +10,7 @@ import pytest
 
 from evalkit.data.fixture import Chunk, Document
 from evalkit.retrieval import database as database_module
-from evalkit.retrieval import embeddings as embeddings_module
+from evalkit.retrieval import hashing as hashing_module
 from evalkit.retrieval.database import Hit, KnowledgeDatabase
 from evalkit.retrieval.embeddings import TokenHashProvider
 
@@ -91,7 +91,7 @@ def test_token_hash_rows_do_not_depend_on_their_batch(monkeypatch: pytest.Monkey
     texts = ["recall and precision", "召回率 评估", "", "index vectors 向量 index", "precision"]
     provider = TokenHashProvider(dimensions=16)
     together = provider.embed(texts)
-    monkeypatch.setattr(embeddings_module, "_EMBED_BLOCK_ROWS", 2)
+    monkeypatch.setattr(hashing_module, "_EMBED_BLOCK_ROWS", 2)
     assert provider.embed(texts).tobytes() == together.tobytes()
     assert np.vstack([provider.embed([t]) for t in texts]).tobytes() == together.tobytes()
     assert together.dtype == np.float32
