@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import stat
 from collections import Counter
 from collections.abc import Iterator, Sequence
@@ -304,12 +305,19 @@ def _first_non_finite(data: Any) -> str:
     )
 
 
+_LONG_NUMBER: Final = re.compile(r"\d{20,}|[eE][+-]?\d{3,}")
+"""Text that may hold a number too large to take: a float past 1.8e308 has an exponent of three digits or a
+mantissa of more than 200 digits, an integer refused has more than :data:`MAX_NUMBER_DIGITS`. Text without a match
+(most documents: a match inside a string costs only speed) has its numbers parsed by the C decoder, without a
+Python call per number."""
+
+
 def loads_strict(text: str, floats: bool = True) -> Any:
     """Decode standard JSON within the limits above (see the module docstring); every refusal is a ValueError.
 
-    With ``floats=False`` every finite float decodes as one shared ``0.0`` (checked, not kept): for a caller that
-    checks a large document's structure and strings and reads its numbers another way, in a fraction of the
-    memory. A leading byte-order mark is dropped. Refused: ``NaN``/``Infinity`` and floats that overflow (the first one,
+    Numbers are checked one by one only where the text may hold one out of range (:data:`_LONG_NUMBER`); there,
+    with ``floats=False``, every finite float decodes as one shared ``0.0`` (checked, not kept). A leading
+    byte-order mark is dropped. Refused: ``NaN``/``Infinity`` and floats that overflow (the first one,
     named with where it is: ``NaN is not valid JSON (...) at runs[3].score``), nesting deeper than
     :data:`MAX_JSON_DEPTH`, integers of more than :data:`MAX_NUMBER_DIGITS` digits, and duplicate keys (named with
     where they are).
@@ -320,14 +328,11 @@ def loads_strict(text: str, floats: bool = True) -> Any:
         if depth > MAX_JSON_DEPTH:
             raise ValueError(f"nested {depth} deep (more than {MAX_JSON_DEPTH})")
     hook, numbers = _Pairs(), _Numbers()
+    checks: dict[str, Any] = {}  # no run of 20 digits, no 3-digit exponent: every number fits, parsed in C
+    if _LONG_NUMBER.search(text):
+        checks = {"parse_int": _bounded_int, "parse_float": numbers.finite_float if floats else numbers.checked_float}
     try:
-        data = json.loads(
-            text,
-            object_pairs_hook=hook,
-            parse_constant=numbers.constant,
-            parse_int=_bounded_int,
-            parse_float=numbers.finite_float if floats else numbers.checked_float,
-        )
+        data = json.loads(text, object_pairs_hook=hook, parse_constant=numbers.constant, **checks)
     except RecursionError:  # not expected after the depth check; kept as a last line of defence
         raise ValueError("JSON nested too deeply") from None
     if numbers.found:
