@@ -199,11 +199,14 @@ def _rank_block(
     while True:
         take, chosen = _prefix(starts, sizes, lines.scores, want)
         q = lines.rows(chosen)
-        if judged_only:  # whole rankings (depth None): every line of the block, in order; one pass
-            keep = judged_lines(q, block, judged)
+        if judged_only:  # whole rankings (depth None): one pass
+            every = len(chosen) == high - low  # every line of the block (no unjudged query's lines among them)
+            lines_read = block if every else _take(block, chosen - low)
+            keep = judged_lines(q, lines_read, judged)
             group_of = np.repeat(np.arange(len(starts)), take)[keep]
             take = np.bincount(group_of, minlength=len(starts))
-            chosen, q, returned = chosen[keep], q[keep], block.filter(pa.array(keep)).combine_chunks()
+            chosen, q, returned = chosen[keep], q[keep], lines_read.filter(pa.array(keep))
+            returned = returned.combine_chunks() if isinstance(returned, pa.ChunkedArray) else returned
         else:
             returned = _take(block, chosen - low)
         matched = join_block(q, returned, judged)

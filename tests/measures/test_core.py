@@ -393,7 +393,10 @@ def test_condensed_lists_from_judged_lines_only_equal_those_of_whole_rankings(
     for grades in judgments.values():  # trec_eval's pooled, not judged: removed from a condensed list too
         for doc in list(grades)[: int(rng.integers(0, 3))]:
             grades[doc] = -1
+    for index in range(1, 2_500, 7):  # queries nobody judged, whose lines lie between judged queries' lines
+        rankings[f"q{index:04d}x"] = [("d001", 1.0), ("d002", 0.5)]
     qrels, run = qrels_from_mapping(judgments), run_from_rankings("r", rankings)
+    assert run.queries.to_pylist()[:3] == ["q0001", "q0001x", "q0002"]
     condensed = parse_measures(["condensed_ndcg@5", "condensed_map", "condensed_precision@3", "condensed_mrr@10"])
     monkeypatch.setattr(run_order, "BLOCK_LINES", 997)
     alone = score_run(qrels, run, condensed, ties)
