@@ -95,7 +95,9 @@ def _analysis(text: str, *stops: frozenset[str]) -> list[tuple[str, ...]]:
         runs, words = [han for han, _ in pieces if han], [word for _, word in pieces if word]
     stems: list[str] = _stemmer().stemWords(words) if words else []
     if not runs:
-        return [tuple(stem for stem, word in zip(stems, words, strict=True) if word not in stop) for stop in stops]
+        return [
+            tuple([s for s, w in zip(stems, words, strict=True) if w not in stop] if stop else stems) for stop in stops
+        ]
     joined = "\n".join(runs)
     cut: list[str] = _jieba().cut_for_search(joined, False)
     if _ODD.search(joined):
