@@ -10,19 +10,18 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-import matplotlib
 import numpy as np
 import pandas as pd
-from matplotlib.figure import Figure
-from matplotlib.patches import Patch
 
 from evalkit.data.schema import ALL_ABLATION_IDS, LANGUAGES, SLICES, model_json
 from evalkit.reporting.comparison import Comparison, ComparisonRow, PairRow, PairwiseComparison
-from evalkit.reporting.figures import FIGURE_RC, LANGUAGE_COLORS, per_query_bars
 from evalkit.reporting.per_query import ANSWERABLE_MEASURES, NO_ANSWER_MEASURES
 from evalkit.reporting.report import Report
+
+if TYPE_CHECKING:  # matplotlib is imported by the two plots only: `evalkit compare` never draws
+    from matplotlib.figure import Figure
 
 FOREST_MEASURES = ("recall@1", "recall@10", "mrr@10", "ndcg@10", "context_recall", "no_answer_fpr")
 
@@ -296,6 +295,12 @@ def plot_forest(rows: Sequence[ComparisonRow], measures: Sequence[str] = FOREST_
     shown = [m for m in measures if any(r.measure == m for r in rows)]
     ablations = list(dict.fromkeys(r.ablation for r in rows))
     by_key: dict[tuple[str, str, str], ComparisonRow] = {(r.ablation, r.measure, r.slice): r for r in rows}
+    import matplotlib
+    from matplotlib.figure import Figure
+    from matplotlib.patches import Patch
+
+    from evalkit.reporting.figures import FIGURE_RC, LANGUAGE_COLORS
+
     with matplotlib.rc_context(FIGURE_RC):
         figure = Figure(figsize=(3.0 * max(len(shown), 1), 0.6 * len(ablations) + 2.2), layout="constrained")
         axes = figure.subplots(1, max(len(shown), 1), sharey=True, squeeze=False)[0]
@@ -348,6 +353,8 @@ def plot_per_query_differences(frame: pd.DataFrame, ablation: str, measure: str)
     """Bars of the per-query differences (from :func:`per_query_difference_frame`), coloured by language."""
     labels = (f"queries, sorted by difference ({len(frame)} queries)", f"{measure} difference (head minus base)")
     title = f"{ablation} {measure} per query: {{up}} better, {{down}} worse"
+    from evalkit.reporting.figures import per_query_bars
+
     return per_query_bars(frame.difference.tolist(), frame.language.tolist(), 4.2, labels, title)
 
 
