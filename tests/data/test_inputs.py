@@ -187,6 +187,49 @@ def test_the_first_non_finite_number_is_named_with_where_it_is(text: str, messag
     assert str(info.value) == message
 
 
+@pytest.mark.parametrize(
+    ("text", "checked"),
+    [
+        ('{"sha256": "7d3e85900f4a114a128eb8e466acca32", "values": [0.5, 1, 1.5e-07]}', False),
+        ('{"id": "12345678901234567890", "x": 0.25}', True),  # 20 digits in a string: checked, only slower
+        ('{"x": 0.00012992208680459862, "y": 1.5e99}', False),  # a float's 20 fraction digits, a 2-digit exponent
+        ('{"x": [1e400]}', True),
+        ('{"x": [-2.5E+308]}', True),
+        ('{"x": 123456789012345678901234}', True),
+    ],
+)
+def test_numbers_are_checked_one_by_one_only_where_one_may_be_out_of_range(text: str, checked: bool) -> None:
+    hooks: list[bool] = []
+    decode = json.loads
+
+    def recorded(document: str, **options: object) -> object:
+        hooks.append("parse_float" in options and "parse_int" in options)
+        return decode(document, **options)  # type: ignore[arg-type]
+
+    with mock.patch.object(inputs.json, "loads", recorded):
+        try:
+            value = loads_strict(text)
+        except ValueError:
+            value = None
+    assert hooks == [checked]
+    if not checked:
+        assert value == json.loads(text)  # the C decoder's numbers are the hooks' numbers
+
+
+def test_a_large_text_read_without_floats_keeps_one_shared_float(monkeypatch: pytest.MonkeyPatch) -> None:
+    text = '{"values": [0.5, 0.25, 1.5, 2], "name": "a"}'
+    monkeypatch.setattr(inputs, "LEAN_CHARACTERS", len(text) - 1)
+    lean = loads_strict(text, floats=False)
+    assert lean["values"][:3] == [0.0, 0.0, 0.0] and lean["values"][3] == 2 and lean["name"] == "a"
+    assert len({id(v) for v in lean["values"][:3]}) == 1
+    assert loads_strict(text) == json.loads(text)  # floats kept unless asked
+    monkeypatch.setattr(inputs, "LEAN_CHARACTERS", len(text))
+    assert loads_strict(text, floats=False) == json.loads(text)  # short text: speed first, floats kept
+    with pytest.raises(ValueError, match="out of range"):
+        monkeypatch.setattr(inputs, "LEAN_CHARACTERS", 0)
+        loads_strict('{"values": [1e400]}', floats=False)
+
+
 def test_valid_json_decodes_to_plain_values() -> None:
     assert loads_strict('{"a": [1, {"b": null}]}') == {"a": [1, {"b": None}]}
 
