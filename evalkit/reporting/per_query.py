@@ -144,6 +144,13 @@ def rounded_column(values: FloatArray) -> tuple[float | None, ...]:
     return tuple(column.tolist())
 
 
+def _none_as_nan(column: Sequence[float | None]) -> FloatArray | None:
+    """The column as a float array with NaN for None, converted in C; None when the column also holds a NaN value,
+    which the array could not tell from a None."""
+    values: FloatArray = np.array(column, dtype=np.float64)
+    return values if int(np.isnan(values).sum()) == column.count(None) else None
+
+
 SHARED_MIN: Final = 4096
 """Columns shorter than this are kept as read (sharing their values saves nothing worth the pass)."""
 
@@ -154,9 +161,8 @@ def shared_values(column: tuple[float | None, ...]) -> tuple[float | None, ...]:
     Equal as a tuple and written to the same bytes; a column holding ``-0.0`` or a NaN value is kept as it is."""
     if len(column) < SHARED_MIN:
         return column
-    values = np.array(column, dtype=np.float64)  # None reads as NaN
-    missing = np.isnan(values)
-    if int(missing.sum()) != column.count(None) or np.any(np.signbit(values) & (values == 0)):
+    values = _none_as_nan(column)
+    if values is None or np.any(np.signbit(values) & (values == 0)):
         return column  # NaN values or -0.0: left for the checks to name, and -0.0 kept apart from 0.0
     distinct, inverse = np.unique(values, return_inverse=True)
     if 2 * len(distinct) > len(column):
@@ -181,8 +187,10 @@ def check_columns(index: QueryIndex, name: str, columns: PerQueryColumns, every:
             )
         expected = measure in NO_ANSWER_MEASURES
         everywhere = measure in every and not expected
-        present = ~np.isnan(np.array(column, dtype=np.float64))  # None reads as NaN, in C
-        if int((~present).sum()) != column.count(None):  # a NaN value too: told apart from None one by one
+        values = _none_as_nan(column)
+        if values is not None:
+            present = ~np.isnan(values)
+        else:  # a NaN value too: told apart from None one by one
             present = np.fromiter((value is not None for value in column), dtype=bool, count=len(column))
         wrong = np.flatnonzero(present != (everywhere | (answerable != expected)))
         if wrong.size:
