@@ -304,9 +304,10 @@ def _first_non_finite(data: Any) -> str:
     )
 
 
-_WORD_BYTES: Final = np.zeros(256, dtype=bool)
-for _byte in b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_.":
-    _WORD_BYTES[_byte] = True
+_DIGIT_BYTES: Final = np.zeros(256, dtype=bool)
+_DIGIT_BYTES[list(b"0123456789")] = True
+_WORD_BYTES: Final = _DIGIT_BYTES.copy()
+_WORD_BYTES[list(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_.")] = True
 
 
 LEAN_CHARACTERS: Final = 16 * 1024**2
@@ -318,11 +319,11 @@ def may_hold_long_number(text: str) -> bool:
     """Whether JSON text may hold a number too large to take, by one vectorised scan of its bytes: a float past
     1.8e308 has an exponent of three digits or an integer part of more than 200 digits, and an integer refused has
     more than :data:`MAX_NUMBER_DIGITS`. So: a run of 20 digits not after a point (a fraction's digits never
-    overflow), or a run of three digits after ``e``/``E`` (and a
-    sign), after a digit, and followed by neither a letter, a digit nor a point (so a hash's hex such as
-    ``8e466a`` does not count). A match inside a string costs only speed."""
+    overflow), or a run of three digits after ``e``/``E`` (and a sign) after a digit, followed by neither a letter,
+    a digit nor a point (so a hash's hex such as ``8e466a`` does not count). A match inside a string costs only
+    speed."""
     data = np.frombuffer(text.encode("utf-8", "surrogatepass"), dtype=np.uint8)
-    digit = np.concatenate(([False], (data >= 48) & (data <= 57), [False])).view(np.int8)
+    digit = np.concatenate(([False], _DIGIT_BYTES[data], [False])).view(np.int8)
     edges = np.flatnonzero(np.diff(digit))  # run starts and ends (exclusive), alternating
     starts, ends = edges[0::2], edges[1::2]
     length = ends - starts
@@ -330,10 +331,9 @@ def may_hold_long_number(text: str) -> bool:
     if (padded[starts[length >= 20] + 2] != 46).any():  # 20 digits not after a point: an integer part
         return True
     starts, ends = starts[length >= 3], ends[length >= 3]
-    before, sign_before = padded[starts + 2], padded[starts + 1]
-    exponent = np.isin(before, (69, 101)) & ((padded[starts + 1] >= 48) & (padded[starts + 1] <= 57))
-    signed = np.isin(before, (43, 45)) & np.isin(sign_before, (69, 101))
-    signed &= (padded[starts] >= 48) & (padded[starts] <= 57)
+    one, two, three = padded[starts + 2], padded[starts + 1], padded[starts]  # the bytes before each run
+    exponent = np.isin(one, (69, 101)) & _DIGIT_BYTES[two]  # 1e400
+    signed = np.isin(one, (43, 45)) & np.isin(two, (69, 101)) & _DIGIT_BYTES[three]  # 1e+400
     ended = ~_WORD_BYTES[padded[ends + 3]]
     return bool(((exponent | signed) & ended).any())
 
