@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from functools import lru_cache
-from typing import Any
+from typing import Any, cast
 
 from evalkit.data.language import HAN_CHARACTERS as _HAN
 
@@ -48,6 +48,29 @@ def _stemmer() -> Any:
     return Stemmer.Stemmer("english")
 
 
+_REMEMBERED_STEMS = 1 << 17
+"""Distinct words whose stems :func:`_stems` keeps (a memory bound: past it, new words are stemmed each time)."""
+
+
+@lru_cache(maxsize=1)
+def _stem_memory() -> dict[str, str]:
+    return {}
+
+
+def _stems(words: list[str]) -> list[str]:
+    """``stemWords(words)``: the Snowball stemmer stems a word on its own, so each distinct word's stem is
+    remembered and looked up (a text's words are mostly words seen before; the stemmer costs more than a lookup)."""
+    memory = _stem_memory()
+    stems: list[str | None] = list(map(memory.get, words))
+    if None in stems:
+        new = list(dict.fromkeys(w for w, s in zip(words, stems, strict=True) if s is None))
+        fresh = dict(zip(new, _stemmer().stemWords(new), strict=True))
+        if len(memory) + len(fresh) <= _REMEMBERED_STEMS:
+            memory.update(fresh)
+        stems = list(map(fresh.get, words, stems))  # a remembered word's stem is its default
+    return cast("list[str]", stems)
+
+
 @lru_cache(maxsize=1)
 def _jieba() -> Any:
     import rjieba
@@ -55,8 +78,25 @@ def _jieba() -> Any:
     return rjieba
 
 
+@lru_cache(maxsize=1)
+def _decompositions() -> tuple[re.Pattern[str], dict[str, str]]:
+    """The Basic Multilingual Plane's characters that are not NFKC-normalized alone, each with its NFKD form."""
+    characters = map(chr, range(0x10000))
+    table = {c: unicodedata.normalize("NFKD", c) for c in characters if not unicodedata.is_normalized("NFKC", c)}
+    return re.compile("[" + "".join(map(re.escape, table)) + "]"), table
+
+
 def normalize(text: str) -> str:
-    """NFKC-normalize and case-fold (full-width letters and digits become ASCII, English becomes lower case)."""
+    """NFKC-normalize and case-fold (full-width letters and digits become ASCII, English becomes lower case).
+
+    Characters that NFKC changes are first replaced by their NFKD forms, which NFKC of the whole text would
+    produce from them anyway (normalization decomposes each character on its own before it reorders and composes,
+    and an NFKD form decomposes to itself): the result is the same, and a text whose only such characters are,
+    say, full-width punctuation then passes NFKC's quick check instead of being decomposed and composed whole.
+    """
+    if not text.isascii():
+        pattern, table = _decompositions()
+        text = pattern.sub(lambda found: table[found.group()], text)
     return unicodedata.normalize("NFKC", text).casefold()
 
 
@@ -93,7 +133,7 @@ def _analysis(text: str, *stops: frozenset[str]) -> list[tuple[str, ...]]:
     else:
         pieces = _PIECES.findall(normalized)
         runs, words = [han for han, _ in pieces if han], [word for _, word in pieces if word]
-    stems: list[str] = _stemmer().stemWords(words) if words else []
+    stems = _stems(words) if words else []
     if not runs:
         return [
             tuple([s for s, w in zip(stems, words, strict=True) if w not in stop] if stop else stems) for stop in stops
@@ -104,7 +144,7 @@ def _analysis(text: str, *stops: frozenset[str]) -> list[tuple[str, ...]]:
         cut = [word if word == "\n" or _WORD.search(word) else "" for word in cut]
     found = []
     for stop in stops:
-        kept = [word if word not in stop else "" for word in cut] if stop else cut  # "\n" is in no stop set
+        kept = list(map(_blanks(stop).get, cut, cut)) if stop else cut  # "\n" is in no stop set
         if not words:
             found.append(tuple(" ".join(kept).split()))
             continue
@@ -114,6 +154,12 @@ def _analysis(text: str, *stops: frozenset[str]) -> list[tuple[str, ...]]:
         segmented, stemmed_words = iter(" ".join(kept).split(" \n ")), iter(stemmed)
         found.append(tuple(" ".join([next(segmented) if han else next(stemmed_words) for han, _ in pieces]).split()))
     return found
+
+
+@lru_cache(maxsize=4)
+def _blanks(stop: frozenset[str]) -> dict[str, str]:
+    """Each word of a stop set mapped to "": ``map(_blanks(stop).get, words, words)`` blanks the stopwords."""
+    return dict.fromkeys(stop, "")
 
 
 @lru_cache(maxsize=1)

@@ -7,13 +7,25 @@ non-Han word characters); every stored index and hash depends on the tokens stay
 from __future__ import annotations
 
 import re
+import unicodedata
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from evalkit.data.fixture import LoadedFixture
-from evalkit.retrieval.text import STOPWORDS, _jieba, _stemmer, analyze, is_han, normalize, tokenize
+from evalkit.retrieval import text as text_module
+from evalkit.retrieval.text import (
+    STOPWORDS,
+    _jieba,
+    _stem_memory,
+    _stemmer,
+    _stems,
+    analyze,
+    is_han,
+    normalize,
+    tokenize,
+)
 
 _HAN = r"\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
 _REFERENCE_RUNS = re.compile(rf"[{_HAN}]+|[^\W{_HAN}]+")
@@ -90,3 +102,37 @@ def test_fixture_texts_give_the_reference_tokens(name: str, request: pytest.Fixt
         for drop in (False, True):
             assert tokenize(text, drop_stopwords=drop) == reference_tokenize(text, drop_stopwords=drop), text
         assert analyze(text) == (tokenize(text), tokenize(text, drop_stopwords=True)), text
+
+
+# The analyzer's shortcuts must give what the plain definitions give: NFKC + casefold, and stemWords.
+
+_NORMALIZE_PIECES = st.sampled_from(
+    [
+        *("，", "（", "）", "：", "ＰＤＦ", "１２３", "\u3000", "ﬁ", "ﬀ", "½", "²", "Ⅻ", "ǅ", "가", "\u1100\u1161"),
+        *("ｶﾞ", "ｶ\uff9e"),
+        *("召回率", "。", "“", "e", "\u0301", "\u0327", "\u0308", "Å", "Ω", "K", "ß", "İ", "ΣΑΣ", "\U0001d400", "\0"),
+    ]
+)
+
+
+@given(st.lists(st.one_of(_NORMALIZE_PIECES, st.text(max_size=4)), max_size=24).map("".join))
+def test_normalize_is_nfkc_then_casefold(text: str) -> None:
+    assert normalize(text) == unicodedata.normalize("NFKC", text).casefold()
+
+
+def test_normalize_is_nfkc_then_casefold_for_every_bmp_character_and_its_neighbours() -> None:
+    # Each character alone, after a combining mark's base, and before combining marks (composition and reordering).
+    for code in range(0x10000):
+        character = chr(code)
+        for text in (character, "a" + character, character + "\u0327\u0301", "\uff0c" + character + "\u0301"):
+            assert normalize(text) == unicodedata.normalize("NFKC", text).casefold(), hex(code)
+
+
+def test_remembered_stems_are_the_stemmers_stems(monkeypatch: pytest.MonkeyPatch) -> None:
+    words = ["running", "runs", "running", "does", "caresses", "ponies", "café", "x86", "running", "generously"]
+    assert _stems(words) == _stemmer().stemWords(words)
+    assert _stems(words[::-1]) == _stemmer().stemWords(words[::-1])  # remembered by now
+    monkeypatch.setattr(text_module, "_REMEMBERED_STEMS", 0)  # a full memory stems the new words every time
+    _stem_memory().clear()
+    assert _stems(words) == _stemmer().stemWords(words)
+    assert not _stem_memory()
