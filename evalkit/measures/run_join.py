@@ -103,11 +103,14 @@ def _match_codes(row: IntArray, returned: pa.Array, judged: Judged) -> Matched:
     if len(keys):
         order = np.argsort(keys)
         keys = keys[order]
-        at = np.minimum(np.searchsorted(keys, identity), len(keys) - 1)
-        hit = keys[at] == identity
+        named = np.zeros(width, dtype=bool)
+        named[code[count:]] = True
+        lines = np.flatnonzero(named[code[:count]])  # lines whose ID some query of the block judged: few
+        at = np.minimum(np.searchsorted(keys, identity[lines]), len(keys) - 1)
+        hit = keys[at] == identity[lines]
         source = order[at[hit]]
-        grade[hit] = judged.grades[source]
-        qrels_row[hit] = judged.at[source]
+        grade[lines[hit]] = judged.grades[source]
+        qrels_row[lines[hit]] = judged.at[source]
     return Matched(identity, grade, qrels_row, False)
 
 
