@@ -65,6 +65,7 @@ __all__ = [
     "score_rankings",
     "score_run",
     "unjudged_counts",
+    "unjudged_reach",
 ]
 
 FloatArray = npt.NDArray[np.float64]
@@ -135,6 +136,18 @@ def score_ranked(ranked: Ranked, measures: Sequence[MeasureDef]) -> tuple[dict[s
     return values, answerable
 
 
+def unjudged_reach(measures: Sequence[MeasureDef], unjudged_k: int | None = None) -> int | None:
+    """The deepest rank at which one of ``measures`` (or the count of unjudged results in the first ``unjudged_k``)
+    reads the position of an unjudged document, from what each family declares it reads
+    (:data:`~evalkit.measures.declaration.Positions`): 0 when none does, None when one may read any rank."""
+    if not measures or any(m.spec.positions == "all" for m in measures):
+        return None
+    cutoffs = [m.cutoff for m in measures if m.spec.positions == "cutoff"]
+    if any(k is None for k in cutoffs):
+        return None
+    return max([*[k for k in cutoffs if k is not None], unjudged_k or 0])
+
+
 class NotGrouped(ValueError):
     """A run given a segment at a time names one query in two segments: its lines are not grouped by query."""
 
@@ -170,6 +183,8 @@ class RunScorer:
         # Condensed lists read judged lines only: unjudged ones are dropped before anything is ordered.
         self.judged_only = bool(measures) and all(m.spec.condensed for m in measures) and self.depth is None
         self.judged_only &= not (self.with_ids or context is not None or judged_ranks or unjudged_k is not None)
+        # Positions no measure reads are dropped once ranked: past this rank, judged ones only.
+        self.keep_unjudged = None if self.with_ids or context is not None else unjudged_reach(measures, unjudged_k)
         self.restart()
 
     def restart(self) -> None:
@@ -187,7 +202,15 @@ class RunScorer:
     def _rank(self, run: Run) -> RankedRun:
         summation = SUMMATION_OF[self.ties]
         return rank_run(
-            run, self.qrels, self.ties, summation, self.depth, self.with_ids, self.context, self.judged_only
+            run,
+            self.qrels,
+            self.ties,
+            summation,
+            self.depth,
+            self.with_ids,
+            self.context,
+            self.judged_only,
+            self.keep_unjudged,
         )
 
     def _take(self, rows: IntArray, ranked: Ranked) -> None:

@@ -37,6 +37,7 @@ __all__ = [
     "NoRelevant",
     "Param",
     "ParamValue",
+    "Positions",
     "QueryCase",
     "Reference",
     "TrecName",
@@ -55,6 +56,11 @@ NoRelevant = Literal["skip", "zero"]
 scores) or ``zero`` (trec_eval's names: it scores 0 and counts in the mean, as trec_eval's)."""
 DefinedOn = Literal["answerable", "no_answer"]
 """The queries a family is defined on under evalkit's names: those with a relevant document, or those without."""
+Positions = Literal["judged", "cutoff", "all"]
+"""Which positions of a ranking a family's kernel reads: ``judged``, only those of judged documents, at their ranks
+(never an unjudged one, nor how many a query has); ``cutoff``, every position within its cutoff ``k`` and none past
+it; ``all``, any (the default, and a registered measure's). On rankings that keep the positions a family reads, and
+drop others, its values are the same (tested for every built-in family)."""
 Unjudged = Literal["not_relevant", "not_judged", "any_result", "as_given", "removed", "skipped", "inferred"]
 """What a family does with a returned document absent from the judgments (see :data:`UNJUDGED`)."""
 
@@ -262,6 +268,9 @@ class Family:
     condensed: bool = False
     """Whether its cutoff applies after unjudged documents are removed (a condensed list), so that it reads the
     whole ranking whatever its cutoff."""
+    positions: Positions = "all"
+    """Which positions of a ranking its kernel reads (see :data:`Positions`); the columnar scorer builds no position
+    that no measure of the set reads."""
 
     def param(self, name: str) -> Param | None:
         """Its parameter called `name`, None when it has none."""

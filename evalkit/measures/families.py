@@ -98,6 +98,7 @@ RECALL = Family(
     "not_relevant",
     (K_OR_WHOLE, REL),
     trec_eval=(TrecName("recall", cut=True),),
+    positions="judged",
 )
 PRECISION = Family(
     "precision",
@@ -107,6 +108,7 @@ PRECISION = Family(
     "not_relevant",
     (K, REL),
     trec_eval=(TrecName("P", cut=True),),
+    positions="judged",
 )
 SUCCESS = Family(
     "success",
@@ -116,6 +118,7 @@ SUCCESS = Family(
     "not_relevant",
     (K, REL),
     trec_eval=(TrecName("success", cut=True),),
+    positions="judged",
 )
 MRR = Family(
     "mrr",
@@ -125,6 +128,7 @@ MRR = Family(
     "not_relevant",
     (K_OR_WHOLE, REL),
     trec_eval=(TrecName("recip_rank", cut=False),),
+    positions="judged",
 )
 NDCG = Family(
     "ndcg",
@@ -135,6 +139,7 @@ NDCG = Family(
     "not_relevant",
     (K_OR_WHOLE, GAIN),
     trec_eval=(TrecName("ndcg_cut", cut=True, gain="linear"), TrecName("ndcg", cut=False, gain="linear")),
+    positions="judged",
 )
 AVERAGE_PRECISION = Family(
     "map",
@@ -144,6 +149,7 @@ AVERAGE_PRECISION = Family(
     "not_relevant",
     (K_OR_WHOLE, REL),
     trec_eval=(TrecName("map", cut=False), TrecName("map_cut", cut=True)),
+    positions="judged",
 )
 RPREC = Family(
     "rprec",
@@ -153,6 +159,7 @@ RPREC = Family(
     "not_relevant",
     (REL,),
     trec_eval=(TrecName("Rprec", cut=False),),
+    positions="judged",
 )
 JUDGED = Family(
     "judged",
@@ -164,6 +171,7 @@ JUDGED = Family(
     "not_judged",
     (K,),
     fixed=(("denominator", "returned"),),
+    positions="cutoff",
 )
 UNJ = Family(
     "unj",
@@ -174,6 +182,7 @@ UNJ = Family(
     "not_judged",
     (K,),
     fixed=(("denominator", "returned"),),
+    positions="cutoff",
 )
 BPREF = Family(
     "bpref",
@@ -184,6 +193,7 @@ BPREF = Family(
     "skipped",
     (REL,),
     trec_eval=(TrecName("bpref", cut=False),),
+    positions="judged",
 )
 INFAP = Family(
     "infap",
@@ -193,6 +203,7 @@ INFAP = Family(
     infap.kernel,
     "inferred",
     trec_eval=(TrecName("infAP", cut=False),),
+    positions="judged",
 )
 CONDENSED_NDCG = Family(
     "condensed_ndcg",
@@ -204,6 +215,7 @@ CONDENSED_NDCG = Family(
     NDCG.params,
     fixed=_REMOVED,
     condensed=True,
+    positions="judged",
 )
 CONDENSED_AVERAGE_PRECISION = Family(
     "condensed_map",
@@ -215,6 +227,7 @@ CONDENSED_AVERAGE_PRECISION = Family(
     AVERAGE_PRECISION.params,
     fixed=_REMOVED,
     condensed=True,
+    positions="judged",
 )
 CONDENSED_PRECISION = Family(
     "condensed_precision",
@@ -226,6 +239,7 @@ CONDENSED_PRECISION = Family(
     PRECISION.params,
     fixed=_REMOVED,
     condensed=True,
+    positions="judged",
 )
 CONDENSED_RECALL = Family(
     "condensed_recall",
@@ -237,6 +251,7 @@ CONDENSED_RECALL = Family(
     RECALL.params,
     fixed=_REMOVED,
     condensed=True,
+    positions="judged",
 )
 CONDENSED_MRR = Family(
     "condensed_mrr",
@@ -248,6 +263,7 @@ CONDENSED_MRR = Family(
     MRR.params,
     fixed=_REMOVED,
     condensed=True,
+    positions="judged",
 )
 CONTEXT_PRECISION = Family(
     "context_precision",

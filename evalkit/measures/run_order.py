@@ -187,6 +187,7 @@ def _rank_block(
     with_ids: bool,
     context: SpanContext | None = None,
     judged_only: bool = False,
+    keep_unjudged: int | None = None,
 ) -> _Block:
     """Order, deduplicate, cut and join one block of query groups (see :func:`rank_run`)."""
     want = np.full(len(starts), int(sizes.sum()) if depth is None else depth, dtype=np.int64)
@@ -228,6 +229,9 @@ def _rank_block(
     if depth is not None:
         within = rank <= depth
         line, rank = line[within], rank[within]
+    if keep_unjudged is not None and (depth is None or keep_unjudged < depth):  # past it, judged positions only
+        read = (rank <= keep_unjudged) | (matched.qrels_row[line] >= 0)
+        line, rank = line[read], rank[read]
     ids = returned.take(pa.array(line)).to_pylist() if with_ids else []
     qrels_row = matched.qrels_row[line]
     block = _Block(q[line], rank, matched.grade[line], qrels_row, ids, int(repeated.sum()))
@@ -257,6 +261,7 @@ class RankedRun:
     _with_ids: bool
     _context: SpanContext | None = None
     _judged_only: bool = False
+    _keep_unjudged: int | None = None
 
     def blocks(self, rest: bool = True) -> Iterator[tuple[IntArray, Ranked]]:
         """Per block of queries: the qrels rows it covers and their rankings (rows renumbered from 0); with ``rest``
@@ -280,7 +285,15 @@ class RankedRun:
         a, b = groups
         starts, sizes = self._starts[a:b], self._sizes[a:b]
         return _rank_block(
-            self._lines, starts, sizes, self._depth, self._qrels, self._with_ids, self._context, self._judged_only
+            self._lines,
+            starts,
+            sizes,
+            self._depth,
+            self._qrels,
+            self._with_ids,
+            self._context,
+            self._judged_only,
+            self._keep_unjudged,
         )
 
     def empty(self, rows: IntArray) -> Iterator[tuple[IntArray, Ranked]]:
@@ -347,6 +360,7 @@ def rank_run(
     with_ids: bool = False,
     context: SpanContext | None = None,
     judged_only: bool = False,
+    keep_unjudged: int | None = None,
 ) -> RankedRun:
     """The run ordered under the tie policy ``ties`` and joined to the qrels, to be read block by block
     (:meth:`RankedRun.blocks`); rows are the qrels' queries.
@@ -362,6 +376,11 @@ def rank_run(
     name, found by one probe of a small hash table per line, before anything is ordered: the condensed lists that
     condensed-list measures read, ranked among themselves (the ranks of a :class:`Ranked` are then ranks among the
     judged lines, and its ``duplicates`` count repeats of judged lines only).
+
+    ``keep_unjudged`` (no IDs, no contexts) ranks every line as usual, then keeps the positions of unjudged
+    documents only up to that rank (0: none), and judged ones at every rank: all that families which read judged
+    positions (:data:`~evalkit.measures.declaration.Positions`) need, in a tenth or less of the positions of whole
+    rankings.
     """
     if ties not in ("evalkit", "trec_eval"):
         raise ValueError(f"unknown tie policy {ties!r}; valid: evalkit, trec_eval")
@@ -396,8 +415,23 @@ def rank_run(
     lines = _Lines(query, position, scores, doc_ids, ties == "trec_eval")
     if judged_only and (depth is not None or with_ids or context is not None):
         raise ValueError("judged_only reads whole rankings without IDs or contexts")
+    if keep_unjudged is not None and (with_ids or context is not None):
+        raise ValueError("keep_unjudged drops unjudged positions, which IDs and contexts read")
     return RankedRun(
-        n, in_run, position < 0, counts, lines, starts, sizes, depth, qrels, summation, with_ids, context, judged_only
+        n,
+        in_run,
+        position < 0,
+        counts,
+        lines,
+        starts,
+        sizes,
+        depth,
+        qrels,
+        summation,
+        with_ids,
+        context,
+        judged_only,
+        keep_unjudged,
     )
 
 

@@ -1,0 +1,149 @@
+"""What each family declares it reads of a ranking (:data:`~evalkit.measures.declaration.Positions`), and the
+scorer that builds only those positions.
+
+- Every built-in family's kernel gives the same values on rankings that keep only the positions it declares (judged
+  ones; for ``cutoff`` families also every position within k) as on whole rankings; the check can fail: a ``cutoff``
+  family loses values when its unjudged positions are dropped too.
+- :func:`unjudged_reach` is the deepest rank any measure of a set reads an unjudged position at.
+- Scoring a run with the unread positions dropped gives exactly the values and counts of scoring it with every
+  position, under both tie policies, block by block.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from evalkit.data.qrels import qrels_from_mapping
+from evalkit.data.runs import run_from_rankings
+from evalkit.measures import core, run_order
+from evalkit.measures.core import score_ranked, score_run, unjudged_reach
+from evalkit.measures.ranked import Ranked, rank_lists
+from evalkit.measures.registry import FAMILIES, MeasureDef, parse_measure, parse_measures
+
+CUTOFFS = (1, 3, 10, None)
+
+
+def _rankings(seed: int, queries: int = 1_500) -> tuple[list[list[str]], list[dict[str, int]]]:
+    """Seeded rankings (0 to 40 long, duplicates, most documents unjudged) and grades -1 to 3 (some queries with
+    none relevant, some with no judgment at all)."""
+    rng = np.random.default_rng(seed)
+    rankings, grades = [], []
+    for _ in range(queries):
+        size = int(rng.choice([0, 1, 2, 5, 10, 20, 40]))
+        rankings.append([f"d{int(d)}" for d in rng.integers(0, 80, size)])
+        judged = rng.choice(80, size=int(rng.integers(0, 12)), replace=False)
+        grades.append({f"d{int(d)}": int(rng.integers(-1, 4)) for d in judged})
+    return rankings, grades
+
+
+def _measures(family: str) -> list[MeasureDef]:
+    spec = FAMILIES[family]
+    if spec.cutoff == "none":
+        return [parse_measure(family)]
+    return [
+        parse_measure(family if k is None else f"{family}@{k}")
+        for k in CUTOFFS
+        if k is not None or spec.cutoff == "optional"
+    ]
+
+
+def _kept(ranked: Ranked, unjudged_to: int) -> Ranked:
+    """``ranked`` with the positions of unjudged documents past rank ``unjudged_to`` dropped."""
+    keep = ranked.judged | (ranked.rank <= unjudged_to)
+    return replace(
+        ranked,
+        row=ranked.row[keep],
+        rank=ranked.rank[keep],
+        grade=ranked.grade[keep],
+        judged=ranked.judged[keep],
+        doc_ids=None,
+        span_chars=None,
+        lengths=None,
+        qrels_row=None if ranked.qrels_row is None else ranked.qrels_row[keep],
+    )
+
+
+def _values(ranked: Ranked, measure: MeasureDef) -> np.ndarray:
+    values, _ = score_ranked(ranked, [measure])
+    return values[measure.name]
+
+
+@pytest.mark.parametrize("family", sorted(f for f, spec in FAMILIES.items() if spec.positions != "all"))
+def test_each_family_reads_only_the_positions_it_declares(family: str) -> None:
+    rankings, grades = _rankings(seed=20261207)
+    whole = rank_lists(rankings, grades)
+    assert (~whole.judged).sum() > 5 * whole.judged.sum() / 2  # most positions are unjudged ones
+    for measure in _measures(family):
+        reach = unjudged_reach([measure])
+        assert reach is not None
+        trimmed = _kept(whole, reach)
+        assert len(trimmed.rank) < len(whole.rank)
+        assert np.array_equal(_values(trimmed, measure), _values(whole, measure), equal_nan=True), measure.name
+
+
+@pytest.mark.parametrize("name", ["judged@10", "unj@3"])
+def test_the_check_fails_when_a_family_reads_more_than_it_declares(name: str) -> None:
+    """A family that reads unjudged positions within its cutoff, given rankings without them, scores otherwise."""
+    rankings, grades = _rankings(seed=20261207)
+    whole = rank_lists(rankings, grades)
+    measure = parse_measure(name)
+    assert not np.array_equal(_values(_kept(whole, 0), measure), _values(whole, measure), equal_nan=True)
+
+
+def test_the_unjudged_reach_of_a_measure_set() -> None:
+    def reach(names: list[str], unjudged_k: int | None = None) -> int | None:
+        return unjudged_reach(parse_measures(names), unjudged_k)
+
+    assert reach(["ndcg@10", "map", "recip_rank", "bpref", "infAP", "condensed_ndcg@5"]) == 0
+    assert reach(["ndcg@10", "map"], unjudged_k=10) == 10
+    assert reach(["ndcg@10", "judged@20", "unj@5"], unjudged_k=10) == 20
+    assert reach(["ndcg@10", "no_answer_fpr"]) is None  # it reads how many results a query has
+    assert reach([]) is None
+    assert all(spec.positions in ("judged", "cutoff", "all") for spec in FAMILIES.values())
+    assert FAMILIES["no_answer_fpr"].positions == "all"
+
+
+@pytest.mark.parametrize("ties", ["evalkit", "trec_eval"])
+def test_dropping_unread_positions_changes_no_value_or_count(ties: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    rng = np.random.default_rng(17)
+    rankings = {
+        f"q{q:03d}": [
+            (f"d{int(d)}", float(s)) for d, s in zip(rng.integers(0, 60, n), rng.integers(0, 4, n), strict=True)
+        ]
+        for q, n in enumerate(rng.integers(0, 60, 300))
+    }
+    judgments = {
+        f"q{q:03d}": {f"d{int(d)}": int(rng.integers(-1, 4)) for d in rng.integers(0, 60, 9)} for q in range(320)
+    }
+    qrels, run = qrels_from_mapping(judgments), run_from_rankings("r", rankings)
+    names = [
+        f
+        for family, spec in sorted(FAMILIES.items())
+        if not spec.needs_spans and spec.defined_on != "no_answer"
+        for f in (family if spec.cutoff == "none" else f"{family}@5",)
+    ]
+    measures = parse_measures(list(dict.fromkeys([*names, "recip_rank", "ndcg", "map", "Rprec", "bpref", "infAP"])))
+    built: list[int] = []
+    real_rank_run = run_order.rank_run
+
+    def spy(*args: object, **kwargs: object) -> run_order.RankedRun:
+        built.append(-1 if args[-1] is None else int(args[-1]))  # type: ignore[call-overload]
+        return real_rank_run(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(core, "rank_run", spy)
+    for lines in (7, 10**6):
+        monkeypatch.setattr(run_order, "BLOCK_LINES", lines)
+        for unjudged_k in (None, 3):
+            dropped = score_run(qrels, run, measures, ties, unjudged_k=unjudged_k)
+            with monkeypatch.context() as every:
+                every.setattr(core, "unjudged_reach", lambda *_: None)
+                whole = score_run(qrels, run, measures, ties, unjudged_k=unjudged_k)
+            assert dropped.counts == whole.counts
+            assert whole.unjudged is None or np.array_equal(dropped.unjudged, whole.unjudged)  # type: ignore[arg-type]
+            for m in measures:
+                assert np.array_equal(dropped.values[m.name], whole.values[m.name], equal_nan=True), (lines, m.name)
+    assert built[0] == 5 and -1 in built  # judged@5 and unj@5 read the first 5; the comparison read every position
+    assert whole.counts is not None and whole.counts.duplicates > 0
