@@ -25,7 +25,7 @@ import numpy as np
 
 from evalkit.data.fixture import Chunk, Document
 from evalkit.data.schema import Matrix
-from evalkit.retrieval.sparse_index import IndexMismatchError, SparseBm25Index, top_positions
+from evalkit.retrieval.sparse_index import IndexMismatchError, SparseBm25Index, TermCounter, TermCounts, top_positions
 from evalkit.retrieval.text import analyze
 from evalkit.retrieval.vector_index import (
     RECALL_K,
@@ -33,6 +33,7 @@ from evalkit.retrieval.vector_index import (
     VectorIndex,
     build_index,
     exact_top,
+    merged_rows,
     recall_at,
     row_scores,
 )
@@ -119,6 +120,7 @@ class KnowledgeDatabase:
         self._plans: dict[str, IndexPlan] = {}
         self._indexes: dict[str, tuple[tuple[str, ...], VectorIndex]] = {}
         self._lexical_index: SparseBm25Index | IndexMismatchError | None = None
+        self._counted: tuple[list[str], TermCounts] | None = None
 
     @classmethod
     @contextmanager
@@ -149,11 +151,14 @@ class KnowledgeDatabase:
         The text is analyzed a block at a time while a writer thread inserts the previous block: SQLite releases
         the GIL while it indexes, so the analyzer and FTS5 use a core each. Rows go in the same order either way.
         The content tokens (stopwords removed) are kept too, for :meth:`content_tokens`: one pass of the analyzer
-        serves FTS5 and a provider that embeds those tokens.
+        serves FTS5 and a provider that embeds those tokens. Into an empty database, the tokens' counts are kept
+        as well, so that the sparse BM25 index is computed without reading the stored tokens back.
         """
         ordered = sorted(chunks, key=lambda c: c.chunk_id)
+        self._lexical_index = self._counted = None
         with self._connection, ThreadPoolExecutor(max_workers=1) as writer:
             first = int(self._connection.execute("SELECT coalesce(max(rowid), 0) + 1 FROM chunks").fetchone()[0])
+            counter = TermCounter() if first == 1 else None  # chunk ID order is the stored order
             pending: list[Future[object]] = [
                 writer.submit(
                     self._connection.executemany,
@@ -166,8 +171,13 @@ class KnowledgeDatabase:
                 rowids = range(first + start, first + start + len(block))
                 pending.pop().result()  # one block in flight: a failed insert stops the analysis
                 pending.append(writer.submit(self._insert_tokens, rowids, block))
+                if counter is not None and not any("" in tokens for tokens, _ in block):
+                    counter.add([tokens for tokens, _ in block])  # FTS5 stores the tokens joined by spaces
+                else:
+                    counter = None
             pending.pop().result()
-        self._lexical_index = None
+        if counter is not None:
+            self._counted = ([c.chunk_id for c in ordered], counter.counts())
 
     def _insert_tokens(self, rowids: Sequence[int], analyses: Sequence[tuple[Sequence[str], Sequence[str]]]) -> None:
         pairs = list(zip(rowids, analyses, strict=True))
@@ -234,15 +244,18 @@ class KnowledgeDatabase:
         return [Hit(chunk_id=r[0], score=float(r[1])) for r in rows]
 
     def lexical_index(self) -> SparseBm25Index | IndexMismatchError:
-        """The sparse BM25 index of the stored tokens, or the error that kept it from being exact."""
+        """The sparse BM25 index of the stored tokens, or the error that kept it from being exact (from the counts
+        :meth:`add_chunks` kept when it filled an empty database, else from the stored tokens)."""
         if self._lexical_index is None:
-            rows = self._connection.execute(
-                "SELECT c.chunk_id, f.tokens FROM chunks c JOIN chunks_fts f ON f.rowid = c.rowid ORDER BY c.chunk_id"
-            ).fetchall()
+            counted, self._counted = self._counted, None
+            if counted is None:
+                rows = self._connection.execute(
+                    "SELECT c.chunk_id, f.tokens FROM chunks c JOIN chunks_fts f ON f.rowid = c.rowid "
+                    "ORDER BY c.chunk_id"
+                ).fetchall()
+                counted = ([r[0] for r in rows], TermCounter.of([r[1] for r in rows]))
             try:
-                self._lexical_index = SparseBm25Index.build(
-                    [r[0] for r in rows], [r[1] for r in rows], check=self.vocabulary
-                )
+                self._lexical_index = SparseBm25Index.of_counts(*counted, check=self.vocabulary)
             except IndexMismatchError as error:
                 self._lexical_index = error
         return self._lexical_index
@@ -263,10 +276,8 @@ class KnowledgeDatabase:
 
     def document_frequencies(self, terms: Sequence[str]) -> dict[str, int]:
         """Number of chunks containing each analyzed term (0 for unseen terms), from the FTS5 vocabulary."""
-        marks = ",".join("?" * len(terms))
-        rows = self._connection.execute(f"SELECT term, doc FROM chunks_vocab WHERE term IN ({marks})", tuple(terms))
-        found = {r[0]: int(r[1]) for r in rows}
-        return {term: found.get(term, 0) for term in terms}
+        found = self.vocabulary(terms)
+        return {term: found[term][0] if term in found else 0 for term in terms}
 
     def chunk_tokens(self, chunk_ids: Sequence[str]) -> dict[str, tuple[str, ...]]:
         """The analyzed tokens indexed for each chunk."""
@@ -274,16 +285,10 @@ class KnowledgeDatabase:
 
     def store_embeddings(self, provider: str, chunk_ids: Sequence[str], matrix: Matrix) -> None:
         """Store one float32 row per chunk under a provider fingerprint (a chunk given again replaces its row)."""
-        if matrix.shape[0] != len(chunk_ids):
-            raise ValueError(f"{len(chunk_ids)} chunk IDs but {matrix.shape[0]} embedding rows")
-        known = {r[0] for r in self._connection.execute("SELECT chunk_id FROM chunks")}
-        unknown = sorted(set(chunk_ids) - known)
-        if unknown:
-            raise ValueError(f"embeddings for unknown chunk(s) {', '.join(unknown[:5])}")
-        rows = np.asarray(matrix, dtype=np.float32)
+        rows = self._checked_rows(chunk_ids, matrix, self._chunk_ids())
         ids = list(chunk_ids)
         if len(set(ids)) != len(ids) or self.has_embeddings(provider):
-            ids, rows = self._merged_rows(provider, ids, rows)
+            ids, rows = merged_rows(self._matrix(provider) if self.has_embeddings(provider) else None, ids, rows)
         order = sorted(range(len(ids)), key=ids.__getitem__)
         ordered_ids = tuple(ids[i] for i in order)
         # Rows already in chunk ID order (the service stores them so) are written without a copy.
@@ -319,23 +324,31 @@ class KnowledgeDatabase:
         """
         if self.has_embeddings(provider):
             raise ValueError("this provider has stored rows already; store_embeddings merges new ones")
-        known = {r[0] for r in self._connection.execute("SELECT chunk_id FROM chunks")}
+        known = self._chunk_ids()
         stored = 0
         last = ""
         with self._connection:
             for chunk_ids, matrix in blocks:
                 ids = list(chunk_ids)
-                rows = np.asarray(matrix, dtype=np.float32)
-                if rows.shape[0] != len(ids):
-                    raise ValueError(f"{len(ids)} chunk IDs but {rows.shape[0]} embedding rows")
+                rows = self._checked_rows(ids, matrix, known)
                 if any(b <= a for a, b in zip([last, *ids], ids, strict=False)):
                     raise ValueError("embedding blocks must come in ascending chunk ID order, each ID once")
-                unknown = sorted(set(ids) - known)
-                if unknown:
-                    raise ValueError(f"embeddings for unknown chunk(s) {', '.join(unknown[:5])}")
                 stored = self._insert_blocks(provider, ids, rows, stored)
                 last = ids[-1] if ids else last
         self._forget(provider)
+
+    def _chunk_ids(self) -> set[str]:
+        return {r[0] for r in self._connection.execute("SELECT chunk_id FROM chunks")}
+
+    @staticmethod
+    def _checked_rows(chunk_ids: Sequence[str], matrix: Matrix, known: set[str]) -> Matrix:
+        """The rows as float32, refused unless there is one per chunk ID and every ID is a stored chunk's."""
+        if matrix.shape[0] != len(chunk_ids):
+            raise ValueError(f"{len(chunk_ids)} chunk IDs but {matrix.shape[0]} embedding rows")
+        unknown = sorted(set(chunk_ids) - known)
+        if unknown:
+            raise ValueError(f"embeddings for unknown chunk(s) {', '.join(unknown[:5])}")
+        return np.asarray(matrix, dtype=np.float32)
 
     def _forget(self, provider: str) -> None:
         """Drop what was built from the provider's stored rows (they changed)."""
@@ -384,18 +397,6 @@ class KnowledgeDatabase:
             return 1.0
         exact = exact_top((block for _, block in self._blocks(provider)), queries, k)
         return recall_at(built[1], [scores for _, scores in exact], queries, k)
-
-    def _merged_rows(self, provider: str, ids: list[str], rows: Matrix) -> tuple[list[str], Matrix]:
-        """The provider's stored rows with these replacing or joining them (the last row of a repeated ID wins)."""
-        position = {chunk_id: index for index, chunk_id in enumerate(ids)}
-        new_ids, new_rows = list(position), rows[list(position.values())]
-        if not self.has_embeddings(provider):
-            return new_ids, new_rows
-        old_ids, old_matrix = self._matrix(provider)
-        if old_matrix.shape[1] != rows.shape[1]:
-            raise ValueError(f"{rows.shape[1]} dimensions, but this provider's rows have {old_matrix.shape[1]}")
-        kept = [i for i, chunk_id in enumerate(old_ids) if chunk_id not in position]
-        return [*(old_ids[i] for i in kept), *new_ids], np.concatenate([old_matrix[kept], new_rows])
 
     def has_embeddings(self, provider: str) -> bool:
         """True when any embedding is stored for this provider fingerprint."""

@@ -115,10 +115,22 @@ class SparseBm25Index:
         """
         if len(chunk_ids) != len(analyzed_texts):
             raise ValueError(f"{len(chunk_ids)} chunk IDs but {len(analyzed_texts)} texts")
+        return cls.of_counts(chunk_ids, TermCounter.of(analyzed_texts), check, statistics)
+
+    @classmethod
+    def of_counts(
+        cls,
+        chunk_ids: Sequence[str],
+        counted: TermCounts,
+        check: VocabularyCheck | None = None,
+        statistics: CorpusStatistics | None = None,
+    ) -> SparseBm25Index:
+        """:meth:`build` from the chunks' term counts (a :class:`TermCounter`'s, chunks in chunk ID order)."""
+        if len(chunk_ids) != len(counted.lengths):
+            raise ValueError(f"{len(chunk_ids)} chunk IDs but {len(counted.lengths)} counted chunks")
         if list(chunk_ids) != sorted(chunk_ids):
             raise ValueError("chunk IDs must be given in ascending order (the tie-breaking order)")
-        vocabulary: dict[str, int] = {}
-        counts, lengths = _term_counts(analyzed_texts, vocabulary)
+        vocabulary, counts, lengths = counted.vocabulary, counted.counts, counted.lengths
         hits = np.diff(counts.indptr)
         if check is not None:
             _check_vocabulary(vocabulary, hits, counts, check)
@@ -167,36 +179,68 @@ def top_positions(scores: npt.NDArray[np.floating], limit: int, floor: float = 0
     return candidates[order]
 
 
-def _term_counts(
-    analyzed_texts: Sequence[str], vocabulary: dict[str, int]
-) -> tuple[sparse.csc_matrix, npt.NDArray[np.int64]]:
-    """Each (chunk, term) pair's count (int32 CSC, one column per term in first-seen order, filling
-    ``vocabulary``) and each chunk's token count.
+@dataclass(frozen=True)
+class TermCounts:
+    """Each (chunk, term) pair's count (int32 CSC, one column per term in first-seen order), the columns' terms
+    and each chunk's token count: what a :class:`SparseBm25Index` is computed from."""
 
-    A block of chunks at a time: its tokens are mapped to columns and its repeated pairs counted with ``np.unique``,
-    so only the distinct pairs of the whole corpus are ever held, never an entry per token.
+    vocabulary: dict[str, int]
+    counts: sparse.csc_matrix
+    lengths: npt.NDArray[np.int64]
+
+
+class TermCounter:
+    """Counts the (chunk, term) pairs of chunks given a block at a time, in chunk ID order.
+
+    Each block's tokens are mapped to columns and its repeated pairs counted with ``np.unique``, so only the
+    distinct pairs of the whole corpus are ever held, never an entry per token.
     """
-    lengths = np.zeros(len(analyzed_texts), dtype=np.int64)
-    rows, columns, counts = [np.zeros(0, dtype=np.int32)], [np.zeros(0, dtype=np.int32)], [np.zeros(0, dtype=np.int32)]
-    for start in range(0, len(analyzed_texts), _BUILD_BLOCK_ROWS):
-        split = [text.split() for text in analyzed_texts[start : start + _BUILD_BLOCK_ROWS]]
-        block_lengths = np.fromiter(map(len, split), dtype=np.int64, count=len(split))
-        lengths[start : start + len(split)] = block_lengths
-        tokens = list(chain.from_iterable(split))
+
+    def __init__(self) -> None:
+        self.vocabulary: dict[str, int] = {}
+        self._lengths: list[npt.NDArray[np.int64]] = []
+        self._rows: list[npt.NDArray[np.int32]] = []
+        self._columns: list[npt.NDArray[np.int32]] = []
+        self._counts: list[npt.NDArray[np.int32]] = []
+        self._chunks = 0
+
+    def add(self, block: Sequence[Sequence[str]]) -> None:
+        """Count the next chunks' tokens (each chunk's tokens as FTS5 stores them, in order)."""
+        vocabulary = self.vocabulary
+        block_lengths = np.fromiter(map(len, block), dtype=np.int64, count=len(block))
+        tokens = list(chain.from_iterable(block))
         for term in dict.fromkeys(tokens):
             vocabulary.setdefault(term, len(vocabulary))
         width = max(len(vocabulary), 1)
-        keys = np.repeat(np.arange(len(split), dtype=np.int64) * width, block_lengths)
+        keys = np.repeat(np.arange(len(block), dtype=np.int64) * width, block_lengths)
         keys += np.fromiter(map(vocabulary.__getitem__, tokens), dtype=np.int64, count=len(tokens))
         pairs, repeats = np.unique(keys, return_counts=True)
-        rows.append((pairs // width + start).astype(np.int32))
-        columns.append((pairs % width).astype(np.int32))
-        counts.append(repeats.astype(np.int32))
-    shape = (len(analyzed_texts), len(vocabulary))
-    triples = (np.concatenate(counts), (np.concatenate(rows), np.concatenate(columns)))
-    del rows, columns, counts
-    # The pairs come by chunk, so each column lists its chunks in ascending order.
-    return sparse.csc_matrix(triples, shape=shape), lengths
+        self._lengths.append(block_lengths)
+        self._rows.append((pairs // width + self._chunks).astype(np.int32))
+        self._columns.append((pairs % width).astype(np.int32))
+        self._counts.append(repeats.astype(np.int32))
+        self._chunks += len(block)
+
+    @classmethod
+    def of(cls, analyzed_texts: Sequence[str]) -> TermCounts:
+        """The term counts of stored texts (analyzed tokens joined by spaces), a block of texts at a time."""
+        counter = cls()
+        for start in range(0, len(analyzed_texts), _BUILD_BLOCK_ROWS):
+            counter.add([text.split() for text in analyzed_texts[start : start + _BUILD_BLOCK_ROWS]])
+        return counter.counts()
+
+    def counts(self) -> TermCounts:
+        """The counts of every chunk added (the counter is emptied)."""
+        shape = (self._chunks, len(self.vocabulary))
+        empty = [np.zeros(0, dtype=np.int32)]
+        triples = (
+            np.concatenate(empty + self._counts),
+            (np.concatenate(empty + self._rows), np.concatenate(empty + self._columns)),
+        )
+        lengths = np.concatenate([np.zeros(0, dtype=np.int64), *self._lengths])
+        self._rows, self._columns, self._counts, self._lengths = [], [], [], []
+        # The pairs come by chunk, so each column lists its chunks in ascending order.
+        return TermCounts(self.vocabulary, sparse.csc_matrix(triples, shape=shape), lengths)
 
 
 _CONTRIBUTION_SLICE = 1 << 22

@@ -327,6 +327,19 @@ def build_index(plan: IndexPlan, blocks: Iterable[Matrix | sparse.csr_matrix], d
 # --- measured, not assumed ------------------------------------------------------------------------------------------
 
 
+def merged_rows(stored: tuple[Sequence[str], Matrix] | None, ids: list[str], rows: Matrix) -> tuple[list[str], Matrix]:
+    """A provider's stored rows with these replacing or joining them (the last row of a repeated ID wins)."""
+    position = {chunk_id: index for index, chunk_id in enumerate(ids)}
+    new_ids, new_rows = list(position), rows[list(position.values())]
+    if stored is None:
+        return new_ids, new_rows
+    old_ids, old_matrix = stored
+    if old_matrix.shape[1] != rows.shape[1]:
+        raise ValueError(f"{rows.shape[1]} dimensions, but this provider's rows have {old_matrix.shape[1]}")
+    kept = [i for i, chunk_id in enumerate(old_ids) if chunk_id not in position]
+    return [*(old_ids[i] for i in kept), *new_ids], np.concatenate([old_matrix[kept], new_rows])
+
+
 def exact_top(blocks: Blocks, queries: Matrix, limit: int) -> list[tuple[npt.NDArray[np.intp], Matrix]]:
     """Exact float32 top ``limit`` positions and scores of each query row, reading the rows a block at a time."""
     best: list[tuple[npt.NDArray[np.intp], Matrix]] = [

@@ -208,3 +208,37 @@ def test_top_positions_equals_a_full_sort(seed: int) -> None:
     limit = int(rng.integers(1, 20))
     full = [int(i) for i in np.lexsort((np.arange(len(scores)), -scores)) if scores[i] > -2][:limit]
     assert top_positions(scores, limit, floor=-2).tolist() == full
+
+
+def _same_index(one: SparseBm25Index, other: SparseBm25Index) -> None:
+    assert one.chunk_ids == other.chunk_ids
+    assert list(one.vocabulary.items()) == list(other.vocabulary.items())  # the same columns in the same order
+    for name in ("data", "indices", "indptr"):
+        left, right = getattr(one.contributions, name), getattr(other.contributions, name)
+        assert left.dtype == right.dtype and left.tobytes() == right.tobytes(), name
+
+
+def _index_of_stored_tokens(database: KnowledgeDatabase) -> SparseBm25Index:
+    ids = [c.chunk_id for c in database.chunks()]
+    stored = database.chunk_tokens(ids)
+    return SparseBm25Index.build(ids, [" ".join(stored[i]) for i in ids], check=database.vocabulary)
+
+
+def test_the_counts_kept_while_adding_give_the_index_of_the_stored_tokens(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr("evalkit.retrieval.database._ANALYZE_BLOCK_ROWS", 7)  # many blocks, a short last one
+    rows = _random_corpus(np.random.default_rng(11), 120)
+    rows += [("odd-1", "en", "Café ＰＤＦ ﬁnal ½ x86_64"), ("odd-2", "zh", "笔记本，召回率（Recall）是 3.5")]
+    database = _database(rows)
+    assert database._counted is not None  # the add kept its counts
+    _same_index(_sparse(database), _index_of_stored_tokens(database))
+    assert database._counted is None  # and gave them up to the index
+
+
+def test_chunks_added_to_a_filled_database_are_indexed_from_the_stored_tokens() -> None:
+    database = _database([("b", "en", "alpha beta"), ("d", "en", "gamma")])
+    database.add_chunks([Chunk(chunk_id="a", doc_id="doc-en", text="alpha alpha delta")])
+    assert database._counted is None  # chunk ID order is no longer the order of the adds
+    _same_index(_sparse(database), _index_of_stored_tokens(database))
+    assert [h.chunk_id for h in database.lexical_search(("alpha",), 5)] == ["a", "b"]
