@@ -208,6 +208,8 @@ def _rank_block(
             take = np.bincount(group_of, minlength=len(starts))
             chosen, q, returned = chosen[keep], q[keep], lines_read.filter(pa.array(keep))
             returned = returned.combine_chunks() if isinstance(returned, pa.ChunkedArray) else returned
+        elif len(chosen) == high - low:  # every line of the block: one copy of its chunks, not a take
+            returned = block.combine_chunks()
         else:
             returned = _take(block, chosen - low)
         matched = join_block(q, returned, judged)
