@@ -25,7 +25,7 @@ import math
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from itertools import chain
+from itertools import chain, repeat
 
 import numpy as np
 import numpy.typing as npt
@@ -208,12 +208,12 @@ class TermCounter:
         """Count the next chunks' tokens (each chunk's tokens as FTS5 stores them, in order)."""
         vocabulary = self.vocabulary
         block_lengths = np.fromiter(map(len, block), dtype=np.int64, count=len(block))
-        tokens = list(chain.from_iterable(block))
-        for term in dict.fromkeys(tokens):
-            vocabulary.setdefault(term, len(vocabulary))
+        # Each token's column, a new term getting the next one: setdefault's default is the size before the call.
+        tokens = chain.from_iterable(block)
+        found = map(vocabulary.setdefault, tokens, map(len, repeat(vocabulary)))
+        columns = np.fromiter(found, dtype=np.int64, count=int(block_lengths.sum()))
         width = max(len(vocabulary), 1)
-        keys = np.repeat(np.arange(len(block), dtype=np.int64) * width, block_lengths)
-        keys += np.fromiter(map(vocabulary.__getitem__, tokens), dtype=np.int64, count=len(tokens))
+        keys = np.repeat(np.arange(len(block), dtype=np.int64) * width, block_lengths) + columns
         pairs, repeats = np.unique(keys, return_counts=True)
         self._lengths.append(block_lengths)
         self._rows.append((pairs // width + self._chunks).astype(np.int32))
