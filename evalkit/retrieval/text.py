@@ -110,20 +110,14 @@ def tokenize(text: str, *, drop_stopwords: bool = False) -> tuple[str, ...]:
 
     With ``drop_stopwords`` the stop sets above are removed (English words before stemming).
     """
-    return _analysis(text, STOPWORDS if drop_stopwords else frozenset())[0]
+    return analyze(text)[1 if drop_stopwords else 0]
 
 
 def analyze(text: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """``(tokenize(text), tokenize(text, drop_stopwords=True))`` from one pass of the analyzer."""
-    tokens, content = _analysis(text, frozenset(), STOPWORDS)
-    return tokens, content
-
-
-def _analysis(text: str, *stops: frozenset[str]) -> list[tuple[str, ...]]:
-    """The text's tokens without each stop set's words, one tuple per stop set, from one pass of the analyzer.
+    """``(tokenize(text), tokenize(text, drop_stopwords=True))`` from one pass of the analyzer.
 
     One pass over the normalized text finds the Han runs and the other words in order (ASCII text: its runs of
-    letters and digits); the words are stemmed by one ``stemWords`` call and the runs segmented by one rjieba call
+    letters and digits); the words are stemmed together (:func:`_stems`) and the runs segmented by one rjieba call
     over the runs joined by newlines (rjieba cuts at a newline and yields it alone, so each run is segmented as if
     alone). A run holding unassigned code points (not word characters) keeps only the words with a word character.
     """
@@ -135,25 +129,27 @@ def _analysis(text: str, *stops: frozenset[str]) -> list[tuple[str, ...]]:
         runs, words = [han for han, _ in pieces if han], [word for _, word in pieces if word]
     stems = _stems(words) if words else []
     if not runs:
-        return [
-            tuple([s for s, w in zip(stems, words, strict=True) if w not in stop] if stop else stems) for stop in stops
-        ]
+        return tuple(stems), tuple([s for s, w in zip(stems, words, strict=True) if w not in STOPWORDS])
     joined = "\n".join(runs)
     cut: list[str] = _jieba().cut_for_search(joined, False)
     if _ODD.search(joined):
         cut = [word if word == "\n" or _WORD.search(word) else "" for word in cut]
-    found = []
-    for stop in stops:
-        kept = list(map(_blanks(stop).get, cut, cut)) if stop else cut  # "\n" is in no stop set
-        if not words:
-            found.append(tuple(" ".join(kept).split()))
-            continue
-        # Each newline of the cut stands between single spaces once joined (every run yields a word, maybe ""),
-        # so splitting at " \n " gives each run's words; "" words only add spaces, which the last split drops.
-        stemmed = stems if not stop else [s if w not in stop else "" for s, w in zip(stems, words, strict=True)]
-        segmented, stemmed_words = iter(" ".join(kept).split(" \n ")), iter(stemmed)
-        found.append(tuple(" ".join([next(segmented) if han else next(stemmed_words) for han, _ in pieces]).split()))
-    return found
+    tokens = _in_order(cut, stems, pieces)
+    if not any(map(STOPWORDS.__contains__, words)):
+        # A run's words are Han and no stem is, so the Chinese stopwords are the tokens to drop (none is "").
+        return tokens, tuple(filter(None, map(_blanks(CHINESE_STOPWORDS).get, tokens, tokens)))
+    kept = list(map(_blanks(STOPWORDS).get, cut, cut))  # "\n" is in no stop set
+    return tokens, _in_order(kept, [s if w not in STOPWORDS else "" for s, w in zip(stems, words, strict=True)], pieces)
+
+
+def _in_order(cut: list[str], stems: list[str], pieces: list[tuple[str, str]]) -> tuple[str, ...]:
+    """The runs' words (``cut``, a newline between runs) and the other words' stems, in the text's order."""
+    if not stems:
+        return tuple(" ".join(cut).split())
+    # Each newline of the cut stands between single spaces once joined (every run yields a word, maybe ""), so
+    # splitting at " \n " gives each run's words; "" words only add spaces, which the last split drops.
+    segmented, stemmed = iter(" ".join(cut).split(" \n ")), iter(stems)
+    return tuple(" ".join([next(segmented) if han else next(stemmed) for han, _ in pieces]).split())
 
 
 @lru_cache(maxsize=4)
