@@ -20,10 +20,11 @@ from typing import TypeVar
 
 import pyarrow as pa
 
-__all__ = ["in_order", "scoring_threads"]
+__all__ = ["beside", "in_order", "scoring_threads"]
 
 T = TypeVar("T")
 R = TypeVar("R")
+S = TypeVar("S")
 
 
 def scoring_threads() -> int:
@@ -47,5 +48,24 @@ def in_order(work: Callable[[T], R], items: Sequence[T], threads: int) -> Iterat
             result = pending.popleft().result()
             pending.extend(pool.submit(work, following) for following in islice(upcoming, 1))
             yield result
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def beside(first: Callable[[], T], second: Callable[[], S], threads: int) -> tuple[T, S]:
+    """``(first(), second())``, with ``first`` run on a thread beside ``second`` when ``threads`` is above 1 (two
+    reads that each leave a core idle part of the time). Errors come as if ``first`` ran first: its exception is
+    raised, whatever ``second`` did; then ``second``'s."""
+    if threads <= 1:
+        return first(), second()
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="evalkit-beside")
+    try:
+        pending = pool.submit(first)
+        try:
+            other = second()
+        except BaseException:
+            pending.result()  # first's error, if any, comes first
+            raise
+        return pending.result(), other
     finally:
         pool.shutdown(wait=True, cancel_futures=True)

@@ -31,6 +31,7 @@ import pandas as pd
 import pyarrow as pa
 
 from evalkit.common.memory import scoring_memory
+from evalkit.common.threads import beside, scoring_threads
 from evalkit.data.fixture import Fixture
 from evalkit.data.inputs import clip
 from evalkit.data.judgments import qrels_sha256
@@ -423,8 +424,8 @@ def _score(
     max_bytes: int,
     floor: float | None,
 ) -> ScoreResult:
-    judged = load_qrels(qrels, max_bytes)
-    sources = _sources(run, max_bytes)
+    # the judgments are read beside the run, whose parse leaves part of Arrow's threads idle
+    judged, sources = beside(lambda: load_qrels(qrels, max_bytes), lambda: _sources(run, max_bytes), scoring_threads())
     names = [_source_name(s) for s in sources]
     if len(set(names)) != len(names):
         raise ValueError(f"two runs are named alike ({', '.join(names)}): name them with a {{name: run}} mapping")

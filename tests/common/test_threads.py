@@ -93,3 +93,32 @@ def test_scoring_on_several_threads_gives_the_values_of_one(ties: str, monkeypat
     assert one[1].duplicates > 0
     for name, column in one[0].items():
         assert np.array_equal(column, three[0][name], equal_nan=True), name
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_beside_runs_the_first_on_its_own_thread_and_returns_both(workers: int) -> None:
+    names: list[str] = []
+
+    def first() -> str:
+        names.append(threading.current_thread().name)
+        return "first"
+
+    assert threads.beside(first, lambda: 2, workers) == ("first", 2)
+    assert (names[0] == threading.current_thread().name) == (workers == 1)
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_beside_raises_the_first_error_as_if_the_first_ran_first(workers: int) -> None:
+    def bad_first() -> int:
+        time.sleep(0.02)  # fails after the second has failed
+        raise ValueError("first")
+
+    def bad_second() -> int:
+        raise KeyError("second")
+
+    with pytest.raises(ValueError, match="first"):
+        threads.beside(bad_first, bad_second, workers)
+    with pytest.raises(KeyError, match="second"):
+        threads.beside(lambda: 1, bad_second, workers)
+    with pytest.raises(ValueError, match="first"):
+        threads.beside(bad_first, lambda: 2, workers)
