@@ -58,6 +58,7 @@ __all__ = [
     "RunScorer",
     "RunScores",
     "depth_of",
+    "first_relevant_levels",
     "score_companions",
     "score_queries",
     "score_query",
@@ -136,6 +137,16 @@ def score_ranked(ranked: Ranked, measures: Sequence[MeasureDef]) -> tuple[dict[s
     return values, answerable
 
 
+def _reads_to_first_relevant(m: MeasureDef) -> bool:
+    return m.cutoff is None and m.spec.uncut_reach == "first_relevant" and not (m.spec.user or m.spec.condensed)
+
+
+def first_relevant_levels(measures: Sequence[MeasureDef]) -> tuple[int, ...]:
+    """The relevance levels of the measures that read a ranking without a cutoff only down to its first relevant
+    document (:data:`~evalkit.measures.declaration.UncutReach`), ascending."""
+    return tuple(sorted({m.rel for m in measures if _reads_to_first_relevant(m)}))
+
+
 def unjudged_reach(measures: Sequence[MeasureDef], unjudged_k: int | None = None) -> int | None:
     """The deepest rank at which one of ``measures`` (or the count of unjudged results in the first ``unjudged_k``)
     reads the position of an unjudged document, from what each family declares it reads
@@ -178,7 +189,13 @@ class RunScorer:
         self.qrels, self.measures, self.ties, self.missing, self.context = qrels, measures, ties, missing, context
         self.judged_ranks, self.unjudged_k = judged_ranks, unjudged_k
         self.with_ids = any(m.spec.user for m in measures)
-        depth = None if whole_rankings else depth_of(measures, 0 if context is None else context.context_k)
+        context_k = 0 if context is None else context.context_k
+        depth = None if whole_rankings else depth_of(measures, context_k)
+        # recip_rank and the like read down to the first relevant document only: deeper than depth where needed
+        self.first_relevant = () if whole_rankings else first_relevant_levels(measures)
+        if depth is None and self.first_relevant:
+            depth = depth_of([m for m in measures if not _reads_to_first_relevant(m)], context_k)
+            self.first_relevant = self.first_relevant if depth is not None else ()
         self.depth = max(depth, unjudged_k) if depth is not None and unjudged_k is not None else depth
         # Condensed lists read judged lines only: unjudged ones are dropped before anything is ordered.
         self.judged_only = bool(measures) and all(m.spec.condensed for m in measures) and self.depth is None
@@ -211,6 +228,7 @@ class RunScorer:
             self.context,
             self.judged_only,
             self.keep_unjudged,
+            self.first_relevant,
         )
 
     def _take(self, rows: IntArray, ranked: Ranked) -> None:

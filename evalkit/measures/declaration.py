@@ -41,6 +41,7 @@ __all__ = [
     "QueryCase",
     "Reference",
     "TrecName",
+    "UncutReach",
     "Unjudged",
     "UnjudgedPolicy",
 ]
@@ -56,6 +57,9 @@ NoRelevant = Literal["skip", "zero"]
 scores) or ``zero`` (trec_eval's names: it scores 0 and counts in the mean, as trec_eval's)."""
 DefinedOn = Literal["answerable", "no_answer"]
 """The queries a family is defined on under evalkit's names: those with a relevant document, or those without."""
+UncutReach = Literal["whole", "first_relevant"]
+"""How deep a family reads a ranking when it is given no cutoff: ``whole``, every rank; ``first_relevant``, down to
+the first document of grade >= its ``rel`` (the whole tie at that rank included), as ``recip_rank`` does."""
 Positions = Literal["judged", "cutoff", "all"]
 """Which positions of a ranking a family's kernel reads: ``judged``, only those of judged documents, at their ranks
 (never an unjudged one, nor how many a query has); ``cutoff``, every position within its cutoff ``k`` and none past
@@ -269,6 +273,8 @@ class Family:
     """Whether its cutoff applies after unjudged documents are removed (a condensed list), so that it reads the
     whole ranking whatever its cutoff."""
     positions: Positions = "all"
+    uncut_reach: UncutReach = "whole"
+    """How deep it reads a ranking without a cutoff (see :data:`UncutReach`)."""
     """Which positions of a ranking its kernel reads (see :data:`Positions`); the columnar scorer builds no position
     that no measure of the set reads."""
 

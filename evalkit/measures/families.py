@@ -128,6 +128,7 @@ MRR = Family(
     "not_relevant",
     (K_OR_WHOLE, REL),
     trec_eval=(TrecName("recip_rank", cut=False),),
+    uncut_reach="first_relevant",
     positions="judged",
 )
 NDCG = Family(

@@ -188,6 +188,7 @@ def _rank_block(
     context: SpanContext | None = None,
     judged_only: bool = False,
     keep_unjudged: int | None = None,
+    first_relevant: tuple[int, ...] = (),
 ) -> _Block:
     """Order, deduplicate, cut and join one block of query groups (see :func:`rank_run`)."""
     want = np.full(len(starts), int(sizes.sum()) if depth is None else depth, dtype=np.int64)
@@ -197,6 +198,11 @@ def _rank_block(
     low = int(starts[0]) if len(starts) else 0  # the block's lines are one range: slice it (no copy) and take from
     high = int(starts[-1] + sizes[-1]) if len(starts) else 0  # the slice, since a take may join what it takes from
     block = lines.doc_ids.slice(low, high - low)
+    deeper = np.zeros(len(starts), dtype=bool)  # groups read down to their first relevant line, past ``depth``
+    if first_relevant and depth is not None:
+        reach = _relevant_reach(lines, starts, sizes, block, low, judged, first_relevant)
+        deeper = reach > 0  # its relevant line may lie past ``depth`` once its tie is ordered, whatever ``reach``
+        want = np.maximum(want, reach)
     while True:
         take, chosen = _prefix(starts, sizes, lines.scores, want)
         q = lines.rows(chosen)
@@ -228,10 +234,10 @@ def _rank_block(
     line, group_of = permutation[kept], group_of[kept]
     first = np.concatenate(([0], np.cumsum(np.bincount(group_of, minlength=len(starts)))[:-1]))
     rank = np.arange(len(line), dtype=np.int64) - first[group_of] + 1
-    if depth is not None:
-        within = rank <= depth
+    if depth is not None:  # a deeper group keeps what was read: its tie's order may put its relevant line last
+        within = (rank <= depth) | deeper[group_of]
         line, rank = line[within], rank[within]
-    if keep_unjudged is not None and (depth is None or keep_unjudged < depth):  # past it, judged positions only
+    if keep_unjudged is not None and (depth is None or keep_unjudged < depth or deeper.any()):  # then judged only
         read = (rank <= keep_unjudged) | (matched.qrels_row[line] >= 0)
         line, rank = line[read], rank[read]
     ids = returned.take(pa.array(line)).to_pylist() if with_ids else []
@@ -241,6 +247,38 @@ def _rank_block(
         return block
     spans, lengths = _context_columns(returned, line, rank, qrels_row, context)
     return replace(block, span_chars=spans, lengths=lengths)
+
+
+def _relevant_reach(
+    lines: _Lines,
+    starts: IntArray,
+    sizes: IntArray,
+    block: pa.ChunkedArray,
+    low: int,
+    judged: Judged,
+    levels: tuple[int, ...],
+) -> IntArray:
+    """Per group, how many of its first lines reach its first document of grade >= each of ``levels`` (the deepest
+    of them; 0 when it has none): every line's ID is probed in a small table of the block's relevant IDs
+    (:func:`judged_lines`), and the lines stay in score order, so a group's first hit is its first relevant line."""
+    take, every = _prefix(starts, sizes, lines.scores, sizes)  # every line of the block's groups
+    docs = block.combine_chunks() if len(every) == len(block) else _take(block, every - low)
+    q = lines.rows(every)
+    group_of = np.repeat(np.arange(len(starts)), take)
+    reach = np.zeros(len(starts), dtype=np.int64)
+    for level in levels:
+        relevant = judged.grades >= level
+        if not relevant.any():
+            continue
+        docs_of = judged.docs.filter(pa.array(relevant))
+        hit = np.flatnonzero(
+            judged_lines(q, docs, Judged(judged.row[relevant], docs_of, judged.grades[relevant], judged.at[relevant]))
+        )
+        groups = group_of[hit]
+        first = np.concatenate(([True], groups[1:] != groups[:-1])) if len(hit) else np.zeros(0, dtype=bool)
+        at = groups[first]
+        reach[at] = np.maximum(reach[at], every[hit[first]] - starts[at] + 1)
+    return reach
 
 
 @dataclass
@@ -264,11 +302,12 @@ class RankedRun:
     _context: SpanContext | None = None
     _judged_only: bool = False
     _keep_unjudged: int | None = None
+    _first_relevant: tuple[int, ...] = ()
 
     def blocks(self, rest: bool = True) -> Iterator[tuple[IntArray, Ranked]]:
         """Per block of queries: the qrels rows it covers and their rankings (rows renumbered from 0); with ``rest``
         the judged queries the run does not name come last, as one block with empty rankings."""
-        reach = self._sizes if self._depth is None else np.minimum(self._sizes, self._depth)
+        reach = self._sizes if self._depth is None or self._first_relevant else np.minimum(self._sizes, self._depth)
         covered = np.zeros(self.n, dtype=bool)
         duplicates = 0
         ranges = _blocks(reach, BLOCK_LINES)
@@ -296,6 +335,7 @@ class RankedRun:
             self._context,
             self._judged_only,
             self._keep_unjudged,
+            self._first_relevant,
         )
 
     def empty(self, rows: IntArray) -> Iterator[tuple[IntArray, Ranked]]:
@@ -363,6 +403,7 @@ def rank_run(
     context: SpanContext | None = None,
     judged_only: bool = False,
     keep_unjudged: int | None = None,
+    first_relevant: tuple[int, ...] = (),
 ) -> RankedRun:
     """The run ordered under the tie policy ``ties`` and joined to the qrels, to be read block by block
     (:meth:`RankedRun.blocks`); rows are the qrels' queries.
@@ -434,6 +475,7 @@ def rank_run(
         context,
         judged_only,
         keep_unjudged,
+        first_relevant,
     )
 
 

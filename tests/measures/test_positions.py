@@ -7,6 +7,7 @@ scorer that builds only those positions.
 - :func:`unjudged_reach` is the deepest rank any measure of a set reads an unjudged position at.
 - Scoring a run with the unread positions dropped gives exactly the values and counts of scoring it with every
   position, under both tie policies, block by block.
+- ``recip_rank`` reads each query down to its first relevant document only, with the values of whole rankings.
 """
 
 from __future__ import annotations
@@ -130,8 +131,9 @@ def test_dropping_unread_positions_changes_no_value_or_count(ties: str, monkeypa
     real_rank_run = run_order.rank_run
 
     def spy(*args: object, **kwargs: object) -> run_order.RankedRun:
-        built.append(-1 if args[-1] is None else int(args[-1]))  # type: ignore[call-overload]
-        return real_rank_run(*args, **kwargs)  # type: ignore[arg-type]
+        ranked = real_rank_run(*args, **kwargs)  # type: ignore[arg-type]
+        built.append(-1 if ranked._keep_unjudged is None else ranked._keep_unjudged)
+        return ranked
 
     monkeypatch.setattr(core, "rank_run", spy)
     for lines in (7, 10**6):
@@ -147,3 +149,70 @@ def test_dropping_unread_positions_changes_no_value_or_count(ties: str, monkeypa
                 assert np.array_equal(dropped.values[m.name], whole.values[m.name], equal_nan=True), (lines, m.name)
     assert built[0] == 5 and -1 in built  # judged@5 and unj@5 read the first 5; the comparison read every position
     assert whole.counts is not None and whole.counts.duplicates > 0
+
+
+def test_recip_rank_reads_down_to_the_first_relevant_document_only() -> None:
+    """recip_rank's values need a query's lines down to its first relevant one (the whole tie there): duplicates
+    past it are not read (so not counted), those before it are."""
+    qrels = qrels_from_mapping({"q1": {"a": 0, "c": 1}, "q2": {"z": 0}})
+    run = run_from_rankings(
+        "r",
+        {
+            "q1": [("a", 5.0), ("b", 4.0), ("a", 3.5), ("c", 3.0), ("d", 3.0), ("e", 1.0), ("e", 0.5)],
+            "q2": [("y", 2.0), ("y", 1.0)],  # nothing relevant: read to the depth of the other measures only
+        },
+    )
+    scores = score_run(qrels, run, parse_measures(["recip_rank"]), ties="trec_eval")
+    assert scores.values["recip_rank"].tolist() == [0.25, 0.0]  # a, b, d (ties by ID descending), c: rank 4
+    assert scores.counts is not None and scores.counts.duplicates == 1  # a again; not e, past c, nor y, past 1
+    whole = score_run(qrels, run, parse_measures(["recip_rank", "map"]), ties="trec_eval")
+    assert whole.values["recip_rank"].tolist() == [0.25, 0.0]
+    assert whole.counts is not None and whole.counts.duplicates == 3
+
+
+@pytest.mark.parametrize("ties", ["evalkit", "trec_eval"])
+def test_reading_to_the_first_relevant_document_gives_the_values_of_whole_rankings(
+    ties: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rng = np.random.default_rng(23)
+    rankings = {
+        f"q{q:03d}": [
+            (f"d{int(d)}", float(s)) for d, s in zip(rng.integers(0, 50, n), rng.integers(0, 6, n), strict=True)
+        ]
+        for q, n in enumerate(rng.integers(0, 80, 400))
+    }
+    judgments = {
+        f"q{q:03d}": {f"d{int(d)}": int(rng.integers(-1, 4)) for d in rng.integers(0, 50, 6)} for q in range(420)
+    }
+    qrels, run = qrels_from_mapping(judgments), run_from_rankings("r", rankings)
+    sets = [
+        ["recip_rank"],
+        ["ndcg_cut_10", "recall_10", "recip_rank"],
+        ["mrr(rel=2)", "recip_rank", "P_5"],
+        ["mrr(rel=3)", "judged@20"],
+    ]
+    levels: list[tuple[int, ...]] = []
+    real = core.first_relevant_levels
+
+    def spy(measures: object) -> tuple[int, ...]:
+        levels.append(real(measures))  # type: ignore[arg-type]
+        return levels[-1]
+
+    monkeypatch.setattr(core, "first_relevant_levels", spy)
+    for names in sets:
+        measures = parse_measures(names)
+        for lines in (5, 10**6):
+            monkeypatch.setattr(run_order, "BLOCK_LINES", lines)
+            for unjudged_k in (None, 10):
+                reach = score_run(qrels, run, measures, ties, unjudged_k=unjudged_k)
+                with monkeypatch.context() as whole_rankings:
+                    whole_rankings.setattr(core, "first_relevant_levels", lambda *_: ())
+                    whole = score_run(qrels, run, measures, ties, unjudged_k=unjudged_k)
+                for m in measures:
+                    assert np.array_equal(reach.values[m.name], whole.values[m.name], equal_nan=True), (names, m.name)
+                if unjudged_k is not None:
+                    assert np.array_equal(reach.unjudged, whole.unjudged)  # type: ignore[arg-type]
+                assert reach.counts is not None and whole.counts is not None
+                assert reach.counts.duplicates < whole.counts.duplicates  # fewer lines read
+    assert (1, 2) in levels and (3,) in levels
+    assert np.nanmean(whole.values["mrr(rel=3)"]) > 0
