@@ -28,7 +28,7 @@ from evalkit.data.runs import Run
 from evalkit.measures.ranked import Ranked, SpanContext, ideal_arrays
 from evalkit.measures.run_join import Judged, join_block, judged_lines, repeats, tie_order
 
-__all__ = ["BLOCK_LINES", "RankedRun", "RunCounts", "grades_by_query", "rank_run"]
+__all__ = ["BLOCK_LINES", "RankedRun", "Reading", "RunCounts", "grades_by_query", "rank_run"]
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -178,19 +178,22 @@ def _context_columns(
     return spans, lengths
 
 
-def _rank_block(
-    lines: _Lines,
-    starts: IntArray,
-    sizes: IntArray,
-    depth: int | None,
-    qrels: Qrels,
-    with_ids: bool,
-    context: SpanContext | None = None,
-    judged_only: bool = False,
-    keep_unjudged: int | None = None,
-    first_relevant: tuple[int, ...] = (),
-) -> _Block:
+@dataclass(frozen=True)
+class Reading:
+    """What of each query's ranking the measures read (each field as :func:`rank_run` names it)."""
+
+    depth: int | None = None
+    with_ids: bool = False
+    context: SpanContext | None = None
+    judged_only: bool = False
+    keep_unjudged: int | None = None
+    first_relevant: tuple[int, ...] = ()
+
+
+def _rank_block(lines: _Lines, starts: IntArray, sizes: IntArray, qrels: Qrels, reading: Reading) -> _Block:
     """Order, deduplicate, cut and join one block of query groups (see :func:`rank_run`)."""
+    depth, with_ids, context, judged_only = reading.depth, reading.with_ids, reading.context, reading.judged_only
+    keep_unjudged, first_relevant = reading.keep_unjudged, reading.first_relevant
     want = np.full(len(starts), int(sizes.sum()) if depth is None else depth, dtype=np.int64)
     rows = lines.rows(starts)
     at, _ = _judgments_of(qrels, rows[rows >= 0])
@@ -295,19 +298,15 @@ class RankedRun:
     _lines: _Lines
     _starts: IntArray
     _sizes: IntArray
-    _depth: int | None
     _qrels: Qrels
     _summation: str
-    _with_ids: bool
-    _context: SpanContext | None = None
-    _judged_only: bool = False
-    _keep_unjudged: int | None = None
-    _first_relevant: tuple[int, ...] = ()
+    _reading: Reading
 
     def blocks(self, rest: bool = True) -> Iterator[tuple[IntArray, Ranked]]:
         """Per block of queries: the qrels rows it covers and their rankings (rows renumbered from 0); with ``rest``
         the judged queries the run does not name come last, as one block with empty rankings."""
-        reach = self._sizes if self._depth is None or self._first_relevant else np.minimum(self._sizes, self._depth)
+        depth, deeper = self._reading.depth, self._reading.first_relevant
+        reach = self._sizes if depth is None or deeper else np.minimum(self._sizes, depth)
         covered = np.zeros(self.n, dtype=bool)
         duplicates = 0
         ranges = _blocks(reach, BLOCK_LINES)
@@ -325,34 +324,23 @@ class RankedRun:
         """:func:`_rank_block` of the query groups ``groups`` (a range), which reads and changes nothing shared."""
         a, b = groups
         starts, sizes = self._starts[a:b], self._sizes[a:b]
-        return _rank_block(
-            self._lines,
-            starts,
-            sizes,
-            self._depth,
-            self._qrels,
-            self._with_ids,
-            self._context,
-            self._judged_only,
-            self._keep_unjudged,
-            self._first_relevant,
-        )
+        return _rank_block(self._lines, starts, sizes, self._qrels, self._reading)
 
     def empty(self, rows: IntArray) -> Iterator[tuple[IntArray, Ranked]]:
         """The qrels rows ``rows`` (ascending) with empty rankings, as one block (none when there are no rows)."""
         if len(rows):
             empty = np.zeros(0, dtype=np.int64)
             none = _Block(empty, empty, empty, empty, [], 0)
-            if self._context is not None:
+            if self._reading.context is not None:
                 none = replace(none, span_chars=empty, lengths=empty)
             yield rows, self._local(rows, none)
 
     @cached_property
     def _span_totals(self) -> IntArray:
         """Per qrels query, the gold-span characters of all its judgments (context measures' denominator)."""
-        if self._context is None:
+        if self._reading.context is None:
             return np.zeros(self.n, dtype=np.int64)
-        weights = self._context.span_chars.astype(np.float64)
+        weights = self._reading.context.span_chars.astype(np.float64)
         return np.bincount(self._qrels.query, weights=weights, minlength=self.n).astype(np.int64)
 
     def _local(self, rows: IntArray, part: _Block) -> Ranked:
@@ -377,7 +365,7 @@ class RankedRun:
             qrels_row=part.qrels_row[order],
             nonrelevant=nonrelevant,
         )
-        if self._context is not None and part.span_chars is not None and part.lengths is not None:
+        if self._reading.context is not None and part.span_chars is not None and part.lengths is not None:
             totals = self._span_totals
             ranked = replace(
                 ranked,
@@ -385,7 +373,7 @@ class RankedRun:
                 lengths=part.lengths[order],
                 total_span_chars=totals[rows],
             )
-        if self._with_ids:  # registered measures call a Python function per query with IDs
+        if self._reading.with_ids:  # registered measures call a Python function per query with IDs
             judgments = grades_by_query(self._qrels)
             ranked = replace(
                 ranked, doc_ids=[ids[i] for i in order.tolist()], judgments=[judgments[r] for r in rows.tolist()]
@@ -460,23 +448,8 @@ def rank_run(
         raise ValueError("judged_only reads whole rankings without IDs or contexts")
     if keep_unjudged is not None and (with_ids or context is not None):
         raise ValueError("keep_unjudged drops unjudged positions, which IDs and contexts read")
-    return RankedRun(
-        n,
-        in_run,
-        position < 0,
-        counts,
-        lines,
-        starts,
-        sizes,
-        depth,
-        qrels,
-        summation,
-        with_ids,
-        context,
-        judged_only,
-        keep_unjudged,
-        first_relevant,
-    )
+    reading = Reading(depth, with_ids, context, judged_only, keep_unjudged, first_relevant)
+    return RankedRun(n, in_run, position < 0, counts, lines, starts, sizes, qrels, summation, reading)
 
 
 def _judgments_of(qrels: Qrels, rows: IntArray) -> tuple[IntArray, IntArray]:

@@ -17,8 +17,8 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from evalkit.data.qrels import qrels_from_mapping
-from evalkit.data.runs import run_from_rankings
+from evalkit.data.qrels import Qrels, qrels_from_mapping
+from evalkit.data.runs import Run, run_from_rankings
 from evalkit.measures import core, run_order
 from evalkit.measures.core import score_ranked, score_run, unjudged_reach
 from evalkit.measures.ranked import Ranked, rank_lists
@@ -67,6 +67,24 @@ def _kept(ranked: Ranked, unjudged_to: int) -> Ranked:
     )
 
 
+def _tied_run(seed: int, docs: int, levels: int, longest: int, queries: int, judged: int) -> tuple[Qrels, Run]:
+    """Seeded judgments (grades -1 to 3, ``judged`` a query, some repeated; 20 queries more than the run names)
+    and a run of 0 to ``longest`` lines a query from ``docs`` documents with ``levels`` distinct scores (ties,
+    duplicates)."""
+    rng = np.random.default_rng(seed)
+    rankings = {
+        f"q{q:03d}": [
+            (f"d{int(d)}", float(s)) for d, s in zip(rng.integers(0, docs, n), rng.integers(0, levels, n), strict=True)
+        ]
+        for q, n in enumerate(rng.integers(0, longest, queries))
+    }
+    grades = {
+        f"q{q:03d}": {f"d{int(d)}": int(rng.integers(-1, 4)) for d in rng.integers(0, docs, judged)}
+        for q in range(queries + 20)
+    }
+    return qrels_from_mapping(grades), run_from_rankings("r", rankings)
+
+
 def _values(ranked: Ranked, measure: MeasureDef) -> np.ndarray:
     values, _ = score_ranked(ranked, [measure])
     return values[measure.name]
@@ -109,17 +127,7 @@ def test_the_unjudged_reach_of_a_measure_set() -> None:
 
 @pytest.mark.parametrize("ties", ["evalkit", "trec_eval"])
 def test_dropping_unread_positions_changes_no_value_or_count(ties: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    rng = np.random.default_rng(17)
-    rankings = {
-        f"q{q:03d}": [
-            (f"d{int(d)}", float(s)) for d, s in zip(rng.integers(0, 60, n), rng.integers(0, 4, n), strict=True)
-        ]
-        for q, n in enumerate(rng.integers(0, 60, 300))
-    }
-    judgments = {
-        f"q{q:03d}": {f"d{int(d)}": int(rng.integers(-1, 4)) for d in rng.integers(0, 60, 9)} for q in range(320)
-    }
-    qrels, run = qrels_from_mapping(judgments), run_from_rankings("r", rankings)
+    qrels, run = _tied_run(seed=17, docs=60, levels=4, longest=60, queries=300, judged=9)
     names = [
         f
         for family, spec in sorted(FAMILIES.items())
@@ -132,7 +140,7 @@ def test_dropping_unread_positions_changes_no_value_or_count(ties: str, monkeypa
 
     def spy(*args: object, **kwargs: object) -> run_order.RankedRun:
         ranked = real_rank_run(*args, **kwargs)  # type: ignore[arg-type]
-        built.append(-1 if ranked._keep_unjudged is None else ranked._keep_unjudged)
+        built.append(-1 if ranked._reading.keep_unjudged is None else ranked._reading.keep_unjudged)
         return ranked
 
     monkeypatch.setattr(core, "rank_run", spy)
@@ -174,17 +182,7 @@ def test_recip_rank_reads_down_to_the_first_relevant_document_only() -> None:
 def test_reading_to_the_first_relevant_document_gives_the_values_of_whole_rankings(
     ties: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    rng = np.random.default_rng(23)
-    rankings = {
-        f"q{q:03d}": [
-            (f"d{int(d)}", float(s)) for d, s in zip(rng.integers(0, 50, n), rng.integers(0, 6, n), strict=True)
-        ]
-        for q, n in enumerate(rng.integers(0, 80, 400))
-    }
-    judgments = {
-        f"q{q:03d}": {f"d{int(d)}": int(rng.integers(-1, 4)) for d in rng.integers(0, 50, 6)} for q in range(420)
-    }
-    qrels, run = qrels_from_mapping(judgments), run_from_rankings("r", rankings)
+    qrels, run = _tied_run(seed=23, docs=50, levels=6, longest=80, queries=400, judged=6)
     sets = [
         ["recip_rank"],
         ["ndcg_cut_10", "recall_10", "recip_rank"],
