@@ -139,17 +139,20 @@ def tie_order(row: IntArray, scores: FloatArray, docs: pa.Array, match: Matched,
     When the match's identities are in document-ID order they are the sort key; otherwise, with ``needed`` (per
     line), only the ties holding a needed line are ordered by their IDs: a tie of unjudged lines gives the same
     ranks and grades in any order, so only ties that hold a judged line need their document IDs compared."""
-    tied = np.zeros(len(row), dtype=bool)
-    tied[1:] = (row[1:] == row[:-1]) & (scores[1:] == scores[:-1])
-    tied[:-1] |= tied[1:]
+    same = (row[1:] == row[:-1]) & (scores[1:] == scores[:-1])  # a line tied with the one before it
     permutation: IntArray = np.arange(len(row), dtype=np.int64)
-    if not tied.any():
+    if not same.any():
         return permutation
+    tied = np.zeros(len(row), dtype=bool)
+    tied[1:] = same
+    tied[:-1] |= same
     start = np.ones(len(row), dtype=bool)
-    start[1:] = ~((row[1:] == row[:-1]) & (scores[1:] == scores[:-1]))
+    np.logical_not(same, out=start[1:])
     tie = np.cumsum(start) - 1  # the tie (or single line) each line belongs to
     if match.needed is not None:
-        tied &= np.bincount(tie, weights=match.needed, minlength=int(tie[-1]) + 1)[tie] > 0
+        holds = np.zeros(int(tie[-1]) + 1, dtype=bool)
+        holds[tie[match.needed]] = True  # the ties that hold a needed line
+        tied &= holds[tie]
     inside = np.flatnonzero(tied)
     if len(inside) == 0:
         return permutation

@@ -228,14 +228,19 @@ def _rank_block(lines: _Lines, starts: IntArray, sizes: IntArray, qrels: Qrels, 
         identity = matched.identity[permutation]
         repeated = repeats(identity)
         group_of = np.repeat(np.arange(len(starts)), take)
+        if depth is None:
+            break
         unique_per_group = np.bincount(group_of[~repeated], minlength=len(starts))
         short = (unique_per_group < want) & (take < sizes)
-        if depth is None or not short.any():
+        if not short.any():
             break
         want = np.where(short, want * 2, want)
-    kept = ~repeated
-    line, group_of = permutation[kept], group_of[kept]
-    first = np.concatenate(([0], np.cumsum(np.bincount(group_of, minlength=len(starts)))[:-1]))
+    line, per_group = permutation, take
+    if repeated.any():
+        kept = ~repeated
+        line, group_of = permutation[kept], group_of[kept]
+        per_group = np.bincount(group_of, minlength=len(starts))
+    first = np.concatenate(([0], np.cumsum(per_group)[:-1]))
     rank = np.arange(len(line), dtype=np.int64) - first[group_of] + 1
     if depth is not None:  # a deeper group keeps what was read: its tie's order may put its relevant line last
         within = (rank <= depth) | deeper[group_of]
