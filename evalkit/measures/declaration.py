@@ -273,10 +273,10 @@ class Family:
     """Whether its cutoff applies after unjudged documents are removed (a condensed list), so that it reads the
     whole ranking whatever its cutoff."""
     positions: Positions = "all"
-    uncut_reach: UncutReach = "whole"
-    """How deep it reads a ranking without a cutoff (see :data:`UncutReach`)."""
     """Which positions of a ranking its kernel reads (see :data:`Positions`); the columnar scorer builds no position
     that no measure of the set reads."""
+    uncut_reach: UncutReach = "whole"
+    """How deep it reads a ranking without a cutoff (see :data:`UncutReach`)."""
 
     def param(self, name: str) -> Param | None:
         """Its parameter called `name`, None when it has none."""
