@@ -40,6 +40,7 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from evalkit.common.threads import beside, scoring_threads
 from evalkit.data.bad_lines import block_check, diagnose
 from evalkit.data.columns import CodeArray, Codes, encode
 from evalkit.data.ids import given_id_problem, has_bad_ids, id_problem
@@ -350,7 +351,7 @@ def read_trec_run(path: Path, max_bytes: int = DEFAULT_MAX_TABLE_BYTES) -> Run:
         raise RunFileError(str(exc)) from None
     doc_ids, lines = table.column("doc"), table.num_rows
     del table
-    query, scores = blocks.query(), blocks.all_scores()
+    query, scores = beside(blocks.query, blocks.all_scores, scoring_threads())  # numpy copies without the GIL
     release_unused()
     return _run(_name_from(path, _first_tag(path, max_bytes)), query, doc_ids, scores, lines)
 
