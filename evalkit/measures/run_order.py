@@ -99,8 +99,11 @@ def _prefix(starts: IntArray, sizes: IntArray, scores: FloatArray, want: IntArra
 
 
 def _take(column: pa.ChunkedArray, positions: IntArray) -> pa.Array:
-    """``column[positions]`` as one array. Ascending positions (how a run written the usual way is read) are taken
-    chunk by chunk, since a take across chunks may first join every chunk it takes from."""
+    """``column[positions]`` as one array. Every position in order (whole rankings read every line) is one copy of
+    the chunks; other ascending positions (how a run written the usual way is read) are taken chunk by chunk, since
+    a take across chunks may first join every chunk it takes from."""
+    if len(positions) == len(column) and len(positions) and positions[0] == 0 and np.all(np.diff(positions) == 1):
+        return column.combine_chunks()
     if len(positions) and np.all(positions[1:] >= positions[:-1]):
         bounds = np.cumsum([0, *(len(c) for c in column.chunks)])
         cuts = np.searchsorted(positions, bounds)
@@ -217,8 +220,6 @@ def _rank_block(lines: _Lines, starts: IntArray, sizes: IntArray, qrels: Qrels, 
             take = np.bincount(group_of, minlength=len(starts))
             chosen, q, returned = chosen[keep], q[keep], lines_read.filter(pa.array(keep))
             returned = returned.combine_chunks() if isinstance(returned, pa.ChunkedArray) else returned
-        elif len(chosen) == high - low:  # every line of the block: one copy of its chunks, not a take
-            returned = block.combine_chunks()
         else:
             returned = _take(block, chosen - low)
         matched = join_block(q, returned, judged)
@@ -270,7 +271,7 @@ def _relevant_reach(
     of them; 0 when it has none): every line's ID is probed in a small table of the block's relevant IDs
     (:func:`judged_lines`), and the lines stay in score order, so a group's first hit is its first relevant line."""
     take, every = _prefix(starts, sizes, lines.scores, sizes)  # every line of the block's groups
-    docs = block.combine_chunks() if len(every) == len(block) else _take(block, every - low)
+    docs = _take(block, every - low)
     q = lines.rows(every)
     group_of = np.repeat(np.arange(len(starts)), take)
     reach = np.zeros(len(starts), dtype=np.int64)
