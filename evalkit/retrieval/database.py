@@ -287,8 +287,9 @@ class KnowledgeDatabase:
         """Store one float32 row per chunk under a provider fingerprint (a chunk given again replaces its row)."""
         rows = self._checked_rows(chunk_ids, matrix, self._chunk_ids())
         ids = list(chunk_ids)
-        if len(set(ids)) != len(ids) or self.has_embeddings(provider):
-            ids, rows = merged_rows(self._matrix(provider) if self.has_embeddings(provider) else None, ids, rows)
+        stored = self._matrix(provider) if self.has_embeddings(provider) else None
+        if len(set(ids)) != len(ids) or stored is not None:
+            ids, rows = merged_rows(stored, ids, rows)
         order = sorted(range(len(ids)), key=ids.__getitem__)
         ordered_ids = tuple(ids[i] for i in order)
         # Rows already in chunk ID order (the service stores them so) are written without a copy.
