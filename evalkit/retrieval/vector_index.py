@@ -324,9 +324,6 @@ def build_index(plan: IndexPlan, blocks: Iterable[Matrix | sparse.csr_matrix], d
     return ExactIndex(np.ascontiguousarray(matrix, dtype=np.float32))
 
 
-# --- measured, not assumed ------------------------------------------------------------------------------------------
-
-
 def merged_rows(stored: tuple[Sequence[str], Matrix] | None, ids: list[str], rows: Matrix) -> tuple[list[str], Matrix]:
     """A provider's stored rows with these replacing or joining them (the last row of a repeated ID wins)."""
     position = {chunk_id: index for index, chunk_id in enumerate(ids)}
@@ -338,6 +335,9 @@ def merged_rows(stored: tuple[Sequence[str], Matrix] | None, ids: list[str], row
         raise ValueError(f"{rows.shape[1]} dimensions, but this provider's rows have {old_matrix.shape[1]}")
     kept = [i for i, chunk_id in enumerate(old_ids) if chunk_id not in position]
     return [*(old_ids[i] for i in kept), *new_ids], np.concatenate([old_matrix[kept], new_rows])
+
+
+# --- measured, not assumed ------------------------------------------------------------------------------------------
 
 
 def exact_top(blocks: Blocks, queries: Matrix, limit: int) -> list[tuple[npt.NDArray[np.intp], Matrix]]:
