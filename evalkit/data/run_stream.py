@@ -133,7 +133,7 @@ class _Segments:
         if _refuses(batch):
             raise Refused
         if batch.num_rows:
-            self.pending.append(batch)
+            self.pending.append(batch.drop_columns(["tag"]))  # checked: its buffers need not wait for the segment
             self.lines += batch.num_rows
         if self.lines >= SEGMENT_LINES:
             cut = _last_group_start(self.pending)
