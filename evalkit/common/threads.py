@@ -33,17 +33,19 @@ def scoring_threads() -> int:
 
 
 def in_order(work: Callable[[T], R], items: Sequence[T], threads: int) -> Iterator[R]:
-    """``work(item)`` of each item, yielded in the items' order; with ``threads`` above 1, up to ``threads`` items
-    are worked on ahead of the one yielded (so at most that many results wait in memory). ``work`` must not change
-    anything shared. Stopping early (the consumer closes the iterator, or raises) cancels what has not started and
-    waits for what has; an exception in ``work`` is raised at its item."""
+    """``work(item)`` of each item, yielded in the items' order; with ``threads`` above 1, ``threads`` items are
+    worked on ahead of the one yielded and one more waits for a free thread, so no thread idles while the consumer
+    takes its result (at most ``threads + 1`` results wait in memory; with ``threads`` ahead only, scoring whole
+    rankings on two threads took 3-5% longer, 2026-12-05). ``work`` must not change anything shared. Stopping
+    early (the consumer closes the iterator, or raises) cancels what has not started and waits for what has; an
+    exception in ``work`` is raised at its item."""
     if threads <= 1 or len(items) <= 1:
         yield from map(work, items)
         return
     pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="evalkit-blocks")
     try:
         upcoming = iter(items)
-        pending: deque[Future[R]] = deque(pool.submit(work, item) for item in islice(upcoming, threads))
+        pending: deque[Future[R]] = deque(pool.submit(work, item) for item in islice(upcoming, threads + 1))
         while pending:
             result = pending.popleft().result()
             pending.extend(pool.submit(work, following) for following in islice(upcoming, 1))

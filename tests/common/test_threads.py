@@ -29,7 +29,7 @@ def test_results_come_back_in_the_order_of_the_items(workers: int) -> None:
     assert (names == {threading.current_thread().name}) == (workers == 1)
 
 
-def test_at_most_threads_items_are_started_ahead_of_the_consumer() -> None:
+def test_at_most_threads_and_one_items_are_started_ahead_of_the_consumer() -> None:
     started: list[int] = []
     lock = threading.Lock()
 
@@ -41,10 +41,10 @@ def test_at_most_threads_items_are_started_ahead_of_the_consumer() -> None:
     iterator = in_order(record, list(range(20)), 2)
     assert next(iterator) == 0
     time.sleep(0.05)
-    assert len(started) <= 3  # the item yielded, and two ahead of it
+    assert len(started) <= 4  # the item yielded, two ahead of it, and one waiting for a thread
     iterator.close()
     time.sleep(0.05)
-    assert len(started) <= 3  # closing cancels what had not started
+    assert len(started) <= 4  # closing cancels what had not started
 
 
 def test_an_exception_in_the_work_is_raised_at_its_item() -> None:
