@@ -156,3 +156,19 @@ def test_a_lone_surrogate_in_a_jsonl_id_is_refused_naming_the_line(tmp_path: Pat
     path.write_text('{"query_id": "q1", "results": [{"chunk_id": "\\ud800", "score": 0.5}]}\n', encoding="utf-8")
     with pytest.raises(RunFileError, match=r"run.jsonl line 1 results\[0\]: field 'chunk_id': .* lone surrogate"):
         read_run(path)
+
+
+def test_query_lines_grouped_in_some_blocks_and_scattered_in_others_read_the_same(tmp_path: Path) -> None:
+    """The reader finds a query's lines by their runs where they stand together and hashes a block where they do
+    not (value_runs); a file several parse blocks long, half of each, reads as a plain split of its lines."""
+    lines = [f"g{i // 50:05d} Q0 d{i:07d} {i % 50 + 1} {-(i % 50)} sys" for i in range(80_000)]  # grouped
+    lines += [f"s{i % 7} Q0 e{i:07d} {i // 7 + 1} {-(i // 7)} sys" for i in range(80_000)]  # seven queries, interleaved
+    path = _write(tmp_path, "mixed.trec", "\n".join(lines) + "\n")
+    assert path.stat().st_size > 2 * (1 << 21)  # more than two of the reader's parse blocks
+    expected: dict[str, list[tuple[str, float]]] = {}
+    for line in lines:
+        query, _, doc, _, score, _ = line.split()
+        expected.setdefault(query, []).append((doc, float(score)))
+    run = read_trec_run(path)
+    assert {query: list(ranking) for query, ranking in run.rankings.items()} == expected
+    assert run.lines == len(lines) and len(run.queries) == 1600 + 7
