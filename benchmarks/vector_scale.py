@@ -22,6 +22,7 @@ the lexical search is ``benchmarks/scale.py``.
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import platform
 import tempfile
@@ -40,6 +41,7 @@ from evalkit.retrieval.database import KnowledgeDatabase
 from evalkit.retrieval.embedding_cache import CachedProvider, EmbeddingCache
 from evalkit.retrieval.embeddings import EmbeddingProvider, TokenHashProvider, l2_normalize
 from evalkit.retrieval.service import EMBED_BLOCK_ROWS, KnowledgeService
+from evalkit.retrieval.vector_index import expansion_for
 
 
 class RotatedProvider:
@@ -125,19 +127,21 @@ def run(args: argparse.Namespace) -> None:
             service.search(queries[0], "vector")  # builds the planned index
         plan = service.vector_plan()
         with phase() as query_phase:
-            lexical = timing(lambda q: service.search(q, "lexical"), queries)
-            vector = timing(lambda q: service.search(q, "vector"), queries)
-            hybrid = timing(lambda q: service.search(q, "hybrid"), queries)
+            lexical = timing(lambda q, s=service: s.search(q, "lexical"), queries)
+            vector = timing(lambda q, s=service: s.search(q, "vector"), queries)
+            hybrid = timing(lambda q, s=service: s.search(q, "hybrid"), queries)
             by_language = {
                 lang: (
-                    timing(lambda q: service.search(q, "vector"), asked[lang]),
-                    timing(lambda q: service.search(q, "hybrid"), asked[lang]),
+                    timing(lambda q, s=service: s.search(q, "vector"), asked[lang]),
+                    timing(lambda q, s=service: s.search(q, "hybrid"), asked[lang]),
                 )
                 for lang in ("en", "zh")
             }
         with phase() as recall_phase:
             record = service.vector_index_record(queries)
             by_language_recall = {lang: service.vector_index_record(asked[lang]) for lang in ("en", "zh")}
+    del service, database  # the peer's phase does not hold evalkit's indexes beside its matrix
+    gc.collect()
     texts = [c.text for c in chunks]
     with phase() as cached:
         for start in range(0, n, EMBED_BLOCK_ROWS):
@@ -148,6 +152,11 @@ def run(args: argparse.Namespace) -> None:
     total = lexical_index.seconds + vector_index.seconds
     built = "deterministic" if plan.deterministic else "not deterministic"
     print(f"index chosen by auto: {plan.kind} ({plan.reason}), {built}. {plan.note}")
+    if plan.kind == "hnsw":
+        graphs = -(-n // plan.hnsw.graph_rows)
+        ef = plan.hnsw.expansion_search or expansion_for(graphs)
+        print(f"  {graphs} graphs of at most {plan.hnsw.graph_rows:,} rows, stored as {plan.hnsw.dtype}, ", end="")
+        print(f"connectivity {plan.hnsw.connectivity}, expansion_search {ef}, {plan.hnsw.rescored} rescored each")
     print("indexing")
     print(f"  lexical (FTS5 + sparse BM25) {lexical_index.seconds:8.1f} s {n / lexical_index.seconds:9,.0f} chunks/s")
     print(f"  embedding + vector index     {vector_index.seconds:8.1f} s {n / vector_index.seconds:9,.0f} chunks/s")

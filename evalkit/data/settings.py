@@ -8,7 +8,7 @@ schema lives with the other inputs, below the retrieval code and the report alik
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
@@ -16,6 +16,7 @@ from evalkit.data.schema import NonNegativeFloat, PositiveInt, StrictModel, Unit
 
 __all__ = [
     "FusionName",
+    "HnswDtype",
     "HnswSettings",
     "RerankerSettings",
     "RetrievalSettings",
@@ -48,14 +49,52 @@ row (the reference), ``sparse`` is exact over the nonzero entries of sparse rows
 (usearch, extra ``ann``), ``auto`` chooses by corpus size and provider."""
 
 
+GRAPH_ROWS = 100_000
+"""Default rows per hnsw graph (:class:`HnswSettings`)."""
+RESCORED = 100
+"""Default candidates per graph and query rescored with the float32 rows (:class:`HnswSettings`)."""
+
+
+def _written_when_set(default: object, description: str) -> Any:
+    """A field written only when it differs from its default, so settings that leave it alone keep the bytes (and
+    the evaluation definition hash) they had before the field existed."""
+    return Field(default=default, exclude_if=lambda value: value == default, description=description)
+
+
+HnswDtype = Literal["f32", "f16", "i8"]
+"""How a graph stores its rows (usearch's ``dtype``); the candidates are rescored with the float32 rows anyway."""
+
+
 class HnswSettings(StrictModel):
-    """The approximate graph index's parameters (usearch's names)."""
+    """The approximate graph index's parameters (usearch's names, and evalkit's own for how graphs are cut and
+    their candidates rescored).
+
+    ``expansion_search`` left to the corpus and the last three fields are written only when set, so settings that
+    leave the graph at its defaults keep the bytes (and the evaluation definition hash) they had before.
+    """
 
     connectivity: Annotated[int, Field(ge=2, le=256)] = Field(default=32, description="graph edges per node")
     expansion_add: PositiveInt = Field(default=128, description="candidate list while a row is added")
-    expansion_search: PositiveInt = Field(default=512, description="candidate list while a query searches")
+    expansion_search: PositiveInt | None = Field(
+        default=None,
+        exclude_if=absent,
+        description="candidate list while a query searches each graph; None: by the number of graphs (512 up to "
+        "five, then 2,560 shared among them, at least 256)",
+    )
     build_threads: PositiveInt = Field(
         default=1, description="threads that add rows; more than one builds faster but not deterministically"
+    )
+    graph_rows: PositiveInt = _written_when_set(
+        GRAPH_ROWS,
+        "rows per graph: a larger corpus is cut into graphs of at most this many consecutive rows, each searched and "
+        "their candidates merged",
+    )
+    dtype: HnswDtype = _written_when_set(
+        "i8", "how a graph stores its rows: i8 (a quarter of float32's bytes, the fastest to compare), f16 or f32"
+    )
+    rescored: PositiveInt = _written_when_set(
+        RESCORED,
+        "candidates each graph hands on per query, rescored with the float32 rows (at least the hits asked for)",
     )
 
 
