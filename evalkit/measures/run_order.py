@@ -206,7 +206,7 @@ def _rank_block(lines: _Lines, starts: IntArray, sizes: IntArray, qrels: Qrels, 
     block = lines.doc_ids.slice(low, high - low)
     deeper = np.zeros(len(starts), dtype=bool)  # groups read down to their first relevant line, past ``depth``
     if first_relevant and depth is not None:
-        reach = _relevant_reach(lines, starts, sizes, block, low, judged, first_relevant)
+        reach = _relevant_reach(lines, starts, sizes, block, low, judged, first_relevant, depth)
         deeper = reach > 0  # its relevant line may lie past ``depth`` once its tie is ordered, whatever ``reach``
         want = np.maximum(want, reach)
     while True:
@@ -266,27 +266,34 @@ def _relevant_reach(
     low: int,
     judged: Judged,
     levels: tuple[int, ...],
+    depth: int,
 ) -> IntArray:
     """Per group, how many of its first lines reach its first document of grade >= each of ``levels`` (the deepest
-    of them; 0 when it has none): every line's ID is probed in a small table of the block's relevant IDs
-    (:func:`judged_lines`), and the lines stay in score order, so a group's first hit is its first relevant line."""
-    take, every = _prefix(starts, sizes, lines.scores, sizes)  # every line of the block's groups
-    docs = _take(block, every - low)
-    q = lines.rows(every)
-    group_of = np.repeat(np.arange(len(starts)), take)
+    of them; 0 when it has none): line IDs are probed in a small table of the block's relevant IDs
+    (:func:`judged_lines`), first the lines within ``depth`` (widened through the tie there), then every line of
+    the groups with no hit among those; the lines stay in score order, so a group's first hit is its first relevant
+    line. Most queries of a good run have a relevant document near the top, so most lines are never probed."""
     reach = np.zeros(len(starts), dtype=np.int64)
     for level in levels:
         relevant = judged.grades >= level
         if not relevant.any():
             continue
-        docs_of = judged.docs.filter(pa.array(relevant))
-        hit = np.flatnonzero(
-            judged_lines(q, docs, Judged(judged.row[relevant], docs_of, judged.grades[relevant], judged.at[relevant]))
+        table = Judged(
+            judged.row[relevant], judged.docs.filter(pa.array(relevant)), judged.grades[relevant], judged.at[relevant]
         )
-        groups = group_of[hit]
-        first = np.concatenate(([True], groups[1:] != groups[:-1])) if len(hit) else np.zeros(0, dtype=bool)
-        at = groups[first]
-        reach[at] = np.maximum(reach[at], every[hit[first]] - starts[at] + 1)
+        groups = np.arange(len(starts))
+        for want in (np.minimum(sizes, depth), sizes):
+            take, read = _prefix(starts[groups], sizes[groups], lines.scores, want[groups])
+            hit = np.flatnonzero(judged_lines(lines.rows(read), _take(block, read - low), table))
+            group_of = groups[np.repeat(np.arange(len(groups)), take)[hit]]
+            first = np.concatenate(([True], group_of[1:] != group_of[:-1])) if len(hit) else np.zeros(0, dtype=bool)
+            at = group_of[first]
+            reach[at] = np.maximum(reach[at], read[hit[first]] - starts[at] + 1)
+            found = np.zeros(len(starts), dtype=bool)
+            found[at] = True
+            groups = groups[~found[groups] & (take < sizes[groups])]  # no hit yet, and lines left to probe
+            if len(groups) == 0:
+                break
     return reach
 
 
