@@ -232,7 +232,7 @@ def _rank_block(lines: _Lines, starts: IntArray, sizes: IntArray, qrels: Qrels, 
         if depth is None:
             break
         unique_per_group = np.bincount(group_of[~repeated], minlength=len(starts))
-        short = (unique_per_group < want) & (take < sizes)
+        short = (unique_per_group < depth) & (take < sizes)  # repeats left fewer than depth results: read on
         if not short.any():
             break
         want = np.where(short, want * 2, want)

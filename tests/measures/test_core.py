@@ -482,3 +482,26 @@ def test_scoring_block_by_block_gives_the_values_of_one_block(ties: str, monkeyp
         for m in measures:
             assert np.array_equal(blocks.values[m.name], whole.values[m.name], equal_nan=True), (lines, m.name)
     assert whole.counts is not None and whole.counts.duplicates > 0
+
+
+def test_within_a_cutoff_only_the_lines_that_can_reach_it_are_read_and_counted() -> None:
+    """A repeat near the top makes the reader take more lines until k distinct documents are in hand, not the whole
+    ranking: a second repeat far below the cutoff is not among the lines read, so it is not counted (whole
+    rankings, which read every line, count both)."""
+    ranking = [("a", 10.0), ("a", 9.0), *((f"d{i}", 8.0 - i / 100) for i in range(40)), ("d30", 1.0)]
+    judgments = {"q": {"a": 1, "d1": 2}}
+    run = run_from_rankings("r", {"q": ranking})
+    cut = score_run(qrels_from_mapping(judgments), run, parse_measures(["ndcg@3"]))
+    whole = score_run(qrels_from_mapping(judgments), run, parse_measures(["map"]))
+    assert cut.counts is not None and whole.counts is not None
+    assert (cut.counts.duplicates, whole.counts.duplicates) == (1, 2)
+    assert cut.values["ndcg@3"][0] == pytest.approx(whole_ranking_ndcg3(["a", "d0", "d1"], judgments["q"]), rel=1e-12)
+
+
+def whole_ranking_ndcg3(top: list[str], grades: dict[str, int]) -> float:
+    """nDCG@3 with exponential gain, by hand."""
+    dcg = sum((2 ** grades.get(doc, 0) - 1) / np.log2(rank + 1) for rank, doc in enumerate(top, 1))
+    ideal = sum(
+        (2**grade - 1) / np.log2(rank + 1) for rank, grade in enumerate(sorted(grades.values(), reverse=True), 1)
+    )
+    return float(dcg / ideal)
