@@ -258,13 +258,12 @@ class _TrecBlocks:
 
     A line's query is first kept as its position in the blocks' query values laid end to end (each block has its
     own: :func:`~evalkit.data.columns.value_runs`, each run of lines of one query once); :meth:`query` encodes
-    those values once and turns positions into codes. With ``capacity`` (at
-    least the number of lines), positions and scores go straight into arrays of that size, so the whole run is
-    never held twice, and positions become codes in place; without it, each block's positions and scores are kept
-    (the scores as views of the parsed block) and copied once, the positions looked up straight into the joined
-    codes (no per-block array of positions, no second pass: 30-60 ms less of 1.9 s, 10 MB less, on the
-    10-million-line benchmark run, one thread). Without ``check`` a block is taken as checked already
-    (:mod:`evalkit.data.run_stream` checks each block as it is parsed)."""
+    those values once and turns positions into codes. With ``capacity`` (at least the number of lines), positions
+    and scores go straight into arrays of that size, so the whole run is never held twice, and positions become
+    codes in place; without it, each block's positions and scores are kept (the scores as views of the parsed
+    block) and copied once, the positions looked up straight into the joined codes (no second pass: 30-60 ms less
+    of 1.9 s, 10 MB less, on the 10-million-line benchmark run, one thread). Without ``check`` a block is taken as
+    checked already (:mod:`evalkit.data.run_stream` checks each block as it is parsed)."""
 
     def __init__(self, capacity: int | None = None, check: bool = True) -> None:
         self.capacity, self.check = capacity, check
@@ -273,9 +272,9 @@ class _TrecBlocks:
     def restart(self) -> None:
         """Forget every block kept (the file is read again from its first block)."""
         capacity = self.capacity
-        self.dictionaries: list[pa.Array] = []
+        self.values: list[pa.Array] = []  # each block's query values (value_runs)
         self.entries = 0
-        self.codes: list[tuple[CodeArray, int]] = []  # positions into a block's dictionary, and where it starts
+        self.codes: list[tuple[CodeArray, int]] = []  # positions into a block's query values, and where they start
         self.scores: list[FloatArray] = []
         self.lines = 0
         self.filled: tuple[CodeArray, FloatArray] | None = None
@@ -288,7 +287,7 @@ class _TrecBlocks:
         scores = batch.column("score").to_numpy()
         values, indices = value_runs(batch.column("query"))
         first = self.entries
-        self.dictionaries.append(values)
+        self.values.append(values)
         self.entries += len(values)
         end = self.lines + len(scores)
         if self.filled is not None and end <= len(self.filled[1]):
@@ -307,8 +306,8 @@ class _TrecBlocks:
     def query(self) -> Codes:
         """Every line's query code into the sorted query IDs."""
         entries = (
-            pa.concat_arrays([d.cast(pa.string()) for d in self.dictionaries])
-            if self.dictionaries
+            pa.concat_arrays([v.cast(pa.string()) for v in self.values])
+            if self.values
             else pa.array([], type=pa.string())
         )
         encoded = encode(entries)
