@@ -234,6 +234,9 @@ def test_an_unservable_setting_is_refused_before_indexing(tiny: LoadedFixture, m
         ({"vector_index": "hnsw"}, "vector_index 'hnsw' needs usearch"),
         ({"vector_index": "flat"}, "vector_index"),
         ({"hnsw": {"connectivity": 1}}, "connectivity"),
+        ({"hnsw": {"dtype": "b1"}}, "dtype"),
+        ({"hnsw": {"graph_rows": 0}}, "graph_rows"),
+        ({"hnsw": {"rescored": 0}}, "rescored"),
     ],
 )
 def test_cli_refuses_an_index_setting_with_exit_2_and_writes_nothing(
