@@ -120,10 +120,9 @@ class RetrievalSettings(StrictModel):
     reranker: RerankerSettings = Field(default_factory=RerankerSettings, description="heuristic reranker")
     # The vector index fields are written only when set, so settings that leave them at their defaults keep the
     # bytes (and the evaluation definition hash) they had before the fields existed.
-    vector_index: VectorIndexName = Field(
-        default="auto",
-        exclude_if=lambda value: value == "auto",
-        description="vector search: auto (exact below 200,000 chunks; above it sparse for sparse-row providers, "
+    vector_index: VectorIndexName = _written_when_set(
+        "auto",
+        "vector search: auto (exact below 200,000 chunks; above it sparse for sparse-row providers, "
         "else hnsw when usearch is installed), exact, sparse or hnsw",
     )
     hnsw: HnswSettings = Field(
