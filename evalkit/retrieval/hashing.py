@@ -10,7 +10,7 @@ import hashlib
 import math
 from collections.abc import Sequence
 from functools import lru_cache
-from itertools import chain
+from itertools import chain, repeat
 
 import numpy as np
 import numpy.typing as npt
@@ -20,11 +20,26 @@ from evalkit.data.schema import Matrix
 __all__ = ["hashed_rows"]
 
 
-@lru_cache(maxsize=1 << 18)
-def _bucket(token: str, dimensions: int) -> tuple[int, float]:
-    digest = hashlib.blake2b(token.encode("utf-8"), digest_size=8).digest()
-    value = int.from_bytes(digest, "big")
-    return value % dimensions, (1.0 if (value >> 63) & 1 else -1.0)
+_REMEMBERED_DIGESTS = 1 << 18
+"""Distinct tokens whose digests :func:`_digests` keeps (a memory bound: past it, new tokens are hashed each time)."""
+
+
+@lru_cache(maxsize=1)
+def _digest_memory() -> dict[str, int]:
+    return {}
+
+
+def _digests(terms: Sequence[str]) -> npt.NDArray[np.uint64]:
+    """Each term's 64-bit big-endian BLAKE2b digest (of its UTF-8 bytes), remembered per process."""
+    memory = _digest_memory()
+    found: list[int | None] = list(map(memory.get, terms))
+    for position in [i for i, value in enumerate(found) if value is None]:
+        term = terms[position]
+        value = int.from_bytes(hashlib.blake2b(term.encode("utf-8"), digest_size=8).digest(), "big")
+        found[position] = value
+        if len(memory) < _REMEMBERED_DIGESTS:
+            memory[term] = value
+    return np.array(found, dtype=np.uint64)
 
 
 _EMBED_BLOCK_ROWS = 4096
@@ -34,22 +49,39 @@ _EMBED_BLOCK_ROWS = 4096
 def _hashed_counts(texts: Sequence[Sequence[str]], dimensions: int) -> npt.NDArray[np.float64]:
     """Each text's distinct tokens, in sorted order, add ``sign * (1 + ln count)`` into their buckets (float64).
 
-    The (text, token) pairs are counted with ``np.unique`` over keys ordered by text, then token, and summed by
-    ``np.bincount``, which adds in input order: each bucket receives its tokens' terms in sorted token order, as a
-    loop over ``sorted(Counter(tokens))`` would. ``1 + ln count`` comes from :func:`math.log`.
+    Each token gets a column in first-seen order (one dictionary pass), the (text, column) pairs are counted with
+    ``np.unique``, and their terms summed by ``np.bincount``, which adds in input order starting from 0.0. Two
+    terms sum the same in either order, so only a cell that receives three or more terms of one text depends on
+    the order: those cells are summed again here in sorted token order, as a loop over ``sorted(Counter(tokens))``
+    would. ``1 + ln count`` comes from :func:`math.log`.
     """
-    terms = sorted({token for tokens in texts for token in tokens})
-    if not terms:
-        return np.zeros((len(texts), dimensions), dtype=np.float64)
-    rank = {term: position for position, term in enumerate(terms)}
+    columns_of: dict[str, int] = {}
     lengths = np.fromiter(map(len, texts), dtype=np.int64, count=len(texts))
-    ranks = np.fromiter(map(rank.__getitem__, chain.from_iterable(texts)), dtype=np.int64, count=int(lengths.sum()))
-    keys, counts = np.unique(np.repeat(np.arange(len(texts)) * len(terms), lengths) + ranks, return_counts=True)
-    rows, columns = np.divmod(keys, len(terms))
-    placed = np.array([_bucket(term, dimensions) for term in terms], dtype=np.float64)
+    # Each token's column, a new token getting the next one: setdefault's default is the size before the call.
+    found = map(columns_of.setdefault, chain.from_iterable(texts), map(len, repeat(columns_of)))
+    columns = np.fromiter(found, dtype=np.int64, count=int(lengths.sum()))
+    if not columns_of:
+        return np.zeros((len(texts), dimensions), dtype=np.float64)
+    width = len(columns_of)
+    pairs = np.repeat(np.arange(len(texts), dtype=np.int64) * width, lengths) + columns
+    keys, counts = np.unique(pairs, return_counts=True)
+    rows, columns = np.divmod(keys, width)
+    terms = list(columns_of)
+    digests = _digests(terms)
+    buckets = (digests % np.uint64(dimensions)).astype(np.int64)
+    signs = np.where(digests >> np.uint64(63), 1.0, -1.0)
     sublinear = np.array([0.0, *(1.0 + math.log(count) for count in range(1, int(counts.max()) + 1))])
-    cells = rows * dimensions + placed[columns, 0].astype(np.int64)
-    summed = np.bincount(cells, weights=placed[columns, 1] * sublinear[counts], minlength=len(texts) * dimensions)
+    cells = rows * dimensions + buckets[columns]
+    weights = signs[columns] * sublinear[counts]
+    size = len(texts) * dimensions
+    summed = np.bincount(cells, weights=weights, minlength=size)
+    crowded = np.flatnonzero(np.bincount(cells, minlength=size)[cells] > 2).tolist()
+    if crowded:
+        totals: dict[int, float] = {}
+        for pair in sorted(crowded, key=lambda i: (int(cells[i]), terms[columns[i]])):
+            cell = int(cells[pair])
+            totals[cell] = totals.get(cell, 0.0) + float(weights[pair])
+        summed[list(totals)] = list(totals.values())
     return np.asarray(summed, dtype=np.float64).reshape(len(texts), dimensions)
 
 
@@ -61,6 +93,8 @@ def hashed_rows(texts: Sequence[Sequence[str]], dimensions: int) -> Matrix:
     out = np.empty((len(texts), dimensions), dtype=np.float32)
     for start in range(0, len(texts), _EMBED_BLOCK_ROWS):
         counts = _hashed_counts(texts[start : start + _EMBED_BLOCK_ROWS], dimensions)
-        norms = np.linalg.norm(counts, axis=1, keepdims=True)
-        out[start : start + len(counts)] = np.divide(counts, norms, out=np.zeros_like(counts), where=norms > 0)
+        # np.linalg.norm's sum (add.reduce over each row's squares) without its copy; a zero row divides by 1.
+        norms = np.sqrt(np.add.reduce(counts * counts, axis=1, keepdims=True))
+        norms[norms == 0.0] = 1.0
+        out[start : start + len(counts)] = np.divide(counts, norms, out=counts)
     return out
