@@ -3,15 +3,12 @@
 Chunk text is analyzed by :mod:`~evalkit.retrieval.text` (Chinese segmented by rjieba, English case-folded and
 stemmed) and the space-joined tokens are indexed by FTS5, so both languages share one BM25 index; queries are
 answered from a sparse index of the same tokens that reproduces FTS5's scores (:mod:`.sparse_index`). Embeddings
-are stored per provider fingerprint as one float32 matrix in chunk ID order (in blocks of rows, each block a blob
-with its chunk IDs), held in memory as one contiguous matrix and searched by exact inner product with one
-matrix-vector product and ``argpartition`` (rows are unit length, so this is cosine similarity). Every ranking
-breaks ties by chunk ID, so results never depend on insertion order.
+are stored per provider fingerprint in blocks of rows and searched as :mod:`.stored_vectors` describes. Every
+ranking breaks ties by chunk ID, so results never depend on insertion order.
 """
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -21,26 +18,18 @@ from pathlib import Path
 from tempfile import TemporaryDirectory
 from typing import Protocol
 
-import numpy as np
-
 from evalkit.data.fixture import Chunk, Document
 from evalkit.data.schema import Matrix
-from evalkit.retrieval.sparse_index import IndexMismatchError, SparseBm25Index, TermCounter, TermCounts, top_positions
+from evalkit.retrieval.hits import Hit, order_hits
+from evalkit.retrieval.sparse_index import IndexMismatchError, SparseBm25Index, TermCounter, TermCounts
+from evalkit.retrieval.stored_vectors import EMBEDDINGS_SCHEMA, StoredVectors
 from evalkit.retrieval.text import analyze
-from evalkit.retrieval.vector_index import (
-    RECALL_K,
-    IndexPlan,
-    VectorIndex,
-    build_index,
-    exact_top,
-    merged_rows,
-    recall_at,
-    row_scores,
-)
+from evalkit.retrieval.vector_index import RECALL_K, IndexPlan, row_scores
 
 __all__ = ["Hit", "KnowledgeDatabase", "KnowledgeStore", "StoredChunk", "order_hits", "row_scores"]
 
-_SCHEMA = """
+_SCHEMA = (
+    """
 CREATE TABLE documents (
     doc_id TEXT PRIMARY KEY,
     language TEXT NOT NULL CHECK (language IN ('en', 'zh')),
@@ -55,15 +44,9 @@ CREATE TABLE chunks (
 CREATE VIRTUAL TABLE chunks_fts USING fts5(tokens, tokenize = 'unicode61 remove_diacritics 0');
 CREATE VIRTUAL TABLE chunks_vocab USING fts5vocab(chunks_fts, 'row');
 CREATE TABLE chunk_content (rowid INTEGER PRIMARY KEY, tokens TEXT NOT NULL);
-CREATE TABLE embeddings (
-    provider TEXT NOT NULL,
-    block INTEGER NOT NULL,
-    dimensions INTEGER NOT NULL,
-    chunk_ids TEXT NOT NULL,
-    vectors BLOB NOT NULL,
-    PRIMARY KEY (provider, block)
-);
 """
+    + EMBEDDINGS_SCHEMA
+)
 
 _FTS5_HASH_BYTES = 64 << 20
 """FTS5's in-memory buffer of pending terms (its ``hashsize``; 1 MiB by default): a larger buffer writes fewer,
@@ -72,17 +55,6 @@ _ANALYZE_BLOCK_ROWS = 4096
 """Chunks analyzed together before the writer thread inserts them into FTS5."""
 _INSERT_TOKENS = "INSERT INTO chunks_fts (rowid, tokens) VALUES (?, ?)"
 _INSERT_CONTENT = "INSERT INTO chunk_content (rowid, tokens) VALUES (?, ?)"
-
-EMBEDDING_BLOCK_ROWS = 4096
-"""Rows per stored embedding block: one float32 matrix per provider, kept in blocks of consecutive rows."""
-
-
-@dataclass(frozen=True)
-class Hit:
-    """One retrieved chunk with the score of the retriever that found it (higher is better)."""
-
-    chunk_id: str
-    score: float
 
 
 @dataclass(frozen=True)
@@ -98,13 +70,8 @@ def _fts_query(terms: Sequence[str]) -> str:
     return " OR ".join('"' + term.replace('"', '""') + '"' for term in terms)
 
 
-def order_hits(hits: Iterable[Hit]) -> list[Hit]:
-    """Score descending, then chunk ID ascending: the one tie-breaking rule of every ranking."""
-    return sorted(hits, key=lambda hit: (-hit.score, hit.chunk_id))
-
-
-class KnowledgeDatabase:
-    """SQLite store with an FTS5 index and float32 embedding blobs."""
+class KnowledgeDatabase(StoredVectors):
+    """SQLite store with an FTS5 index and embedding blocks (:class:`.stored_vectors.StoredVectors`)."""
 
     def __init__(self, path: Path | str) -> None:
         # The connection is used by one thread at a time; add_chunks hands inserts to a writer thread.
@@ -115,10 +82,7 @@ class KnowledgeDatabase:
             "INSERT INTO chunks_fts (chunks_fts, rank) VALUES ('hashsize', ?)", (_FTS5_HASH_BYTES,)
         )
         self._connection.commit()
-        self._matrices: dict[str, tuple[tuple[str, ...], Matrix]] = {}
-        self._row_positions: dict[str, dict[str, int]] = {}
-        self._plans: dict[str, IndexPlan] = {}
-        self._indexes: dict[str, tuple[tuple[str, ...], VectorIndex]] = {}
+        self._init_vectors()
         self._lexical_index: SparseBm25Index | IndexMismatchError | None = None
         self._counted: tuple[list[str], TermCounts] | None = None
 
@@ -282,179 +246,6 @@ class KnowledgeDatabase:
     def chunk_tokens(self, chunk_ids: Sequence[str]) -> dict[str, tuple[str, ...]]:
         """The analyzed tokens indexed for each chunk."""
         return {chunk_id: tuple(tokens.split()) for chunk_id, tokens in self._tokens_of("chunks_fts", chunk_ids)}
-
-    def store_embeddings(self, provider: str, chunk_ids: Sequence[str], matrix: Matrix) -> None:
-        """Store one float32 row per chunk under a provider fingerprint (a chunk given again replaces its row)."""
-        rows = self._checked_rows(chunk_ids, matrix, self._chunk_ids())
-        ids = list(chunk_ids)
-        stored = self._matrix(provider) if self.has_embeddings(provider) else None
-        if len(set(ids)) != len(ids) or stored is not None:
-            ids, rows = merged_rows(stored, ids, rows)
-        order = sorted(range(len(ids)), key=ids.__getitem__)
-        ordered_ids = tuple(ids[i] for i in order)
-        # Rows already in chunk ID order (the service stores them so) are written without a copy.
-        ordered = rows if order == list(range(len(ids))) else rows[order]
-        with self._connection:
-            self._connection.execute("DELETE FROM embeddings WHERE provider = ?", (provider,))
-            self._insert_blocks(provider, ordered_ids, ordered, 0)
-        self._forget(provider)
-
-    def _insert_blocks(self, provider: str, ids: Sequence[str], rows: Matrix, first: int) -> int:
-        """Write rows in chunk ID order as stored blocks numbered from ``first``; the next free block number."""
-        starts = range(0, len(ids), EMBEDDING_BLOCK_ROWS)
-        self._connection.executemany(
-            "INSERT INTO embeddings (provider, block, dimensions, chunk_ids, vectors) VALUES (?, ?, ?, ?, ?)",
-            (
-                (
-                    provider,
-                    first + number,
-                    rows.shape[1],
-                    json.dumps(list(ids[start : start + EMBEDDING_BLOCK_ROWS])),
-                    rows[start : start + EMBEDDING_BLOCK_ROWS].tobytes(),
-                )
-                for number, start in enumerate(starts)
-            ),
-        )
-        return first + len(starts)
-
-    def store_embedding_blocks(self, provider: str, blocks: Iterable[tuple[Sequence[str], Matrix]]) -> None:
-        """Store a provider's rows for the first time, a block at a time, so no call holds every row at once.
-
-        Blocks come in chunk ID order (each block's IDs ascending and after the previous block's); a provider that
-        has rows already is stored through :meth:`store_embeddings`, which merges.
-        """
-        if self.has_embeddings(provider):
-            raise ValueError("this provider has stored rows already; store_embeddings merges new ones")
-        known = self._chunk_ids()
-        stored = 0
-        last = ""
-        with self._connection:
-            for chunk_ids, matrix in blocks:
-                ids = list(chunk_ids)
-                rows = self._checked_rows(ids, matrix, known)
-                if any(b <= a for a, b in zip([last, *ids], ids, strict=False)):
-                    raise ValueError("embedding blocks must come in ascending chunk ID order, each ID once")
-                stored = self._insert_blocks(provider, ids, rows, stored)
-                last = ids[-1] if ids else last
-        self._forget(provider)
-
-    def _chunk_ids(self) -> set[str]:
-        return {r[0] for r in self._connection.execute("SELECT chunk_id FROM chunks")}
-
-    @staticmethod
-    def _checked_rows(chunk_ids: Sequence[str], matrix: Matrix, known: set[str]) -> Matrix:
-        """The rows as float32, refused unless there is one per chunk ID and every ID is a stored chunk's."""
-        if matrix.shape[0] != len(chunk_ids):
-            raise ValueError(f"{len(chunk_ids)} chunk IDs but {matrix.shape[0]} embedding rows")
-        unknown = sorted(set(chunk_ids) - known)
-        if unknown:
-            raise ValueError(f"embeddings for unknown chunk(s) {', '.join(unknown[:5])}")
-        return np.asarray(matrix, dtype=np.float32)
-
-    def _forget(self, provider: str) -> None:
-        """Drop what was built from the provider's stored rows (they changed)."""
-        self._matrices.pop(provider, None)
-        self._row_positions.pop(provider, None)
-        self._indexes.pop(provider, None)
-
-    def use_vector_index(self, provider: str, plan: IndexPlan) -> None:
-        """Search this provider's rows with the planned index (exact search when never called)."""
-        if self._plans.get(provider) != plan:
-            self._plans[provider] = plan
-            self._indexes.pop(provider, None)
-
-    def _blocks(self, provider: str) -> Iterator[tuple[list[str], Matrix]]:
-        """The provider's stored rows, a stored block at a time, in chunk ID order."""
-        blocks = self._connection.execute(
-            "SELECT chunk_ids, dimensions, vectors FROM embeddings WHERE provider = ? ORDER BY block", (provider,)
-        )
-        for block_ids, width, vectors in blocks:
-            yield json.loads(block_ids), np.frombuffer(vectors, dtype=np.float32).reshape(-1, width)
-
-    def _index(self, provider: str) -> tuple[tuple[str, ...], VectorIndex] | None:
-        """The provider's planned index, built on first use from the stored blocks (None: exact search)."""
-        plan = self._plans.get(provider)
-        if plan is None or plan.kind == "exact":
-            return None
-        if provider not in self._indexes:
-            ids: list[str] = []
-
-            def rows() -> Iterator[Matrix]:
-                for block_ids, block in self._blocks(provider):
-                    ids.extend(block_ids)
-                    yield block
-
-            width = self._connection.execute(
-                "SELECT coalesce(max(dimensions), 0) FROM embeddings WHERE provider = ?", (provider,)
-            ).fetchone()[0]
-            index = build_index(plan, rows(), int(width))
-            self._indexes[provider] = (tuple(ids), index)
-        return self._indexes[provider]
-
-    def index_recall(self, provider: str, queries: Matrix, k: int = RECALL_K) -> float:
-        """Mean recall@k of the provider's planned index against exact float32 search, for these query rows."""
-        built = self._index(provider)
-        if built is None:
-            return 1.0
-        exact = exact_top((block for _, block in self._blocks(provider)), queries, k)
-        return recall_at(built[1], [scores for _, scores in exact], queries, k)
-
-    def has_embeddings(self, provider: str) -> bool:
-        """True when any embedding is stored for this provider fingerprint."""
-        row = self._connection.execute("SELECT 1 FROM embeddings WHERE provider = ? LIMIT 1", (provider,))
-        return row.fetchone() is not None
-
-    def _matrix(self, provider: str) -> tuple[tuple[str, ...], Matrix]:
-        """The provider's rows as one contiguous float32 matrix in chunk ID order, read block by block once."""
-        if provider not in self._matrices:
-            count, width = self._connection.execute(
-                "SELECT coalesce(sum(length(vectors) / (4 * dimensions)), 0), coalesce(max(dimensions), 0) "
-                "FROM embeddings WHERE provider = ?",
-                (provider,),
-            ).fetchone()
-            matrix = np.empty((int(count), int(width)), dtype=np.float32)
-            ids: list[str] = []
-            blocks = self._connection.execute(
-                "SELECT chunk_ids, vectors FROM embeddings WHERE provider = ? ORDER BY block", (provider,)
-            )
-            for block_ids, vectors in blocks:
-                block = np.frombuffer(vectors, dtype=np.float32).reshape(-1, width)
-                matrix[len(ids) : len(ids) + len(block)] = block
-                ids += json.loads(block_ids)
-            self._matrices[provider] = (tuple(ids), matrix)
-        return self._matrices[provider]
-
-    def vectors(self, provider: str, chunk_ids: Sequence[str]) -> Matrix:
-        """Stored rows for these chunks, in the order given."""
-        built = self._index(provider)
-        ids = built[0] if built is not None else self._matrix(provider)[0]
-        if provider not in self._row_positions:
-            self._row_positions[provider] = {chunk_id: index for index, chunk_id in enumerate(ids)}
-        position = self._row_positions[provider]
-        missing = [c for c in chunk_ids if c not in position]
-        if missing:
-            raise KeyError(f"no embedding for chunk(s) {', '.join(missing)} under this provider")
-        positions = [position[c] for c in chunk_ids]
-        return built[1].rows(positions) if built is not None else self._matrix(provider)[1][positions]
-
-    def vector_search(self, provider: str, query: Matrix, limit: int) -> list[Hit]:
-        """Inner-product search of one query row against the provider's stored rows, with the planned index
-        (:meth:`use_vector_index`; exact when none was planned)."""
-        built = self._index(provider)
-        if built is not None:
-            if not built[0] or limit < 1:
-                return []
-            found, values = built[1].search(query, limit)
-            return [
-                Hit(chunk_id=built[0][i], score=float(v)) for i, v in zip(found.tolist(), values.tolist(), strict=True)
-            ]
-        ids, matrix = self._matrix(provider)
-        if not ids or limit < 1:
-            return []
-        scores = row_scores(matrix, query)
-        # Score descending, then position (= chunk ID order) ascending, found without sorting every row.
-        best = top_positions(scores, limit, floor=-np.inf)
-        return [Hit(chunk_id=ids[i], score=float(scores[i])) for i in best]
 
 
 class KnowledgeStore(Protocol):
