@@ -11,13 +11,23 @@ import pyarrow.compute as pc
 
 from evalkit.data.inputs import clip
 
-__all__ = ["bad_ids", "byte_range", "check_trec_field", "given_id_problem", "has_bad_ids", "id_problem"]
+__all__ = [
+    "bad_ids",
+    "byte_range",
+    "check_trec_field",
+    "given_id_problem",
+    "has_bad_ids",
+    "has_refused_given_ids",
+    "id_problem",
+]
 
 _CONTROL = r"[\x00-\x1f\x7f\u0080-\u009f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]"
 """Control and bidirectional-control characters, as Python's re spells them."""
 _SURROGATE = "[\ud800-\udfff]"
 _CONTROL_RE2 = r"[\x00-\x1f\x7f\x{80}-\x{9f}\x{61c}\x{200e}\x{200f}\x{202a}-\x{202e}\x{2066}-\x{2069}]"
 """The same class as RE2 (pyarrow) spells it."""
+_SPACE_RE2 = r"[\s\p{Z}\x{85}\x{1c}-\x{1f}\x{0b}\x{0c}]"
+"""Every character Python's ``str.isspace`` calls whitespace (a test checks each code point), as RE2 spells it."""
 
 
 def byte_range(values: pa.Array) -> tuple[int, int]:
@@ -59,6 +69,17 @@ def given_id_problem(value: str, field: str, where: str) -> str | None:
     if not value or any(c.isspace() for c in value):
         return f"{where}: field {field!r}: {clip(repr(value))} is empty or holds whitespace"
     return id_problem(value, field, where)
+
+
+def has_refused_given_ids(values: pa.Array) -> bool:
+    """Whether :func:`given_id_problem` refuses any of ``values`` (a column of IDs a JSON file gave): an empty ID,
+    whitespace, or what :func:`has_bad_ids` finds. Printable ASCII IDs are confirmed from the bytes' range."""
+    if len(values) == 0:
+        return False
+    if pc.min(pc.binary_length(values)).as_py() == 0 or has_bad_ids(values):
+        return True
+    low, high = byte_range(values)
+    return not (low > 0x20 and high < 0x7F) and bool(pc.any(pc.match_substring_regex(values, _SPACE_RE2)).as_py())
 
 
 def id_problem(value: str, field: str, where: str) -> str | None:

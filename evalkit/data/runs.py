@@ -5,7 +5,9 @@ sixth are ignored when every line has the same number of them (as trec_eval igno
 object per line, ``{"query_id": ..., "results": [{"chunk_id": ..., "score": ...}, ...]}``; unknown keys are ignored.
 Blank lines are skipped in both. Either may be gzip-compressed (recognised by its bytes, whatever its name).
 
-TREC runs are parsed by pyarrow's CSV reader (:mod:`evalkit.data.tables`), never by a Python loop over lines.
+TREC runs are parsed by pyarrow's CSV reader (:mod:`evalkit.data.tables`), JSONL runs by its JSON reader
+(:mod:`evalkit.data.json_lines`), never by a Python loop over lines; a file either reader refuses is read again
+line by line, only to name the line and field.
 
 Policies (the docs' "Score a run file" page declares them):
 
@@ -14,9 +16,9 @@ Policies (the docs' "Score a run file" page declares them):
   the file, the line number (the first 20 of them) and the field;
 - duplicate (query, document) lines are kept as read; the tie policy later keeps the best-placed one, and the
   scoring core counts them;
-- checked against a fixture (:func:`check_run`): a query the fixture does not have is an error naming it; a query of
-  the fixture missing from the run scores as an empty ranking and is counted; a chunk ID the fixture does not have
-  is kept (it is simply not relevant) and counted.
+- checked against a fixture (:func:`evalkit.data.run_coverage.check_run`): a query the fixture does not have is
+  left out and counted; a query of the fixture missing from the run scores as an empty ranking and is counted; a
+  chunk ID the fixture does not have is kept (it is simply not relevant) and counted.
 
 The ``Q0`` and rank columns are not read, as trec_eval reads neither: a run is ordered by score (see
 ``evalkit.measures.ties``), and named by the tag of its first line (trec_eval's ``runid``) when that is a valid
@@ -29,7 +31,7 @@ from __future__ import annotations
 import math
 import numbers
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -43,8 +45,9 @@ import pyarrow.compute as pc
 from evalkit.common.threads import beside, scoring_threads
 from evalkit.data.bad_lines import block_check, diagnose
 from evalkit.data.columns import CodeArray, Codes, encode, value_runs
-from evalkit.data.ids import given_id_problem, has_bad_ids, id_problem
+from evalkit.data.ids import given_id_problem, has_bad_ids, has_refused_given_ids, id_problem
 from evalkit.data.inputs import InputError, clip, loads_strict
+from evalkit.data.json_lines import read_json_lines
 from evalkit.data.schema import is_identifier
 from evalkit.data.tables import (
     DEFAULT_MAX_TABLE_BYTES,
@@ -61,9 +64,7 @@ from evalkit.data.tables import (
 __all__ = [
     "Ranking",
     "Run",
-    "RunCoverage",
     "RunFileError",
-    "check_run",
     "given_score_problem",
     "read_jsonl_run",
     "read_run",
@@ -367,12 +368,24 @@ def _first_tag(path: Path, max_bytes: int) -> str | None:
     return None
 
 
+_JSONL_SCHEMA = pa.schema(
+    [("query_id", pa.string()), ("results", pa.list_(pa.struct([("chunk_id", pa.string()), ("score", pa.float64())])))]
+)
+
+
 def read_jsonl_run(path: Path, max_bytes: int = DEFAULT_MAX_TABLE_BYTES) -> Run:
-    """Read a JSONL run: one ``{"query_id", "results": [{"chunk_id", "score"}]}`` object per line."""
+    """Read a JSONL run: one ``{"query_id", "results": [{"chunk_id", "score"}]}`` object per line; a query on
+    several lines keeps its results in file order, at its first line. Parsed into columns by pyarrow
+    (:mod:`evalkit.data.json_lines`); a file that way cannot take as it is is read line by line, which names the
+    line and field it refuses, or takes what only it takes (a score given as a string)."""
     path = Path(path)
     label = clip(path.name)
     rankings: dict[str, list[tuple[str, float]]] = {}
     try:
+        table = read_json_lines(path, max_bytes, _JSONL_SCHEMA)
+        run = None if table is None else _jsonl_columns(_name_from(path, None), table)
+        if run is not None:
+            return run
         for number, line in text_lines(path, max_bytes):
             if line.strip():
                 _jsonl_line(line, f"{label} line {number}", rankings)
@@ -380,6 +393,38 @@ def read_jsonl_run(path: Path, max_bytes: int = DEFAULT_MAX_TABLE_BYTES) -> Run:
         raise RunFileError(str(exc)) from None
     run = run_from_rankings(_name_from(path, None), rankings)
     return run
+
+
+def _jsonl_columns(name: str, table: pa.Table) -> Run | None:
+    """The run of a JSONL file's columns; None when a value needs the line-by-line reading's verdict (a null, a
+    score that is not finite, an ID it refuses)."""
+    queries, lists = table.column("query_id").combine_chunks(), table.column("results").combine_chunks()
+    if queries.null_count or lists.null_count or lists.values.null_count:
+        return None
+    items = lists.flatten()  # the results' structs may hold fields the schema does not name
+    docs, scores = pc.struct_field(items, "chunk_id"), pc.struct_field(items, "score")
+    values = scores.to_numpy(zero_copy_only=False)
+    if docs.null_count or scores.null_count or not np.isfinite(values).all():
+        return None
+    if np.signbit(values[values == 0]).any():  # "-0" is the integer 0 to Python, -0.0 to pyarrow: let it decide
+        return None
+    if has_refused_given_ids(queries) or has_refused_given_ids(docs):
+        return None
+    lengths = pc.list_value_length(lists).to_numpy(zero_copy_only=False).astype(np.int64)
+    seen = np.asarray(pc.dictionary_encode(queries).indices, dtype=np.int64)  # in order of first appearance
+    if len(seen) and (seen[1:] < seen[:-1]).any():  # a query on several lines: its results go together
+        order = np.argsort(seen, kind="stable")
+        starts = np.asarray(lists.offsets, dtype=np.int64)[:-1][order]
+        positions = np.repeat(starts - np.cumsum(lengths[order]) + lengths[order], lengths[order])
+        positions += np.arange(len(positions), dtype=np.int64)
+        docs, values, queries, lengths = (
+            docs.take(pa.array(positions)),
+            values[positions],
+            queries.take(order),
+            lengths[order],
+        )
+    codes = encode(queries)
+    return _run(name, Codes(codes.values, np.repeat(codes.codes, lengths)), docs, values, len(docs))
 
 
 def _jsonl_line(line: str, where: str, rankings: dict[str, list[tuple[str, float]]]) -> None:
@@ -425,43 +470,3 @@ def read_run(path: Path, max_bytes: int = DEFAULT_MAX_TABLE_BYTES) -> Run:
         if exc.reason == "file not found":
             raise RunFileError(f"run file {clip(path.name)} not found") from None
         raise RunFileError(str(exc)) from None
-
-
-@dataclass(frozen=True)
-class RunCoverage:
-    """How a run covers a fixture: counts (and the first few IDs) of what the policies above repaired."""
-
-    missing_queries: tuple[str, ...]
-    unknown_chunks: tuple[str, ...]
-    unjudged_queries: int = 0
-    """Queries of the run the fixture does not hold: left out, as on the qrels path (trec_eval's policy)."""
-
-    def describe(self) -> str:
-        """One line with the counts (duplicate lines are counted as the run is scored)."""
-        return (
-            f"{len(self.missing_queries)} fixture query(ies) missing from the run (scored as empty rankings), "
-            f"{self.unjudged_queries} run query(ies) not in the fixture (left out), "
-            f"{len(self.unknown_chunks)} unknown chunk ID(s) kept as not relevant"
-        )
-
-
-def check_run(run: Run, query_ids: Iterable[str], chunk_ids: Iterable[str]) -> RunCoverage:
-    """Apply the policy every front door shares: queries of the run the judgments do not hold are left out and
-    counted, and a run none of whose queries they hold is refused (it is the run of another collection); missing
-    queries and unknown chunks are counted."""
-    queries = set(query_ids)
-    named = run.queries.to_pylist()
-    unjudged_queries = [q for q in named if q not in queries]
-    if named and len(unjudged_queries) == len(named):
-        raise RunFileError(
-            f"run {run.name}: none of its {len(named)} query(ies) is in the fixture (the first: "
-            f"{clip(repr(unjudged_queries[0]))}); is it the run of another collection?"
-        )
-    known = pa.array(sorted(set(chunk_ids)), type=pa.string())
-    used = pc.unique(run.doc_ids).cast(pa.string())  # hashed in C: no per-line Python, no dictionary of the run
-    unknown = sorted(pc.filter(used, pc.invert(pc.is_in(used, value_set=known))).to_pylist())
-    return RunCoverage(
-        missing_queries=tuple(sorted(queries - set(named))),
-        unknown_chunks=tuple(unknown),
-        unjudged_queries=len(unjudged_queries),
-    )

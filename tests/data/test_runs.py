@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from evalkit.data.run_coverage import check_run
 from evalkit.data.runs import (
     RunFileError,
-    check_run,
     read_jsonl_run,
     read_run,
     read_trec_run,

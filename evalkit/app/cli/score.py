@@ -27,7 +27,8 @@ from evalkit.app.cli.options import max_bytes as input_limit
 from evalkit.common.output import ENV_VAR
 from evalkit.data.fixture import Fixture, load_fixture
 from evalkit.data.inputs import clip
-from evalkit.data.runs import Run, check_run, read_run
+from evalkit.data.run_coverage import check_run
+from evalkit.data.runs import Run, read_run
 from evalkit.data.tables import DEFAULT_MAX_TABLE_BYTES
 from evalkit.measures.core import MISSING_POLICIES
 from evalkit.measures.registry import measure_list

@@ -1,0 +1,55 @@
+"""How a run covers a fixture: the policy every front door applies to a run scored against a fixture's queries and
+chunks (the docs' "Score a run file" page declares it)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from evalkit.data.inputs import clip
+from evalkit.data.runs import Run, RunFileError
+
+__all__ = ["RunCoverage", "check_run"]
+
+
+@dataclass(frozen=True)
+class RunCoverage:
+    """How a run covers a fixture: counts (and the first few IDs) of what the policies above repaired."""
+
+    missing_queries: tuple[str, ...]
+    unknown_chunks: tuple[str, ...]
+    unjudged_queries: int = 0
+    """Queries of the run the fixture does not hold: left out, as on the qrels path (trec_eval's policy)."""
+
+    def describe(self) -> str:
+        """One line with the counts (duplicate lines are counted as the run is scored)."""
+        return (
+            f"{len(self.missing_queries)} fixture query(ies) missing from the run (scored as empty rankings), "
+            f"{self.unjudged_queries} run query(ies) not in the fixture (left out), "
+            f"{len(self.unknown_chunks)} unknown chunk ID(s) kept as not relevant"
+        )
+
+
+def check_run(run: Run, query_ids: Iterable[str], chunk_ids: Iterable[str]) -> RunCoverage:
+    """Apply the policy every front door shares: queries of the run the judgments do not hold are left out and
+    counted, and a run none of whose queries they hold is refused (it is the run of another collection); missing
+    queries and unknown chunks are counted."""
+    queries = set(query_ids)
+    named = run.queries.to_pylist()
+    unjudged_queries = [q for q in named if q not in queries]
+    if named and len(unjudged_queries) == len(named):
+        raise RunFileError(
+            f"run {run.name}: none of its {len(named)} query(ies) is in the fixture (the first: "
+            f"{clip(repr(unjudged_queries[0]))}); is it the run of another collection?"
+        )
+    known = pa.array(sorted(set(chunk_ids)), type=pa.string())
+    used = pc.unique(run.doc_ids).cast(pa.string())  # hashed in C: no per-line Python, no dictionary of the run
+    unknown = sorted(pc.filter(used, pc.invert(pc.is_in(used, value_set=known))).to_pylist())
+    return RunCoverage(
+        missing_queries=tuple(sorted(queries - set(named))),
+        unknown_chunks=tuple(unknown),
+        unjudged_queries=len(unjudged_queries),
+    )
