@@ -2,10 +2,13 @@
 
 Layout: ``<directory>/<first 32 hex digits of the provider fingerprint>/<SHA-256 of the texts>.npy``, where the
 texts hash is the SHA-256 of the canonical JSON of the list of texts embedded together (the "corpus hash" of that
-batch). Files are plain ``.npy`` arrays written atomically; they are read with ``allow_pickle=False`` and used only
-when their shape, dtype and values check out, so a truncated, corrupted or foreign file is recomputed and
-rewritten, never trusted. The cache writes only inside its directory and refuses a provider subdirectory that is
-a symlink. Texts are hashed, not stored; the provider's definition is hashed, not stored.
+batch). Files are plain ``.npy`` arrays written atomically: the float32 matrix itself, or, when fewer than a third
+of its values have a bit set (token hashing's rows: about 20 of 1,024), its nonzero values with their row-major
+positions (a 1-D array of :data:`NONZEROS`, a twentieth of the bytes), from which the same matrix is made again,
+bit for bit. They are read with ``allow_pickle=False`` and used only when their shape, dtype, positions and values
+check out, so a truncated, corrupted or foreign file is recomputed and rewritten, never trusted. The cache writes
+only inside its directory and refuses a provider subdirectory that is a symlink. Texts are hashed, not stored; the
+provider's definition is hashed, not stored.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from evalkit.common.hashing import sha256_of
 from evalkit.common.output import write_atomic
@@ -48,8 +52,45 @@ def _real_directory(path: Path) -> bool:
     return True
 
 
+NONZEROS = np.dtype([("position", "<i8"), ("value", "<f4")])
+"""An entry of a mostly-zero matrix as cached: a value with a bit set and its position in the row-major matrix."""
+
+
+def _packed(matrix: Matrix) -> npt.NDArray[Any]:
+    """What is cached for a matrix: its nonzero values (-0.0 among them) when fewer than a third of them have a bit
+    set, in position order; else the matrix."""
+    flat = np.ascontiguousarray(matrix).reshape(-1)
+    positions = np.flatnonzero(flat.view(np.uint32))
+    if 3 * len(positions) >= flat.size:
+        return matrix
+    packed = np.empty(len(positions), dtype=NONZEROS)
+    packed["position"] = positions
+    packed["value"] = flat[positions]
+    return packed
+
+
+def _unpacked(loaded: npt.NDArray[Any], shape: tuple[int, int]) -> Matrix | None:
+    """The float32 matrix of `shape` a cached array holds (itself, or made from its nonzeros), or None when it does
+    not hold one: another dtype or shape, a value not finite, or positions not strictly increasing within the
+    matrix."""
+    if loaded.dtype == np.dtype(np.float32) and loaded.shape == shape:
+        matrix = np.ascontiguousarray(loaded)
+    elif loaded.dtype == NONZEROS and loaded.ndim == 1:
+        positions, values = loaded["position"], loaded["value"]
+        inside = not len(positions) or (positions[0] >= 0 and positions[-1] < shape[0] * shape[1])
+        if not inside or (np.diff(positions) <= 0).any():
+            return None
+        matrix = np.zeros(shape, dtype=np.float32)
+        matrix.reshape(-1)[positions] = values
+    else:
+        return None
+    checked: Matrix = matrix
+    return checked if np.isfinite(checked).all() else None
+
+
 def _load_checked(path: Path, shape: tuple[int, int]) -> Matrix | None:
-    """The float32 matrix stored at `path` if it is a readable, finite ``.npy`` of `shape`; otherwise None."""
+    """The float32 matrix of `shape` stored at `path` (:func:`_unpacked`) if it is a readable ``.npy`` that holds
+    one; otherwise None."""
     flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
     try:
         fd = os.open(path, flags)  # O_NONBLOCK: a FIFO planted here must not hang the open
@@ -64,10 +105,7 @@ def _load_checked(path: Path, shape: tuple[int, int]) -> Matrix | None:
             return None  # truncated, corrupted, pickled or not an array file
     if not isinstance(loaded, np.ndarray):  # an .npz archive, say
         return None
-    if loaded.dtype != np.dtype(np.float32) or loaded.shape != shape or not np.isfinite(loaded).all():
-        return None
-    matrix: Matrix = np.ascontiguousarray(loaded)
-    return matrix
+    return _unpacked(loaded, shape)
 
 
 class EmbeddingCache:
@@ -111,7 +149,7 @@ class EmbeddingCache:
     def _store(self, path: Path, matrix: Matrix) -> None:
         _real_directory(path.parent)
         buffer = io.BytesIO()
-        np.save(buffer, matrix, allow_pickle=False)
+        np.save(buffer, _packed(matrix), allow_pickle=False)
         write_atomic(path, buffer.getvalue())  # creates missing folders, never through a symlink
 
 
@@ -182,6 +220,8 @@ class CachedProvider(WrappedProvider):
             fresh = self.cache.embed(inner, missing, compute)
             self._remember(missing, fresh)
             if missing[0] not in self._rows:  # too many rows to remember: this batch's rows are used once
+                if len(missing) == len(texts):  # every text new and once: the batch's rows are the answer
+                    return np.ascontiguousarray(fresh)
                 rows = ChainMap(dict(zip(missing, fresh, strict=True)), self._rows)
         matrix: Matrix = np.stack([rows[t] for t in texts])
         return matrix

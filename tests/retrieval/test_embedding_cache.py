@@ -389,3 +389,90 @@ def test_analyzed_rows_are_the_embedded_rows_and_share_the_cache(tmp_path: Path)
     assert (again.hits, again.misses) == (1, 0)
     with pytest.raises(ValueError, match="analyzed texts"):
         first.embed_analyzed(TEXTS, contents[:1])
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Mostly-zero matrices cached as their nonzeros
+# ---------------------------------------------------------------------------------------------------------
+
+
+class SparseRowsProvider(CountingProvider):
+    """Rows of 32 with two values each, the first text's row holding a -0.0 (a zero with a bit set)."""
+
+    def __init__(self) -> None:
+        super().__init__("sparse", dimensions=32)
+
+    def embed(self, texts: Sequence[str]) -> Matrix:
+        self.batches.append(list(texts))
+        rows = np.zeros((len(texts), 32), dtype=np.float32)
+        for index, text in enumerate(texts):
+            digest = hashlib.sha256(text.encode()).digest()
+            rows[index, digest[0] % 32] = 0.6
+            rows[index, 16 + digest[1] % 16] = -0.8
+        if len(texts):
+            rows[0, 15] = np.float32(-0.0)
+        return rows
+
+
+SPARSE = SparseRowsProvider().embed(TEXTS)
+
+
+def test_a_mostly_zero_matrix_is_cached_as_its_nonzeros_and_read_back_bit_for_bit(tmp_path: Path) -> None:
+    cache = EmbeddingCache(tmp_path)
+    assert cache.embed(SparseRowsProvider(), TEXTS).tobytes() == SPARSE.tobytes()
+    stored = np.load(cache.path_for(SparseRowsProvider(), TEXTS), allow_pickle=False)
+    assert stored.dtype == embedding_cache.NONZEROS
+    assert len(stored) == 2 * len(TEXTS) + 1  # the -0.0 is kept
+    provider = SparseRowsProvider()
+    again = cache.embed(provider, TEXTS)
+    assert again.tobytes() == SPARSE.tobytes() and again.flags.writeable
+    assert provider.calls == 0 and np.signbit(again[0, 15])
+
+
+def test_a_dense_entry_of_a_mostly_zero_matrix_is_still_read(tmp_path: Path) -> None:
+    """An entry written whole (as every entry was before nonzeros were kept) is a hit."""
+    cache = EmbeddingCache(tmp_path)
+    cache.embed(SparseRowsProvider(), TEXTS)
+    cache.path_for(SparseRowsProvider(), TEXTS).write_bytes(_npy(SPARSE))
+    provider = SparseRowsProvider()
+    assert cache.embed(provider, TEXTS).tobytes() == SPARSE.tobytes()
+    assert provider.calls == 0
+
+
+def _nonzeros(positions: Sequence[int], values: Sequence[float]) -> bytes:
+    packed = np.empty(len(positions), dtype=embedding_cache.NONZEROS)
+    packed["position"], packed["value"] = positions, values
+    return _npy(packed)
+
+
+BAD_NONZEROS = {
+    "past-the-end": _nonzeros([0, len(TEXTS) * 32], [0.5, 0.5]),
+    "negative": _nonzeros([-1, 3], [0.5, 0.5]),
+    "repeated": _nonzeros([3, 3], [0.5, 0.5]),
+    "descending": _nonzeros([5, 3], [0.5, 0.5]),
+    "nan": _nonzeros([3, 5], [0.5, float("nan")]),
+    "two-dimensional": _npy(np.zeros((2, 2), dtype=embedding_cache.NONZEROS)),
+}
+
+
+@pytest.mark.parametrize("content", BAD_NONZEROS.values(), ids=BAD_NONZEROS.keys())
+def test_bad_nonzeros_are_recomputed_and_rewritten(tmp_path: Path, content: bytes) -> None:
+    cache = EmbeddingCache(tmp_path)
+    path = cache.path_for(SparseRowsProvider(), TEXTS)
+    cache.embed(SparseRowsProvider(), TEXTS)
+    path.write_bytes(content)
+    provider = SparseRowsProvider()
+    assert cache.embed(provider, TEXTS).tobytes() == SPARSE.tobytes()
+    assert provider.calls == 1
+    assert len(np.load(path, allow_pickle=False)) == 2 * len(TEXTS) + 1  # rewritten
+
+
+def test_a_batch_past_the_memory_bound_is_handed_out_without_a_copy_and_not_remembered(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(embedding_cache, "REMEMBERED_ROWS", 2)
+    cached = CachedProvider(SparseRowsProvider(), EmbeddingCache(tmp_path))
+    rows = cached.embed(TEXTS)
+    assert rows.tobytes() == SPARSE.tobytes() and rows.flags.c_contiguous
+    rows[0, 0] = 42.0  # callers may scribble on what they get back
+    assert cached.embed(TEXTS).tobytes() == SPARSE.tobytes()
