@@ -244,7 +244,9 @@ def nesting_depth(text: bytes | str) -> int:
     """
     payload = text.encode("utf-8", "surrogatepass") if isinstance(text, str) else text
     cleaned = payload.replace(b"\\\\", b"").replace(b'\\"', b"") if b"\\" in payload else payload
-    marks = cleaned.translate(None, _NOT_STRUCTURE)  # only quotes and brackets count: the rest dropped, in C
+    # Only quotes and brackets count: the rest is dropped, in C, then every pair of quotes side by side (a string
+    # without brackets, or the end of one and the start of the next), which leaves every bracket's parity of quotes.
+    marks = cleaned.translate(None, _NOT_STRUCTURE).replace(b'""', b"")
     depth = deepest = 0
     inside = False  # within a string at the end of the previous block
     for start in range(0, len(marks), _DEPTH_BLOCK):

@@ -8,16 +8,17 @@ regular files only, the size limit, gzip, the longest line). Then, before pyarro
 
 - the bytes must be UTF-8 (pyarrow would not say which line is not);
 - nothing may nest deeper than :data:`~evalkit.data.inputs.MAX_JSON_DEPTH` (pyarrow's parser recurses: 100,000
-  levels crash the process), and no run of digits may be longer than
-  :data:`~evalkit.data.inputs.MAX_NUMBER_DIGITS` (an integer the strict reader refuses; pyarrow takes it);
+  levels crash the process);
 - every line that is not blank must start with ``{`` and end with ``}``, and pyarrow must find one object a line
-  (two objects on one line, or one object over two lines, are what the strict reader refuses);
-- no ``NaN`` or ``Infinity`` (literals pyarrow takes and the strict reader refuses; in a string they cost speed).
+  (two objects on one line, or one object over two lines, are what the strict reader refuses).
 
 pyarrow refuses duplicate keys (in every object, since fields the schema does not name are parsed too), a value
 of another type than the schema's, an invalid escape or a control character in a string; each is a None here.
-What it parses the caller still checks (nulls, finiteness, IDs), as the strict reader would. Numbers are decoded
-to the same doubles as Python's ``float`` (correctly rounded; a test compares both on edge cases).
+It takes ``NaN`` and ``Infinity`` and integers of any length, which the strict reader refuses: so every number it
+parsed, named by the schema or not, must be finite and below 1e300 in magnitude (an integer of more than
+:data:`~evalkit.data.inputs.MAX_NUMBER_DIGITS` digits is not; a float that large only costs speed). What it
+parses the caller still checks (nulls, IDs), as the strict reader would. Numbers are decoded to the same doubles
+as Python's ``float`` (correctly rounded; a test compares both on edge cases).
 """
 
 from __future__ import annotations
@@ -26,9 +27,10 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyarrow import json as pa_json
 
-from evalkit.data.inputs import MAX_JSON_DEPTH, MAX_NUMBER_DIGITS, nesting_depth
+from evalkit.data.inputs import MAX_JSON_DEPTH, nesting_depth
 from evalkit.data.tables import guarded_blocks
 
 __all__ = ["read_json_lines"]
@@ -36,8 +38,8 @@ __all__ = ["read_json_lines"]
 _SCAN = 1 << 24
 """Bytes looked at a time for line ends (bounds the temporary arrays of a large file)."""
 _WHITESPACE = b" \t\n\r\x0b\x0c"  # what ``bytes.strip`` strips: a line of only these is blank, as for every reader
-_DIGITS_AS_ZERO = bytes.maketrans(b"0123456789", b"0" * 10)
-_LONG_RUN = b"0" * (MAX_NUMBER_DIGITS + 1)
+_LARGEST = 1e300
+"""Numbers from this magnitude on are left to the strict reader: an integer of more than 300 digits is one."""
 
 
 def read_json_lines(path: Path, max_bytes: int, schema: pa.Schema) -> pa.Table | None:
@@ -48,10 +50,6 @@ def read_json_lines(path: Path, max_bytes: int, schema: pa.Schema) -> pa.Table |
         try:
             block.decode("utf-8")
         except UnicodeDecodeError:
-            return None
-        if _LONG_RUN in block.translate(_DIGITS_AS_ZERO):  # a number does not span lines: block by block is exact
-            return None
-        if b"NaN" in block or b"Infinity" in block:  # pyarrow takes these literals; the strict reader does not
             return None
         blocks.append(block)
     data = b"".join(blocks)
@@ -70,9 +68,24 @@ def read_json_lines(path: Path, max_bytes: int, schema: pa.Schema) -> pa.Table |
         )
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
         return None
-    if table.num_rows != objects:
+    if table.num_rows != objects or not all(_plain_numbers(column) for column in table.columns):
         return None
     return table.select(schema.names).combine_chunks()
+
+
+def _plain_numbers(values: pa.Array | pa.ChunkedArray) -> bool:
+    """Whether every number in ``values`` (lists and structs looked into) is finite and below 1e300 in magnitude."""
+    if isinstance(values, pa.ChunkedArray):
+        return all(_plain_numbers(chunk) for chunk in values.chunks)
+    kind = values.type
+    if pa.types.is_floating(kind):
+        numbers = values.drop_null().to_numpy(zero_copy_only=False)
+        return bool((np.abs(numbers) < _LARGEST).all())  # NaN and infinities compare false
+    if pa.types.is_list(kind) or pa.types.is_large_list(kind):
+        return _plain_numbers(values.flatten())
+    if pa.types.is_struct(kind):
+        return all(_plain_numbers(pc.struct_field(values, index)) for index in range(kind.num_fields))
+    return True
 
 
 def _objects(data: bytes) -> tuple[int | None, int]:

@@ -396,15 +396,15 @@ def read_jsonl_run(path: Path, max_bytes: int = DEFAULT_MAX_TABLE_BYTES) -> Run:
 
 
 def _jsonl_columns(name: str, table: pa.Table) -> Run | None:
-    """The run of a JSONL file's columns; None when a value needs the line-by-line reading's verdict (a null, a
-    score that is not finite, an ID it refuses)."""
+    """The run of a JSONL file's columns; None when a value needs the line-by-line reading's verdict (a null, an
+    ID it refuses, a score of -0)."""
     queries, lists = table.column("query_id").combine_chunks(), table.column("results").combine_chunks()
     if queries.null_count or lists.null_count or lists.values.null_count:
         return None
     items = lists.flatten()  # the results' structs may hold fields the schema does not name
     docs, scores = pc.struct_field(items, "chunk_id"), pc.struct_field(items, "score")
     values = scores.to_numpy(zero_copy_only=False)
-    if docs.null_count or scores.null_count or not np.isfinite(values).all():
+    if docs.null_count or scores.null_count:  # every number read is finite (read_json_lines)
         return None
     if np.signbit(values[values == 0]).any():  # "-0" is the integer 0 to Python, -0.0 to pyarrow: let it decide
         return None
