@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from functools import lru_cache
 from itertools import chain, repeat
 
@@ -46,23 +47,32 @@ _EMBED_BLOCK_ROWS = 4096
 """Texts hashed and normalized together by :class:`TokenHashProvider` (a memory bound, not a result knob)."""
 
 
-def _hashed_counts(texts: Sequence[Sequence[str]], dimensions: int) -> npt.NDArray[np.float64]:
-    """Each text's distinct tokens, in sorted order, add ``sign * (1 + ln count)`` into their buckets (float64).
+_DENSE_ROWS = 256
+"""Rows summed and normalized together as dense float64 (2 MiB at 1,024 dimensions: the passes stay in cache)."""
 
-    Each token gets a column in first-seen order (one dictionary pass), the (text, column) pairs are counted with
-    ``np.unique``, and their terms summed by ``np.bincount``, which adds in input order starting from 0.0. Two
-    terms sum the same in either order, so only a cell that receives three or more terms of one text depends on
-    the order: those cells are summed again here in sorted token order, as a loop over ``sorted(Counter(tokens))``
-    would. ``1 + ln count`` comes from :func:`math.log`.
-    """
+
+@dataclass(frozen=True)
+class _Terms:
+    """A block's (text, bucket) terms ``sign * (1 + ln count)``, one per distinct token of a text, texts ascending;
+    ``columns`` name each term's token in ``terms``."""
+
+    rows: npt.NDArray[np.int64]
+    buckets: npt.NDArray[np.int64]
+    weights: npt.NDArray[np.float64]
+    columns: npt.NDArray[np.int64]
+    terms: list[str]
+
+
+def _hashed_terms(texts: Sequence[Sequence[str]], dimensions: int) -> _Terms:
+    """Each text's distinct tokens with their buckets and terms: each token gets a column in first-seen order (one
+    dictionary pass) and the (text, column) pairs are counted with ``np.unique``. ``1 + ln count`` comes from
+    :func:`math.log`."""
     columns_of: dict[str, int] = {}
     lengths = np.fromiter(map(len, texts), dtype=np.int64, count=len(texts))
     # Each token's column, a new token getting the next one: setdefault's default is the size before the call.
     found = map(columns_of.setdefault, chain.from_iterable(texts), map(len, repeat(columns_of)))
     columns = np.fromiter(found, dtype=np.int64, count=int(lengths.sum()))
-    if not columns_of:
-        return np.zeros((len(texts), dimensions), dtype=np.float64)
-    width = len(columns_of)
+    width = max(len(columns_of), 1)
     pairs = np.repeat(np.arange(len(texts), dtype=np.int64) * width, lengths) + columns
     keys, counts = np.unique(pairs, return_counts=True)
     rows, columns = np.divmod(keys, width)
@@ -70,31 +80,49 @@ def _hashed_counts(texts: Sequence[Sequence[str]], dimensions: int) -> npt.NDArr
     digests = _digests(terms)
     buckets = (digests % np.uint64(dimensions)).astype(np.int64)
     signs = np.where(digests >> np.uint64(63), 1.0, -1.0)
-    sublinear = np.array([0.0, *(1.0 + math.log(count) for count in range(1, int(counts.max()) + 1))])
-    cells = rows * dimensions + buckets[columns]
-    weights = signs[columns] * sublinear[counts]
-    size = len(texts) * dimensions
+    top = int(counts.max()) if len(counts) else 0
+    sublinear = np.array([0.0, *(1.0 + math.log(count) for count in range(1, top + 1))])
+    return _Terms(rows, buckets[columns], signs[columns] * sublinear[counts], columns, terms)
+
+
+def _summed(found: _Terms, first: int, last: int, dimensions: int) -> npt.NDArray[np.float64]:
+    """Rows ``first`` to ``last`` of the block as float64: each bucket the sum of its terms in sorted token order.
+
+    ``np.bincount`` adds in input order starting from 0.0. Two terms sum the same in either order, so only a cell
+    that receives three or more terms of one text depends on the order: those cells are summed again here in sorted
+    token order, as a loop over ``sorted(Counter(tokens))`` would.
+    """
+    low, high = np.searchsorted(found.rows, [first, last])
+    cells = (found.rows[low:high] - first) * dimensions + found.buckets[low:high]
+    weights = found.weights[low:high]
+    size = (last - first) * dimensions
     summed = np.bincount(cells, weights=weights, minlength=size)
     crowded = np.flatnonzero(np.bincount(cells, minlength=size)[cells] > 2).tolist()
     if crowded:
+        columns, terms = found.columns[low:high], found.terms
         totals: dict[int, float] = {}
         for pair in sorted(crowded, key=lambda i: (int(cells[i]), terms[columns[i]])):
             cell = int(cells[pair])
             totals[cell] = totals.get(cell, 0.0) + float(weights[pair])
         summed[list(totals)] = list(totals.values())
-    return np.asarray(summed, dtype=np.float64).reshape(len(texts), dimensions)
+    return np.asarray(summed, dtype=np.float64).reshape(last - first, dimensions)
 
 
 def hashed_rows(texts: Sequence[Sequence[str]], dimensions: int) -> Matrix:
     """Each token list's hashed row, L2-normalized to float32 (an all-zero row stays zero).
 
-    Block by block, so a large corpus never holds a float64 copy of every row (rows are independent).
+    Texts are counted a block at a time and their rows made :data:`_DENSE_ROWS` at a time, so a large corpus never
+    holds a float64 copy of every row (rows are independent).
     """
     out = np.empty((len(texts), dimensions), dtype=np.float32)
     for start in range(0, len(texts), _EMBED_BLOCK_ROWS):
-        counts = _hashed_counts(texts[start : start + _EMBED_BLOCK_ROWS], dimensions)
-        # np.linalg.norm's sum (add.reduce over each row's squares) without its copy; a zero row divides by 1.
-        norms = np.sqrt(np.add.reduce(counts * counts, axis=1, keepdims=True))
-        norms[norms == 0.0] = 1.0
-        out[start : start + len(counts)] = np.divide(counts, norms, out=counts)
+        block = texts[start : start + _EMBED_BLOCK_ROWS]
+        found = _hashed_terms(block, dimensions)
+        for first in range(0, len(block), _DENSE_ROWS):
+            last = min(first + _DENSE_ROWS, len(block))
+            counts = _summed(found, first, last, dimensions)
+            # np.linalg.norm's sum (add.reduce over each row's squares) without its copy; a zero row divides by 1.
+            norms = np.sqrt(np.add.reduce(counts * counts, axis=1, keepdims=True))
+            norms[norms == 0.0] = 1.0
+            out[start + first : start + last] = np.divide(counts, norms, out=counts)
     return out

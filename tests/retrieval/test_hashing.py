@@ -67,3 +67,14 @@ def test_rows_do_not_depend_on_remembered_digests(monkeypatch: pytest.MonkeyPatc
     hashing._digest_memory().clear()
     assert hashed_rows(texts, 64).tobytes() == first.tobytes()
     assert not hashing._digest_memory()
+
+
+@pytest.mark.parametrize(("block", "dense"), [(4096, 1), (7, 3), (5, 5), (64, 256)])
+def test_rows_do_not_depend_on_how_the_texts_are_cut(block: int, dense: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    texts = [*_texts(2, 60), [], ["t1"], []]
+    whole = _loop(texts, 13)
+    monkeypatch.setattr(hashing, "_EMBED_BLOCK_ROWS", block)
+    monkeypatch.setattr(hashing, "_DENSE_ROWS", dense)
+    assert hashed_rows(texts, 13).tobytes() == whole.tobytes()
+    assert hashed_rows([[], []], 13).tobytes() == bytes(2 * 13 * 4)
+    assert hashed_rows([], 13).shape == (0, 13)
