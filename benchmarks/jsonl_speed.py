@@ -86,7 +86,7 @@ def main() -> None:
     pa.set_cpu_count(args.threads)
     args.workdir.mkdir(parents=True, exist_ok=True)
     trec, jsonl = write_files(args.workdir, args.queries, args.depth, args.seed)
-    options = pa_json.ParseOptions(explicit_schema=runs._JSONL_SCHEMA)
+    options = pa_json.ParseOptions(explicit_schema=runs.JSONL_SCHEMA)
 
     def line_by_line() -> Any:
         columnar = runs.read_json_lines

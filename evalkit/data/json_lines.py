@@ -23,6 +23,7 @@ as Python's ``float`` (correctly rounded; a test compares both on edge cases).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -33,7 +34,7 @@ from pyarrow import json as pa_json
 from evalkit.data.inputs import MAX_JSON_DEPTH, nesting_depth
 from evalkit.data.tables import guarded_blocks
 
-__all__ = ["read_json_lines"]
+__all__ = ["json_line_segments", "json_lines_table", "read_json_lines"]
 
 _SCAN = 1 << 24
 """Bytes looked at a time for line ends (bounds the temporary arrays of a large file)."""
@@ -45,16 +46,28 @@ _LARGEST = 1e300
 def read_json_lines(path: Path, max_bytes: int, schema: pa.Schema) -> pa.Table | None:
     """The objects of a JSONL file as a table of the columns of ``schema``, one row per line that is not blank, in
     file order; None when the file must be read line by line instead (see the module docstring)."""
-    blocks = []
-    for block in guarded_blocks(path, max_bytes, False):  # each ends at a line end; the door strips a BOM
-        try:
-            block.decode("utf-8")
-        except UnicodeDecodeError:
-            return None
-        blocks.append(block)
-    data = b"".join(blocks)
-    del blocks
-    if nesting_depth(data) > MAX_JSON_DEPTH:  # over the whole file: an object may span lines until parsed
+    data = _utf8(b"".join(guarded_blocks(path, max_bytes, False)))  # the door strips a byte-order mark
+    return None if data is None else json_lines_table(data, schema)
+
+
+def json_line_segments(path: Path, max_bytes: int, size: int) -> Iterator[bytes | None]:
+    """The file's lines through the guarded door, whole lines of about ``size`` bytes at a time (more when one
+    line is longer); None for a segment that is not UTF-8."""
+    for block in guarded_blocks(path, max_bytes, False, size):  # each ends at a line end
+        yield _utf8(block)
+
+
+def _utf8(data: bytes) -> bytes | None:
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    return data
+
+
+def json_lines_table(data: bytes, schema: pa.Schema) -> pa.Table | None:
+    """:func:`read_json_lines` of whole lines of UTF-8 bytes (a file, or a segment of one)."""
+    if nesting_depth(data) > MAX_JSON_DEPTH:  # over all the lines: an object may span lines until parsed
         return None
     objects, longest = _objects(data)
     if objects is None:

@@ -1,4 +1,6 @@
-"""A TREC run read a segment at a time: whole query groups handed on as they are parsed, never the whole file.
+"""A TREC or JSONL run read a segment at a time: whole query groups handed on as they are parsed, never the whole
+file. (A JSONL run's segments are whole lines, :func:`stream_jsonl_run`; the rest of this docstring is the TREC
+reader's.)
 
 A run written the usual way holds each query's lines together. :func:`stream_trec_run` parses the file block by
 block through the guarded door (:func:`evalkit.data.tables.read_columns`, with every block checked as
@@ -27,13 +29,38 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from evalkit.data.columns import Codes
-from evalkit.data.runs import _TREC_COLUMNS, _TREC_TYPES, Run, _first_tag, _name_from, _refuses, _run, _TrecBlocks
+from evalkit.data.json_lines import json_line_segments, json_lines_table
+from evalkit.data.runs import (
+    _TREC_COLUMNS,
+    _TREC_TYPES,
+    JSONL_SCHEMA,
+    Run,
+    RunFileError,
+    _first_tag,
+    _name_from,
+    _refuses,
+    _run,
+    _TrecBlocks,
+    is_jsonl_run,
+    jsonl_columns,
+)
 from evalkit.data.tables import DEFAULT_MAX_TABLE_BYTES, Refused, read_columns, release_unused
 
-__all__ = ["SEGMENT_LINES", "RunDigest", "StreamedRun", "run_file_name", "run_sha256", "stream_trec_run"]
+__all__ = [
+    "SEGMENT_BYTES",
+    "SEGMENT_LINES",
+    "RunDigest",
+    "StreamedRun",
+    "run_file_name",
+    "run_sha256",
+    "stream_jsonl_run",
+    "stream_trec_run",
+]
 
 SEGMENT_LINES: Final = 1 << 21
 """Lines gathered before the complete query groups among them are handed on (about 70 MB of a typical run file)."""
+SEGMENT_BYTES: Final = 1 << 26
+"""Bytes of a JSONL run file parsed at a time (64 MiB: about 1.6 million results)."""
 
 
 _NOTHING: Final = pa.RecordBatch.from_arrays([pa.array([], type=pa.string())], names=["doc"])
@@ -166,9 +193,37 @@ class _Segments:
 
 
 def run_file_name(path: Path, max_bytes: int = DEFAULT_MAX_TABLE_BYTES) -> str:
-    """The name a TREC run file's run goes by: the tag of its first line when that is a valid ID, else the file
-    name without suffix (as :func:`evalkit.data.runs.read_trec_run` names it)."""
-    return _name_from(Path(path), _first_tag(Path(path), max_bytes))
+    """The name a run file's run goes by: a TREC run's is the tag of its first line when that is a valid ID, else
+    the file name without suffix, as :func:`evalkit.data.runs.read_trec_run` names it; a JSONL run's is its file
+    name without suffix."""
+    path = Path(path)
+    return _name_from(path, None if is_jsonl_run(path) else _first_tag(path, max_bytes))
+
+
+def stream_jsonl_run(
+    path: Path, consume: Callable[[Run], None], max_bytes: int = DEFAULT_MAX_TABLE_BYTES
+) -> StreamedRun:
+    """Read a JSONL run file about :data:`SEGMENT_BYTES` of whole lines at a time, handing each segment's run to
+    ``consume`` (a query's results are together when it is on one line, as JSONL runs are written); returns what
+    was read. Raises :class:`~evalkit.data.tables.Refused` when a segment, or the file's name, needs what only the
+    whole read decides (:func:`evalkit.data.runs.read_jsonl_run`, which names a bad line)."""
+    path = Path(path)
+    try:
+        result = StreamedRun(_name_from(path, None))
+    except RunFileError:
+        raise Refused from None
+    for data in json_line_segments(path, max_bytes, SEGMENT_BYTES):
+        table = None if data is None else json_lines_table(data, JSONL_SCHEMA)
+        run = None if table is None else jsonl_columns(result.name, table)
+        if run is None:
+            raise Refused
+        result.lines += run.lines
+        result.queries += len(run.queries)
+        result._digest.update(run)
+        consume(run)
+        release_unused()
+    result.sha256 = result._digest.hexdigest()
+    return result
 
 
 def stream_trec_run(

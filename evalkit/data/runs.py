@@ -62,10 +62,13 @@ from evalkit.data.tables import (
 )
 
 __all__ = [
+    "JSONL_SCHEMA",
     "Ranking",
     "Run",
     "RunFileError",
     "given_score_problem",
+    "is_jsonl_run",
+    "jsonl_columns",
     "read_jsonl_run",
     "read_run",
     "read_trec_run",
@@ -368,7 +371,7 @@ def _first_tag(path: Path, max_bytes: int) -> str | None:
     return None
 
 
-_JSONL_SCHEMA = pa.schema(
+JSONL_SCHEMA = pa.schema(
     [("query_id", pa.string()), ("results", pa.list_(pa.struct([("chunk_id", pa.string()), ("score", pa.float64())])))]
 )
 
@@ -382,8 +385,8 @@ def read_jsonl_run(path: Path, max_bytes: int = DEFAULT_MAX_TABLE_BYTES) -> Run:
     label = clip(path.name)
     rankings: dict[str, list[tuple[str, float]]] = {}
     try:
-        table = read_json_lines(path, max_bytes, _JSONL_SCHEMA)
-        run = None if table is None else _jsonl_columns(_name_from(path, None), table)
+        table = read_json_lines(path, max_bytes, JSONL_SCHEMA)
+        run = None if table is None else jsonl_columns(_name_from(path, None), table)
         if run is not None:
             return run
         for number, line in text_lines(path, max_bytes):
@@ -395,7 +398,7 @@ def read_jsonl_run(path: Path, max_bytes: int = DEFAULT_MAX_TABLE_BYTES) -> Run:
     return run
 
 
-def _jsonl_columns(name: str, table: pa.Table) -> Run | None:
+def jsonl_columns(name: str, table: pa.Table) -> Run | None:
     """The run of a JSONL file's columns; None when a value needs the line-by-line reading's verdict (a null, an
     ID it refuses, a score of -0)."""
     queries, lists = table.column("query_id").combine_chunks(), table.column("results").combine_chunks()
@@ -459,11 +462,16 @@ def _check_id(value: str, name: str, where: str) -> None:
         raise RunFileError(problem)
 
 
+def is_jsonl_run(path: Path) -> bool:
+    """Whether a run file is JSONL, by its name: ``.jsonl`` (or ``.jsonl.gz``); anything else is TREC."""
+    return Path(path).name.endswith((".jsonl", ".jsonl.gz"))
+
+
 def read_run(path: Path, max_bytes: int = DEFAULT_MAX_TABLE_BYTES) -> Run:
-    """Read a run file by its name: ``.jsonl`` (or ``.jsonl.gz``) is JSONL, anything else TREC."""
+    """Read a run file by its name (:func:`is_jsonl_run`)."""
     path = Path(path)
     try:
-        if path.name.endswith((".jsonl", ".jsonl.gz")):
+        if is_jsonl_run(path):
             return read_jsonl_run(path, max_bytes)
         return read_trec_run(path, max_bytes)
     except InputError as exc:

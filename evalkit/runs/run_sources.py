@@ -1,8 +1,9 @@
-"""Where a precomputed run's scores come from: a run in memory, or a large TREC run file scored a segment at a time.
+"""Where a precomputed run's scores come from: a run in memory, or a large run file scored a segment at a time.
 
-A TREC run file larger than :data:`STREAM_SCORE_BYTES` is never read whole when its lines are grouped by query (each
-query's lines together, as runs are written): :func:`score_source` hands its segments of complete query groups
-(:func:`evalkit.data.run_stream.stream_trec_run`) to a :class:`~evalkit.measures.core.RunScorer`, so memory is
+A TREC or JSONL run file larger than :data:`STREAM_SCORE_BYTES` is never read whole when its lines are grouped by
+query (each query's lines together, as runs are written): :func:`score_source` hands its segments of complete query
+groups (:func:`evalkit.data.run_stream.stream_trec_run`, :func:`~evalkit.data.run_stream.stream_jsonl_run`) to a
+:class:`~evalkit.measures.core.RunScorer`, so memory is
 bounded by a segment and the per-query values, not by the file. A run whose query's lines are apart (a query met in
 two segments) is read whole instead and scored as any other, with a note saying it took the slower path; a file the
 streamed parse refuses is read whole too, which names its bad lines.
@@ -25,8 +26,8 @@ import pyarrow as pa
 
 from evalkit.common.progress import meter
 from evalkit.data.qrels import Qrels
-from evalkit.data.run_stream import run_sha256, stream_trec_run
-from evalkit.data.runs import Run, read_run
+from evalkit.data.run_stream import run_sha256, stream_jsonl_run, stream_trec_run
+from evalkit.data.runs import Run, is_jsonl_run, read_run
 from evalkit.data.tables import STREAM_BYTES, Refused, TableError
 from evalkit.measures.core import NotGrouped, RunScorer, RunScores, score_run
 from evalkit.measures.registry import MeasureDef
@@ -69,8 +70,8 @@ class Scored:
 
 
 def streams(run: object, max_bytes: int) -> bool:
-    """Whether ``run`` is a TREC run file to score a segment at a time (see the module docstring)."""
-    if not isinstance(run, (str, Path)) or str(run).endswith((".jsonl", ".jsonl.gz")):
+    """Whether ``run`` is a run file to score a segment at a time (see the module docstring)."""
+    if not isinstance(run, (str, Path)):
         return False
     path = Path(run)
     try:
@@ -139,7 +140,10 @@ class Scoring:
                     scorer.add(floored)
                     bar.update(segment.lines)
 
-                read = stream_trec_run(source.path, consume, restart, self.max_bytes)
+                if is_jsonl_run(source.path):
+                    read = stream_jsonl_run(source.path, consume, self.max_bytes)
+                else:
+                    read = stream_trec_run(source.path, consume, restart, self.max_bytes)
         except NotGrouped:
             note = (
                 f"{source.name or Path(source.path).name}: its lines are not grouped by query, so it was read whole "

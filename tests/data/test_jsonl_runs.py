@@ -43,7 +43,7 @@ def _fields(run: Run) -> tuple[Any, ...]:
 
 
 def _took_columns(path: Path) -> bool:
-    return read_json_lines(path, 1 << 30, runs._JSONL_SCHEMA) is not None
+    return read_json_lines(path, 1 << 30, runs.JSONL_SCHEMA) is not None
 
 
 _IDS = st.sampled_from(["q1", "q2", "问题3", "Q-4", "d1", "文档", "c:5", "x" * 40])

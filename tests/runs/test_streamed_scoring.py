@@ -5,6 +5,7 @@ stream, in many segments."""
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
@@ -166,3 +167,66 @@ def test_a_streamed_run_shows_its_lines_on_a_terminal_only(
     monkeypatch.setenv("EVALKIT_PROGRESS", "1")
     _scored(qrels, run)
     assert "scoring sys" in capsys.readouterr().err
+
+
+# --- JSONL run files ------------------------------------------------------------------------------------------
+
+
+def _as_jsonl(run: Path, repeat_first: bool = False) -> Path:
+    """The TREC run as JSONL, one line a query in file order; with ``repeat_first`` the first query comes again
+    on a last line (its results apart: not grouped)."""
+    lines: dict[str, list[dict[str, object]]] = {}
+    for line in run.read_text(encoding="utf-8").splitlines():
+        query, _, doc, _, score, _ = line.split()
+        lines.setdefault(query, []).append({"chunk_id": doc, "score": float(score)})
+    records = [{"query_id": q, "results": results} for q, results in lines.items()]
+    if repeat_first:
+        records.append({"query_id": records[0]["query_id"], "results": [{"chunk_id": "d999", "score": 0.0}]})
+    path = run.with_name("sys.jsonl")
+    path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    return path
+
+
+def _whole(qrels: Path, run: Path, **options: object) -> evalkit.ScoreResult:
+    threshold = run_sources.STREAM_SCORE_BYTES
+    run_sources.STREAM_SCORE_BYTES = 1 << 40  # type: ignore[misc]
+    try:
+        return _scored(qrels, run, **options)
+    finally:
+        run_sources.STREAM_SCORE_BYTES = threshold  # type: ignore[misc]
+
+
+def test_a_jsonl_run_streams_in_segments_of_lines_to_the_same_scores_and_hash(
+    tmp_path: Path, streaming: list[int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(run_stream, "SEGMENT_BYTES", 20_000)
+    qrels, trec = _files(tmp_path, seed=6)
+    run = _as_jsonl(trec)
+    streamed = _scored(qrels, run)
+    assert len(streaming) >= 10, streaming  # many segments, none of them the whole run
+    assert sum(streaming) == streamed.runs[0].counts.lines  # type: ignore[union-attr]
+    whole = _whole(qrels, run)
+    _same(whole, streamed)
+    assert streamed.runs[0].name == "sys" and whole.notes == streamed.notes
+    _same(_whole(qrels, trec), streamed)  # the same run as TREC (named by its tag, sys): the same values and hash
+
+
+def test_a_jsonl_run_not_grouped_or_with_a_bad_line_is_read_whole(
+    tmp_path: Path, streaming: list[int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(run_stream, "SEGMENT_BYTES", 20_000)
+    qrels, trec = _files(tmp_path, seed=7)
+    run = _as_jsonl(trec, repeat_first=True)
+    streamed = _scored(qrels, run)
+    assert any("not grouped by query" in n and "slower path" in n for n in streamed.notes), streamed.notes
+    _same(_whole(qrels, run), streamed)
+    lines = run.read_text(encoding="utf-8").splitlines()
+    lines[250] = lines[250].replace('"score": ', '"score": NaN, "x": ', 1)
+    run.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    streaming.clear()
+    with pytest.raises(RunFileError, match="line 251") as refused:
+        _scored(qrels, run)
+    assert len(streaming) >= 5  # it had scored segments before the bad one
+    with pytest.raises(RunFileError) as whole:
+        _whole(qrels, run)
+    assert str(refused.value) == str(whole.value)
