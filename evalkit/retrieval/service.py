@@ -166,7 +166,7 @@ class KnowledgeService:
                     for c in self.database.chunks()
                 }
             else:
-                self._concepts = {chunk_id: frozenset() for chunk_id in self._languages}
+                self._concepts = dict.fromkeys(self._languages, frozenset())
             self._concept_frequencies = Counter(c for units in self._concepts.values() for c in units)
         return self._concepts
 
