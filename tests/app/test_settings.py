@@ -21,7 +21,14 @@ from evalkit.reporting.report import parse_report, report_json
 from evalkit.reporting.summary import format_summary, report_rows
 from evalkit.retrieval.embedding_cache import EmbeddingCache
 from evalkit.retrieval.embeddings import TokenHashProvider
-from evalkit.retrieval.presets import DEFAULT_PRESET, PRESETS, load_settings_file, preset_settings, resolve_settings
+from evalkit.retrieval.presets import (
+    DEFAULT_PRESET,
+    PRESETS,
+    default_settings_note,
+    load_settings_file,
+    preset_settings,
+    resolve_settings,
+)
 from evalkit.runs.ablations import PROVIDERS, select_ablations
 from evalkit.runs.evaluation import evaluate
 
@@ -90,6 +97,20 @@ def test_run_with_a_preset_prints_and_stores_the_settings(
     assert "lexical_weight=0.5, vector_weight=0.5" in out
     report = parse_report((workspace / "r.json").read_bytes())
     assert report.retrieval_settings == PRESETS["benchmark"]
+
+
+def test_the_default_settings_on_another_fixture_say_what_else_fits(
+    capsys: pytest.CaptureFixture[str],
+    workspace: Path,  # noqa: F811
+) -> None:
+    base = ("run", "--fixture", TINY, "--runs", "1", "--no-gates", "--ablations", "lexical", "--output", "r.json")
+    code, _, err = run_cli(capsys, *base)
+    assert code == 0
+    assert "default retrieval settings (synthetic-v1) were tuned on synthetic-bilingual-v1; for tiny-bilingual" in err
+    assert "--preset benchmark" in err and "--calibrate" in err
+    code, _, err = run_cli(capsys, *base, "--preset", "synthetic-v1")  # chosen: no note
+    assert code == 0 and "tuned on" not in err
+    assert default_settings_note("synthetic-bilingual-v1") is None
 
 
 def test_run_with_a_settings_file_changes_the_definition_hash(

@@ -29,7 +29,7 @@ from evalkit.reporting.gates import collect_gates
 from evalkit.reporting.report import Report
 from evalkit.reporting.run_files import trec_run_name, trec_runs, write_trec_files
 from evalkit.retrieval.embedding_cache import EmbeddingCache
-from evalkit.retrieval.presets import DEFAULT_PRESET, PRESETS, resolve_settings
+from evalkit.retrieval.presets import DEFAULT_PRESET, PRESETS, default_settings_note, resolve_settings
 from evalkit.runs.ablations import ABLATION_IDS, Ablation, parse_ablations
 from evalkit.runs.calibration import calibration_options, format_calibration
 from evalkit.runs.cluster import ClusterOptions
@@ -76,6 +76,9 @@ def run(args: argparse.Namespace) -> int:
     report, evaluation = outcome.report, outcome.evaluated
     print(f"evalkit: fixture {report.fixture_id} {report.fixture_version}, {report.runs} run(s), deterministic")
     print(f"retrieval settings: {settings_label} ({format_settings(evaluation.settings)})")
+    note = default_settings_note(report.fixture_id)
+    if args.preset is None and args.settings is None and calibration is None and note is not None:
+        print(note, file=sys.stderr)
     if evaluation.calibration is not None:
         print(format_calibration(evaluation.calibration))
     print(outcome.summary())
