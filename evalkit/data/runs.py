@@ -32,7 +32,7 @@ import math
 import numbers
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -379,16 +379,16 @@ JSONL_SCHEMA = pa.schema(
 def read_jsonl_run(path: Path, max_bytes: int = DEFAULT_MAX_TABLE_BYTES) -> Run:
     """Read a JSONL run: one ``{"query_id", "results": [{"chunk_id", "score"}]}`` object per line; a query on
     several lines keeps its results in file order, at its first line. Parsed into columns by pyarrow
-    (:mod:`evalkit.data.json_lines`); a file that way cannot take as it is is read line by line, which names the
-    line and field it refuses, or takes what only it takes (a score given as a string)."""
+    (:mod:`evalkit.data.json_lines`); a file the columnar reading cannot take as it is is read line by line, which
+    names the line and field it refuses, or takes what only it takes (a score given as a string)."""
     path = Path(path)
     label = clip(path.name)
     rankings: dict[str, list[tuple[str, float]]] = {}
     try:
         table = read_json_lines(path, max_bytes, JSONL_SCHEMA)
-        run = None if table is None else jsonl_columns(_name_from(path, None), table)
-        if run is not None:
-            return run
+        run = None if table is None else jsonl_columns("", table)
+        if run is not None:  # named once every line is taken, as below: a bad line is named first
+            return replace(run, name=_name_from(path, None))
         for number, line in text_lines(path, max_bytes):
             if line.strip():
                 _jsonl_line(line, f"{label} line {number}", rankings)

@@ -219,3 +219,14 @@ def _depth_reference(payload: bytes) -> int:
 @given(st.binary(max_size=300) | st.text(alphabet='[]{}"\\ a1', max_size=300).map(str.encode))
 def test_nesting_depth_counts_as_one_pass_over_the_bytes_does(payload: bytes) -> None:
     assert nesting_depth(payload) == max(_depth_reference(payload), 0)
+
+
+@pytest.mark.parametrize("body", ['{"query_id": "q\\u0001", "results": []}', '{"query_id": "q1", "results": []}'])
+def test_a_file_name_that_is_no_run_id_comes_after_the_lines(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, body: str
+) -> None:
+    path = tmp_path / "no id.jsonl"  # a space: the run cannot be named after the file
+    path.write_text(body + "\n", encoding="utf-8")
+    outcome = _columnar(path)
+    assert outcome == _line_by_line(path, monkeypatch)
+    assert outcome[0] == "error" and ("line 1" in outcome[1]) == ("u0001" in body), outcome
