@@ -3,8 +3,8 @@
 Layout: ``<directory>/<first 32 hex digits of the provider fingerprint>/<SHA-256 of the texts>.npy``, where the
 texts hash is the SHA-256 of the canonical JSON of the list of texts embedded together (the "corpus hash" of that
 batch). Files are plain ``.npy`` arrays written atomically: the float32 matrix itself, or, when fewer than a third
-of its values have a bit set (token hashing's rows: about 20 of 1,024), its nonzero values with their row-major
-positions (a 1-D array of :data:`NONZEROS`, a twentieth of the bytes), from which the same matrix is made again,
+of its values have a bit set (token hashing's rows: about 50 of 1,024), its nonzero values with their row-major
+positions (a 1-D array of :data:`NONZEROS`, a seventh of the bytes), from which the same matrix is made again,
 bit for bit. They are read with ``allow_pickle=False`` and used only when their shape, dtype, positions and values
 check out, so a truncated, corrupted or foreign file is recomputed and rewritten, never trusted. The cache writes
 only inside its directory and refuses a provider subdirectory that is a symlink. Texts are hashed, not stored; the
