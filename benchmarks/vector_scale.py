@@ -103,15 +103,13 @@ def _provider(name: str, dimensions: int) -> EmbeddingProvider:
     return TokenHashProvider(dimensions) if name == "token-hash" else RotatedProvider(dimensions)
 
 
-def run(args: argparse.Namespace) -> None:
+def run(args: argparse.Namespace, cache: Path) -> None:
     corpus = build_corpus(args.chunks, args.queries, args.seed, Path(args.data))
     chunks = [Chunk(chunk_id=cid, doc_id=f"doc-{lang}", text=text) for cid, lang, text in corpus.chunks]
     queries, n = corpus.queries, len(chunks)
     zh = sum(lang == "zh" for _, lang, _ in corpus.chunks)
     settings = RetrievalSettings(vector_index=args.vector_index, hnsw=HnswSettings(build_threads=args.build_threads))
-    provider = CachedProvider(
-        _provider(args.provider, args.dimensions), EmbeddingCache(Path(tempfile.mkdtemp(prefix="evalkit-vs-")))
-    )
+    provider = CachedProvider(_provider(args.provider, args.dimensions), EmbeddingCache(cache))
     languages = [detect_language(q) for q in queries]
     asked = {lang: [q for q, x in zip(queries, languages, strict=True) if x == lang] for lang in ("en", "zh")}
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}")
@@ -207,7 +205,8 @@ def main() -> None:
     )
     parser.add_argument("--seed", type=int, default=0, help="seed of the corpus sampler")
     parser.add_argument("--data", default=str(DATA), help="shared data folder (xquad/, cmrc2018-trial/)")
-    run(parser.parse_args())
+    with tempfile.TemporaryDirectory(prefix="evalkit-vs-") as cache:  # removed after the run
+        run(parser.parse_args(), Path(cache))
 
 
 if __name__ == "__main__":
