@@ -15,7 +15,17 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-__all__ = ["BoolArray", "CodeArray", "Codes", "IntArray", "encode", "lookup", "sort_pairs", "value_runs"]
+__all__ = [
+    "BoolArray",
+    "CodeArray",
+    "Codes",
+    "IntArray",
+    "encode",
+    "lookup",
+    "sort_pairs",
+    "string_hashes",
+    "value_runs",
+]
 
 IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
@@ -116,3 +126,36 @@ def sort_pairs(
             ordered_ids.slice(1), ordered_ids.slice(0, len(positions) - 1)
         ).to_numpy(zero_copy_only=False)
     return positions, ordered_ids, same
+
+
+_MIX: Final = np.uint64(0x9E3779B97F4A7C15)
+_TAIL: Final = np.array([(1 << (8 * n)) - 1 for n in range(8)] + [(1 << 64) - 1], dtype=np.uint64)
+"""The low ``n`` bytes of a word, for n = 0..8."""
+
+
+def string_hashes(values: pa.Array) -> npt.NDArray[np.uint64]:
+    """A 64-bit hash of each string, computed with numpy eight bytes at a time (equal strings hash equal; unequal
+    ones almost never do, so a caller that must be exact checks the strings of equal hashes). About half the time
+    of a dictionary encoding of short IDs, which builds a table of every distinct one."""
+    count = len(values)
+    hashes = np.zeros(count, dtype=np.uint64)
+    if count == 0:
+        return hashes
+    values = values.cast(pa.string())
+    offsets = np.frombuffer(values.buffers()[1], dtype=np.int32, count=count + 1, offset=values.offset * 4)
+    low, high = int(offsets[0]), int(offsets[-1])
+    padded = np.zeros(high - low + 8, dtype=np.uint8)  # eight bytes can be read from any start
+    data = values.buffers()[2]
+    if data is not None and high > low:
+        padded[: high - low] = np.frombuffer(data, dtype=np.uint8, count=high - low, offset=low)
+    words = np.ndarray((high - low + 1,), dtype=np.uint64, buffer=padded, strides=(1,))  # a word at every byte
+    starts = (offsets[:-1] - low).astype(np.int64)
+    lengths = np.diff(offsets).astype(np.int64)
+    hashes += lengths.astype(np.uint64) * _MIX
+    longest = int(lengths.max())
+    for at in range(0, longest, 8):
+        word = words[np.minimum(starts + at, high - low)] & _TAIL[np.clip(lengths - at, 0, 8)]  # shorter: 0
+        hashes ^= word
+        hashes *= _MIX
+        hashes ^= hashes >> np.uint64(29)
+    return hashes

@@ -2,8 +2,14 @@
 :mod:`evalkit.measures.run_order`.
 
 Two joins (:data:`SORTED_SHARE` chooses): one sort of lines and judgments together by (query, document ID), or
-dictionary codes of the IDs. Either gives each line an identity (equal for a repeated (query, document) pair), its
-grade and its qrels row; :func:`tie_order` then orders ties by document ID, and :func:`repeated` marks repeats.
+64-bit hashes of the IDs (:func:`~evalkit.data.columns.string_hashes`). Either gives each line an identity (equal
+for a repeated (query, document) pair), its grade and its qrels row; :func:`tie_order` then orders ties by document
+ID, and :func:`repeats` marks repeats. Hashes of unequal IDs almost never clash, and every clash that could change
+a result is caught: a judgment is found only when its ID and query equal the line's, and the caller checks the
+IDs and queries of the lines it finds repeated (:func:`same_documents`); a block with a clash is joined again by
+dictionary codes of the IDs, exactly. On the 10-million-line benchmark run, scoring map, recip_rank, ndcg, Rprec,
+bpref and infAP (one thread, 2026-12-05) took 0.95-1.0 s with hashes against 1.16-1.41 s with codes, which build a
+table of every distinct ID; the values and counts are the same.
 """
 
 from __future__ import annotations
@@ -17,9 +23,18 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from evalkit.data.columns import BoolArray, IntArray, sort_pairs
+from evalkit.data.columns import BoolArray, IntArray, sort_pairs, string_hashes
 
-__all__ = ["SORTED_SHARE", "Judged", "Matched", "join_block", "judged_lines", "repeats", "tie_order"]
+__all__ = [
+    "SORTED_SHARE",
+    "Judged",
+    "Matched",
+    "join_block",
+    "judged_lines",
+    "repeats",
+    "same_documents",
+    "tie_order",
+]
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -45,27 +60,31 @@ class Matched:
     qrels_row: IntArray
     ordered: bool
     needed: BoolArray | None = None
+    hashed: bool = False
+    """Identities made from hashes of the IDs: two lines of one identity may still name two documents, so the
+    caller checks the IDs of the lines it finds repeated (:func:`same_documents`)."""
 
 
 SORTED_SHARE: Final = 4
 """A block is joined by one sort of its lines and judgments by (query, document ID) when it has at least
 1/SORTED_SHARE as many judgments as lines (the cutoff measures' few lines per query: the sort also gives the order of
-ties), and by dictionary codes otherwise (whole rankings: many more lines than judgments, and hashing an ID costs
-less than comparing it in a sort). On the 10-million-line benchmark run (one thread, 2026-12-06) the sort took
-0.77-0.84 s for nDCG@10, recall@10 and P@10 against 0.90-0.96 s by codes, and by codes recip_rank's whole rankings
-took 2.4-2.7 s against 3.2-3.6 s by the sort."""
+ties), and by hashes otherwise (whole rankings: many more lines than judgments, and hashing an ID costs less than
+comparing it in a sort). Chosen when the second join was by dictionary codes, which the hashes replaced: on the
+10-million-line benchmark run (one thread, 2026-12-06) the sort took 0.77-0.84 s for nDCG@10, recall@10 and P@10
+against 0.90-0.96 s by codes, and by codes recip_rank's whole rankings took 2.4-2.7 s against 3.2-3.6 s by the
+sort."""
 
 
-def join_block(row: IntArray, returned: pa.Array, judged: Judged) -> Matched:
+def join_block(row: IntArray, returned: pa.Array, judged: Judged, exact: bool = False) -> Matched:
     """Each returned line's identity, grade and qrels row (see :class:`Matched`), by one of two joins
-    (:data:`SORTED_SHARE`)."""
+    (:data:`SORTED_SHARE`); the second by hashes of the IDs, unless ``exact`` or they clash, then by codes."""
     count = len(row)
     if count == 0:
         empty = np.zeros(0, dtype=np.int64)
         return Matched(empty, empty, empty, True)
     if len(judged.row) * SORTED_SHARE >= count:
         return _match_sorted(row, returned, judged)
-    return _match_codes(row, returned, judged)
+    return (None if exact else _match_hashed(row, returned, judged)) or _match_codes(row, returned, judged)
 
 
 def _match_sorted(row: IntArray, returned: pa.Array, judged: Judged) -> Matched:
@@ -112,6 +131,67 @@ def _match_codes(row: IntArray, returned: pa.Array, judged: Judged) -> Matched:
         grade[lines[hit]] = judged.grades[source]
         qrels_row[lines[hit]] = judged.at[source]
     return Matched(identity, grade, qrels_row, False)
+
+
+_FILTER_BITS: Final = 1 << 20
+"""Bits of the table that tells, by one look-up, the lines whose identity is surely no judgment's (128 KiB)."""
+
+
+def _match_hashed(row: IntArray, returned: pa.Array, judged: Judged) -> Matched | None:
+    """The join by 64-bit hashes of the IDs (:func:`~evalkit.data.columns.string_hashes`): a line's identity mixes
+    its query row into its ID's hash, and a judgment is found by its identity, its ID then compared as a string.
+    None when two judgments of a query share an identity, or a line shares one with a judgment of another ID (the
+    caller then joins by codes, exactly); repeats are checked by the caller (:attr:`Matched.hashed`)."""
+    count = len(row)
+    identity = _mixed(string_hashes(returned), row)
+    keys = _mixed(string_hashes(judged.docs.combine_chunks()), judged.row)
+    order = np.argsort(keys, kind="stable")
+    keys = keys[order]
+    if len(keys) > 1 and (keys[1:] == keys[:-1]).any():
+        return None
+    grade = np.zeros(count, dtype=np.int64)
+    qrels_row = np.full(count, -1, dtype=np.int64)
+    if len(keys):
+        seen = np.zeros(_FILTER_BITS, dtype=bool)
+        seen[keys & (_FILTER_BITS - 1)] = True
+        lines = np.flatnonzero(seen[identity & (_FILTER_BITS - 1)])  # every judged line, and a few others
+        at = np.minimum(np.searchsorted(keys, identity[lines]), len(keys) - 1)
+        hit = keys[at] == identity[lines]
+        lines, source = lines[hit], order[at[hit]]
+        docs = judged.docs.combine_chunks().cast(returned.type)
+        same = pc.equal(returned.take(pa.array(lines)), docs.take(pa.array(source)))
+        if len(lines) and not (pc.all(same).as_py() and (row[lines] == judged.row[source]).all()):
+            return None
+        grade[lines] = judged.grades[source]
+        qrels_row[lines] = judged.at[source]
+    return Matched(identity, grade, qrels_row, False, hashed=True)
+
+
+def _mixed(hashes: npt.NDArray[np.uint64], row: IntArray) -> IntArray:
+    """One int64 identity of a (query row, ID hash) pair."""
+    mixed = hashes ^ (row.astype(np.uint64) * np.uint64(0xC2B2AE3D27D4EB4F))
+    mixed *= np.uint64(0x165667B19E3779F9)
+    mixed ^= mixed >> np.uint64(32)
+    identity: IntArray = mixed.view(np.int64)
+    return identity
+
+
+def same_documents(
+    row: IntArray, docs: pa.Array, permutation: IntArray, identity: IntArray, repeated: BoolArray
+) -> bool:
+    """Whether every position marked ``repeated`` names the same query row and document as the first position of
+    its identity (positions are lines in the order ``permutation``, ``identity`` in that order too): what makes the
+    repeats of a hashed identity exact."""
+    keys = identity[repeated]
+    first = np.flatnonzero(~repeated)
+    firsts = first[np.argsort(identity[first], kind="stable")]
+    at = np.minimum(np.searchsorted(identity[firsts], keys), len(firsts) - 1)
+    if len(firsts) == 0 or (identity[firsts[at]] != keys).any():
+        return False
+    again, before = permutation[np.flatnonzero(repeated)], permutation[firsts[at]]
+    if (row[again] != row[before]).any():
+        return False
+    return bool(pc.all(pc.equal(docs.take(pa.array(again)), docs.take(pa.array(before)))).as_py())
 
 
 def judged_lines(row: IntArray, returned: pa.Array | pa.ChunkedArray, judged: Judged) -> BoolArray:

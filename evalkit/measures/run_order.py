@@ -26,7 +26,7 @@ from evalkit.data.columns import BoolArray, CodeArray, IntArray, lookup
 from evalkit.data.qrels import Qrels
 from evalkit.data.runs import Run
 from evalkit.measures.ranked import Ranked, SpanContext, ideal_arrays
-from evalkit.measures.run_join import Judged, join_block, judged_lines, repeats, tie_order
+from evalkit.measures.run_join import Judged, join_block, judged_lines, repeats, same_documents, tie_order
 
 __all__ = ["BLOCK_LINES", "RankedRun", "Reading", "RunCounts", "grades_by_query", "rank_run"]
 
@@ -222,12 +222,15 @@ def _rank_block(lines: _Lines, starts: IntArray, sizes: IntArray, qrels: Qrels, 
             returned = returned.combine_chunks() if isinstance(returned, pa.ChunkedArray) else returned
         else:
             returned = _take(block, chosen - low)
-        matched = join_block(q, returned, judged)
-        if not (with_ids or context is not None):  # IDs and contexts read every tie's order
-            matched = replace(matched, needed=matched.qrels_row >= 0)
-        permutation = tie_order(q, lines.scores[chosen], returned, matched, lines.descending_ids)
-        identity = matched.identity[permutation]
-        repeated = repeats(identity)
+        for exact in (False, True):
+            matched = join_block(q, returned, judged, exact)
+            if not (with_ids or context is not None):  # IDs and contexts read every tie's order
+                matched = replace(matched, needed=matched.qrels_row >= 0)
+            permutation = tie_order(q, lines.scores[chosen], returned, matched, lines.descending_ids)
+            identity = matched.identity[permutation]
+            repeated = repeats(identity)
+            if not (matched.hashed and repeated.any()) or same_documents(q, returned, permutation, identity, repeated):
+                break  # else two IDs of a query share a hash: join again, exactly
         group_of = np.repeat(np.arange(len(starts)), take)
         if depth is None:
             break
