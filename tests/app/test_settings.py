@@ -104,12 +104,12 @@ def test_the_default_settings_on_another_fixture_say_what_else_fits(
     workspace: Path,  # noqa: F811
 ) -> None:
     base = ("run", "--fixture", TINY, "--runs", "1", "--no-gates", "--ablations", "lexical", "--output", "r.json")
-    code, _, err = run_cli(capsys, *base)
+    code, out, _ = run_cli(capsys, *base)
     assert code == 0
-    assert "default retrieval settings (synthetic-v1) were tuned on synthetic-bilingual-v1; for tiny-bilingual" in err
-    assert "--preset benchmark" in err and "--calibrate" in err
-    code, _, err = run_cli(capsys, *base, "--preset", "synthetic-v1")  # chosen: no note
-    assert code == 0 and "tuned on" not in err
+    assert "default retrieval settings (synthetic-v1) were tuned on synthetic-bilingual-v1; for tiny-bilingual" in out
+    assert "--preset benchmark" in out and "--calibrate" in out
+    code, out, _ = run_cli(capsys, *base, "--preset", "synthetic-v1")  # chosen: no note
+    assert code == 0 and "tuned on" not in out
     assert default_settings_note("synthetic-bilingual-v1") is None
 
 

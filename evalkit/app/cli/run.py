@@ -78,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"retrieval settings: {settings_label} ({format_settings(evaluation.settings)})")
     note = default_settings_note(report.fixture_id)
     if args.preset is None and args.settings is None and calibration is None and note is not None:
-        print(note, file=sys.stderr)
+        print(note)
     if evaluation.calibration is not None:
         print(format_calibration(evaluation.calibration))
     print(outcome.summary())
