@@ -144,7 +144,8 @@ def _match_hashed(row: IntArray, returned: pa.Array, judged: Judged) -> Matched 
     caller then joins by codes, exactly); repeats are checked by the caller (:attr:`Matched.hashed`)."""
     count = len(row)
     identity = _mixed(string_hashes(returned), row)
-    keys = _mixed(string_hashes(judged.docs.combine_chunks()), judged.row)
+    docs = judged.docs.combine_chunks().cast(returned.type)
+    keys = _mixed(string_hashes(docs), judged.row)
     order = np.argsort(keys, kind="stable")
     keys = keys[order]
     if len(keys) > 1 and (keys[1:] == keys[:-1]).any():
@@ -158,7 +159,6 @@ def _match_hashed(row: IntArray, returned: pa.Array, judged: Judged) -> Matched 
         at = np.minimum(np.searchsorted(keys, identity[lines]), len(keys) - 1)
         hit = keys[at] == identity[lines]
         lines, source = lines[hit], order[at[hit]]
-        docs = judged.docs.combine_chunks().cast(returned.type)
         same = pc.equal(returned.take(pa.array(lines)), docs.take(pa.array(source)))
         if len(lines) and not (pc.all(same).as_py() and (row[lines] == judged.row[source]).all()):
             return None
