@@ -10,7 +10,6 @@ import hashlib
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import lru_cache
 from itertools import chain, repeat
 
 import numpy as np
@@ -23,16 +22,13 @@ __all__ = ["hashed_rows"]
 
 _REMEMBERED_DIGESTS = 1 << 18
 """Distinct tokens whose digests :func:`_digests` keeps (a memory bound: past it, new tokens are hashed each time)."""
-
-
-@lru_cache(maxsize=1)
-def _digest_memory() -> dict[str, int]:
-    return {}
+_DIGESTS: dict[str, int] = {}
+"""The digests remembered in this process, by token."""
 
 
 def _digests(terms: Sequence[str]) -> npt.NDArray[np.uint64]:
     """Each term's 64-bit big-endian BLAKE2b digest (of its UTF-8 bytes), remembered per process."""
-    memory = _digest_memory()
+    memory = _DIGESTS
     found: list[int | None] = list(map(memory.get, terms))
     for position in [i for i, value in enumerate(found) if value is None]:
         term = terms[position]

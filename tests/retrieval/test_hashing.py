@@ -64,9 +64,9 @@ def test_rows_do_not_depend_on_remembered_digests(monkeypatch: pytest.MonkeyPatc
     texts = _texts(1, 50)
     first = hashed_rows(texts, 64)
     monkeypatch.setattr(hashing, "_REMEMBERED_DIGESTS", 0)
-    hashing._digest_memory().clear()
+    hashing._DIGESTS.clear()
     assert hashed_rows(texts, 64).tobytes() == first.tobytes()
-    assert not hashing._digest_memory()
+    assert not hashing._DIGESTS
 
 
 @pytest.mark.parametrize(("block", "dense"), [(4096, 1), (7, 3), (5, 5), (64, 256)])
