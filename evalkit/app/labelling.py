@@ -19,14 +19,14 @@ from __future__ import annotations
 import os
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Mapping, Sequence
-from pathlib import Path, PurePosixPath, PureWindowsPath
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Self
 
 import anywidget
 import traitlets
 from pydantic import Field, field_validator, model_validator
 
-from evalkit.app.notebook import NotebookParameters
+from evalkit.app.notebook import NotebookParameters, relative_to_root
 from evalkit.common.output import resolve_output_path
 from evalkit.data.fixture import Fixture, load_fixture
 from evalkit.data.labels import LabelDecision, LabelTask, load_tasks, read_labels, record_label, span_text
@@ -343,13 +343,6 @@ class LabellingWidget(anywidget.AnyWidget):
         self.view = session_view(self.session, apply_action(self.session, content))
 
 
-def _relative(value: str | None) -> str | None:
-    """A documented workspace-relative path; an absolute one would also show up in an executed notebook."""
-    if value is not None and (PurePosixPath(value).is_absolute() or PureWindowsPath(value).anchor):
-        raise ValueError("must be relative to the project root, not an absolute path")
-    return value
-
-
 class LabelParameters(NotebookParameters):
     """Parameters of ``notebooks/label.ipynb``; every path is relative to the project root."""
 
@@ -363,7 +356,7 @@ class LabelParameters(NotebookParameters):
     labels_a: str | None = Field(default=None, description="adjudicate: the first reviewer's label file")
     labels_b: str | None = Field(default=None, description="adjudicate: the second reviewer's label file")
 
-    _paths_relative = field_validator("fixture", "tasks", "labels", "labels_a", "labels_b")(_relative)
+    _paths_relative = field_validator("fixture", "tasks", "labels", "labels_a", "labels_b")(relative_to_root)
 
     @model_validator(mode="after")
     def _inputs_fit_mode(self) -> Self:

@@ -68,6 +68,14 @@ def injected_names(history: Iterable[str]) -> list[str]:
     return list(dict.fromkeys(names))
 
 
+def relative_to_root(value: str | None) -> str | None:
+    """A path parameter as documented, relative to the project root (None passes): an absolute one is refused,
+    since it would also show up in the executed notebook."""
+    if value is not None and (PurePosixPath(value).is_absolute() or PureWindowsPath(value).anchor):
+        raise ValueError("must be relative to the project root, not an absolute path")
+    return value
+
+
 class NotebookParameters(StrictModel):
     """Base of a notebook's parameter model: built from the kernel namespace after papermill's injection.
 
@@ -150,13 +158,7 @@ class AblationParameters(NotebookParameters):
             select_ablations(value)
         return value
 
-    @field_validator("fixture")
-    @classmethod
-    def _relative_fixture(cls, value: str) -> str:
-        # Documented as relative to the project root; an absolute path would also show up in the executed notebook.
-        if PurePosixPath(value).is_absolute() or PureWindowsPath(value).anchor:
-            raise ValueError("must be relative to the project root, not an absolute path")
-        return value
+    _relative_fixture = field_validator("fixture")(relative_to_root)
 
     def has_ablations(self, *ablation_ids: str) -> bool:
         """True when every one of `ablation_ids` was selected (charts that compare them need them all)."""
