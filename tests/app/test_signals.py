@@ -120,6 +120,17 @@ def test_temp_file_left_by_sigkill_is_removed_by_the_next_write(tmp_path: Path) 
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["other.json"]
 
 
+def test_a_folder_is_swept_of_stale_temps_once_per_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    listed: list[object] = []
+    listdir = os.listdir
+    monkeypatch.setattr(os, "listdir", lambda folder: (listed.append(folder), listdir(folder))[1])
+    for name in ("a.json", "b.json", "c.json"):
+        write_atomic(tmp_path / "out" / name, b"{}\n")
+    assert len(listed) == 1  # the first write lists the folder, the others do not
+    write_atomic(tmp_path / "other" / "d.json", b"{}\n")
+    assert len(listed) == 2  # another folder is swept at its first write
+
+
 def test_temp_files_of_running_processes_and_other_names_are_kept(tmp_path: Path) -> None:
     live = tmp_path / f".r.json.evalkit-tmp-{os.getppid()}-0123456789abcdef.tmp"
     own = tmp_path / f".r.json.evalkit-tmp-{os.getpid()}-0123456789abcdef.tmp"
