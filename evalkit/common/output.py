@@ -363,23 +363,23 @@ def _write_into(directory: int, name: str, data: bytes) -> None:
 def write_atomic(path: Path, data: bytes) -> None:
     """Write `data` to `path` atomically through directory file descriptors, leaving nothing partial behind.
 
-        Every folder of `path` is opened with ``O_NOFOLLOW`` relative to its parent's descriptor (from ``/`` for an
-        absolute path, from the working directory for a relative one) and missing folders are created the same way,
-        so a symlink swapped in at any moment is refused rather than followed. The data goes to
-        ``.<name>.evalkit-tmp-<pid>-<token>.tmp`` (``O_CREAT | O_EXCL | O_NOFOLLOW``) in the final folder, is flushed
-        and fsynced, gets mode ``0o644`` and is renamed onto `path` relative to the same descriptor: readers see either
-        the old file or the complete new one. On any failure (also ``KeyboardInterrupt``) the temporary file and the
-        folders this call created are removed and the exception re-raised; OS errors become :class:`OutputWriteError`
-        naming `path`. Stale temporary files of dead evalkit processes in the folder are removed first, at this
+    Every folder of `path` is opened with ``O_NOFOLLOW`` relative to its parent's descriptor (from ``/`` for an
+    absolute path, from the working directory for a relative one) and missing folders are created the same way,
+    so a symlink swapped in at any moment is refused rather than followed. The data goes to
+    ``.<name>.evalkit-tmp-<pid>-<token>.tmp`` (``O_CREAT | O_EXCL | O_NOFOLLOW``) in the final folder, is flushed
+    and fsynced, gets mode ``0o644`` and is renamed onto `path` relative to the same descriptor: readers see either
+    the old file or the complete new one. On any failure (also ``KeyboardInterrupt``) the temporary file and the
+    folders this call created are removed and the exception re-raised; OS errors become :class:`OutputWriteError`
+    naming `path`. Stale temporary files of dead evalkit processes in the folder are removed first, at this
     process's first write into the folder.
 
-        Call :func:`resolve_output_path` first for a user-supplied path: this function refuses symlinked folders
-        but does not apply the workspace rules. A symlink or special file at the target itself is replaced by the
-        rename, never written through.
+    Call :func:`resolve_output_path` first for a user-supplied path: this function refuses symlinked folders
+    but does not apply the workspace rules. A symlink or special file at the target itself is replaced by the
+    rename, never written through.
 
-        Raises:
-            OutputPathError: a folder of `path` is (or became) a symlink or not a directory.
-            OutputWriteError: the file system refused the write (disk full, read-only, permissions).
+    Raises:
+        OutputPathError: a folder of `path` is (or became) a symlink or not a directory.
+        OutputWriteError: the file system refused the write (disk full, read-only, permissions).
     """
     path = Path(path)
     requested = _display(path)
