@@ -76,10 +76,12 @@ def has_refused_given_ids(values: pa.Array) -> bool:
     whitespace, or what :func:`has_bad_ids` finds. Printable ASCII IDs are confirmed from the bytes' range."""
     if len(values) == 0:
         return False
-    if pc.min(pc.binary_length(values)).as_py() == 0 or has_bad_ids(values):
+    if pc.min(pc.binary_length(values)).as_py() == 0:
         return True
-    low, high = byte_range(values)
-    return not (low > 0x20 and high < 0x7F) and bool(pc.any(pc.match_substring_regex(values, _SPACE_RE2)).as_py())
+    low, high = byte_range(values)  # once: printable ASCII holds no control, bidi or space character
+    if low > 0x20 and high < 0x7F:
+        return False
+    return has_bad_ids(values) or bool(pc.any(pc.match_substring_regex(values, _SPACE_RE2)).as_py())
 
 
 def id_problem(value: str, field: str, where: str) -> str | None:
