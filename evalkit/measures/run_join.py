@@ -28,6 +28,7 @@ from evalkit.data.columns import BoolArray, IntArray, sort_pairs, string_hashes
 __all__ = [
     "SORTED_SHARE",
     "Judged",
+    "JudgedProbe",
     "Matched",
     "join_block",
     "judged_lines",
@@ -138,32 +139,20 @@ _FILTER_BITS: Final = 1 << 20
 
 
 def _match_hashed(row: IntArray, returned: pa.Array, judged: Judged) -> Matched | None:
-    """The join by 64-bit hashes of the IDs (:func:`~evalkit.data.columns.string_hashes`): a line's identity mixes
-    its query row into its ID's hash, and a judgment is found by its identity, its ID then compared as a string.
-    None when two judgments of a query share an identity, or a line shares one with a judgment of another ID (the
-    caller then joins by codes, exactly); repeats are checked by the caller (:attr:`Matched.hashed`)."""
-    count = len(row)
-    identity = _mixed(string_hashes(returned), row)
-    docs = judged.docs.combine_chunks().cast(returned.type)
-    keys = _mixed(string_hashes(docs), judged.row)
-    order = np.argsort(keys, kind="stable")
-    keys = keys[order]
-    if len(keys) > 1 and (keys[1:] == keys[:-1]).any():
+    """The join by 64-bit hashes of the IDs (:class:`JudgedProbe`): a line's identity mixes its query row into its
+    ID's hash, and a judgment is found by its identity, its ID then compared as a string. None when two judgments
+    of a query share an identity, or a line shares one with a judgment of another ID (the caller then joins by
+    codes, exactly); repeats are checked by the caller (:attr:`Matched.hashed`)."""
+    probe = JudgedProbe(judged, returned.type)
+    if probe.clash:
         return None
-    grade = np.zeros(count, dtype=np.int64)
-    qrels_row = np.full(count, -1, dtype=np.int64)
-    if len(keys):
-        seen = np.zeros(_FILTER_BITS, dtype=bool)
-        seen[keys & (_FILTER_BITS - 1)] = True
-        lines = np.flatnonzero(seen[identity & (_FILTER_BITS - 1)])  # every judged line, and a few others
-        at = np.minimum(np.searchsorted(keys, identity[lines]), len(keys) - 1)
-        hit = keys[at] == identity[lines]
-        lines, source = lines[hit], order[at[hit]]
-        same = pc.equal(returned.take(pa.array(lines)), docs.take(pa.array(source)))
-        if len(lines) and not (pc.all(same).as_py() and (row[lines] == judged.row[source]).all()):
-            return None
-        grade[lines] = judged.grades[source]
-        qrels_row[lines] = judged.at[source]
+    identity, lines, source, exact = probe.find(row, returned)
+    if not exact.all():
+        return None
+    grade = np.zeros(len(row), dtype=np.int64)
+    qrels_row = np.full(len(row), -1, dtype=np.int64)
+    grade[lines] = judged.grades[source]
+    qrels_row[lines] = judged.at[source]
     return Matched(identity, grade, qrels_row, False, hashed=True)
 
 
@@ -194,9 +183,56 @@ def same_documents(
     return bool(pc.all(pc.equal(docs.take(pa.array(again)), docs.take(pa.array(before)))).as_py())
 
 
+class JudgedProbe:
+    """The judgments of a block made ready to tell, pass after pass, which lines they name: the 64-bit identities
+    of their (query row, ID) pairs (:func:`_mixed`), sorted, and a bit table of them. A line is probed by its own
+    identity (hashing an ID costs less than looking it up in a hash table of strings), and every identity found is
+    checked against the judgment's ID and query, so a clash of hashes never makes a line judged; equal IDs hash
+    equal, so no judged line is missed. When two judgments share an identity the probe looks IDs up in a hash
+    table of the judged IDs instead (:func:`_judged_by_codes`), exactly."""
+
+    def __init__(self, judged: Judged, id_type: pa.DataType) -> None:
+        self.judged = judged
+        self.docs = judged.docs.combine_chunks().cast(id_type)
+        keys = _mixed(string_hashes(self.docs), judged.row)
+        self.order = np.argsort(keys)  # equal keys are a clash: their order never matters
+        self.keys = keys[self.order]
+        self.clash = bool(len(self.keys) > 1 and (self.keys[1:] == self.keys[:-1]).any())
+        self.seen = np.zeros(_FILTER_BITS, dtype=bool)
+        self.seen[self.keys & (_FILTER_BITS - 1)] = True
+
+    def find(self, row: IntArray, returned: pa.Array) -> tuple[IntArray, IntArray, IntArray, BoolArray]:
+        """Each line's identity; the lines whose identity is a judgment's, that judgment's position, and whether
+        its ID and query are the line's (False only where hashes clash)."""
+        identity = _mixed(string_hashes(returned), row)
+        lines = np.flatnonzero(self.seen[identity & (_FILTER_BITS - 1)])  # every judged line, and a few others
+        at = np.minimum(np.searchsorted(self.keys, identity[lines]), max(len(self.keys) - 1, 0))
+        hit = self.keys[at] == identity[lines] if len(self.keys) else np.zeros(len(lines), dtype=bool)
+        lines, source = lines[hit], self.order[at[hit]]
+        same = pc.equal(returned.take(pa.array(lines)), self.docs.take(pa.array(source)))
+        exact = np.asarray(same.to_numpy(zero_copy_only=False), dtype=bool) & (row[lines] == self.judged.row[source])
+        return identity, lines, source, exact
+
+    def lines(self, row: IntArray, returned: pa.Array | pa.ChunkedArray) -> BoolArray:
+        """Per returned line (``row``: its query row), whether its query's judgments name its document."""
+        if self.clash:
+            return _judged_by_codes(row, returned, self.judged)
+        keep = np.zeros(len(row), dtype=bool)
+        if len(row) and len(self.keys):
+            returned = returned.combine_chunks() if isinstance(returned, pa.ChunkedArray) else returned
+            _, lines, _, exact = self.find(row, returned)
+            keep[lines[exact]] = True
+        return keep
+
+
 def judged_lines(row: IntArray, returned: pa.Array | pa.ChunkedArray, judged: Judged) -> BoolArray:
-    """Per returned line, whether its query's judgments name its document: each line's ID is looked up in a hash
-    table of the block's judged IDs only (small, so the probe is cheap), then matched by (query row, code)."""
+    """Per returned line, whether its query's judgments name its document (one probe: :class:`JudgedProbe`)."""
+    return JudgedProbe(judged, returned.type).lines(row, returned)
+
+
+def _judged_by_codes(row: IntArray, returned: pa.Array | pa.ChunkedArray, judged: Judged) -> BoolArray:
+    """:func:`judged_lines` by codes: each line's ID is looked up in a hash table of the block's judged IDs, then
+    matched by (query row, code)."""
     keep = np.zeros(len(row), dtype=bool)
     if len(row) == 0 or len(judged.row) == 0:
         return keep

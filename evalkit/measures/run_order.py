@@ -26,7 +26,15 @@ from evalkit.data.columns import BoolArray, CodeArray, IntArray, lookup
 from evalkit.data.qrels import Qrels
 from evalkit.data.runs import Run
 from evalkit.measures.ranked import Ranked, SpanContext, ideal_arrays
-from evalkit.measures.run_join import Judged, join_block, judged_lines, repeats, same_documents, tie_order
+from evalkit.measures.run_join import (
+    Judged,
+    JudgedProbe,
+    join_block,
+    judged_lines,
+    repeats,
+    same_documents,
+    tie_order,
+)
 
 __all__ = ["BLOCK_LINES", "RankedRun", "Reading", "RunCounts", "grades_by_query", "rank_run"]
 
@@ -92,10 +100,14 @@ def _prefix(starts: IntArray, sizes: IntArray, scores: FloatArray, want: IntArra
             break
         last = last + grow
         take = take + grow
-    total = int(take.sum())
-    offsets = np.repeat(starts - np.concatenate(([0], np.cumsum(take)[:-1])), take)
-    positions: IntArray = offsets + np.arange(total, dtype=np.int64)
-    return take, positions
+    return take, _ranges(starts, take)
+
+
+def _ranges(begin: IntArray, length: IntArray) -> IntArray:
+    """The positions of the ranges ``[begin, begin + length)``, one after the other."""
+    offsets = np.repeat(begin - np.concatenate(([0], np.cumsum(length)[:-1])), length)
+    positions: IntArray = offsets + np.arange(int(length.sum()), dtype=np.int64)
+    return positions
 
 
 def _take(column: pa.ChunkedArray, positions: IntArray) -> pa.Array:
@@ -115,6 +127,9 @@ def _take(column: pa.ChunkedArray, positions: IntArray) -> pa.Array:
         return pa.concat_arrays(parts) if parts else pa.array([], type=column.type)
     return column.take(pa.array(positions)).combine_chunks()
 
+
+FIRST_PROBE: Final = 10
+""":func:`_relevant_reach` probes at least this many lines of each query first, then twice as many, and so on."""
 
 BLOCK_LINES: Final = 1 << 17
 """Query groups are ordered, deduplicated and joined this many lines at a time, which bounds the memory of scoring
@@ -273,9 +288,11 @@ def _relevant_reach(
 ) -> IntArray:
     """Per group, how many of its first lines reach its first document of grade >= each of ``levels`` (the deepest
     of them; 0 when it has none): line IDs are probed in a small table of the block's relevant IDs
-    (:func:`judged_lines`), first the lines within ``depth`` (widened through the tie there), then every line of
-    the groups with no hit among those; the lines stay in score order, so a group's first hit is its first relevant
-    line. Most queries of a good run have a relevant document near the top, so most lines are never probed."""
+    (:func:`judged_lines`), first each group's first ``depth`` lines (at least :data:`FIRST_PROBE`), then, for the
+    groups with no hit yet, the next lines up to twice as deep, and so on; the lines stay in score order, so a
+    group's first hit is its first relevant line. Most queries of a good run have a relevant document near the top,
+    so most lines are never probed, and a query whose first relevant document lies at rank r has about 2r of its
+    lines probed, not all of them."""
     reach = np.zeros(len(starts), dtype=np.int64)
     for level in levels:
         relevant = judged.grades >= level
@@ -284,19 +301,24 @@ def _relevant_reach(
         table = Judged(
             judged.row[relevant], judged.docs.filter(pa.array(relevant)), judged.grades[relevant], judged.at[relevant]
         )
+        probe = JudgedProbe(table, block.type)
         groups = np.arange(len(starts))
-        for want in (np.minimum(sizes, depth), sizes):
-            take, read = _prefix(starts[groups], sizes[groups], lines.scores, want[groups])
-            hit = np.flatnonzero(judged_lines(lines.rows(read), _take(block, read - low), table))
-            group_of = groups[np.repeat(np.arange(len(groups)), take)[hit]]
+        probed = np.zeros(len(starts), dtype=np.int64)  # per group, how many of its first lines were probed
+        limit = max(depth, FIRST_PROBE)
+        while len(groups):
+            upto = np.minimum(sizes[groups], limit)
+            length = upto - probed[groups]
+            read = _ranges(starts[groups] + probed[groups], length)
+            hit = np.flatnonzero(probe.lines(lines.rows(read), _take(block, read - low)))
+            group_of = groups[np.repeat(np.arange(len(groups)), length)[hit]]
             first = np.concatenate(([True], group_of[1:] != group_of[:-1])) if len(hit) else np.zeros(0, dtype=bool)
             at = group_of[first]
             reach[at] = np.maximum(reach[at], read[hit[first]] - starts[at] + 1)
+            probed[groups] = upto
             found = np.zeros(len(starts), dtype=bool)
             found[at] = True
-            groups = groups[~found[groups] & (take < sizes[groups])]  # no hit yet, and lines left to probe
-            if len(groups) == 0:
-                break
+            groups = groups[~found[groups] & (upto < sizes[groups])]  # no hit yet, and lines left to probe
+            limit *= 2
     return reach
 
 

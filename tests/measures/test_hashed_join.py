@@ -137,3 +137,70 @@ def test_each_clash_is_caught_and_joined_exactly(
         monkeypatch.setattr(run_join, "_mixed", lambda hashes, row: hashes.view(np.int64))
     assert _scores(JUDGED, rankings) == expected
     assert calls  # the clash was caught
+
+
+def _probe_case(
+    judgments: dict[str, dict[str, int]], rankings: dict[str, list[str]]
+) -> tuple[npt.NDArray[np.int64], pa.Array, run_join.Judged, list[bool]]:
+    """A block's lines and judgments as the probe reads them (query rows by sorted query name), and per line
+    whether its query's judgments name its document, told by Python's dicts."""
+    names = sorted({*judgments, *rankings})
+    judged_pairs = [
+        (names.index(q), doc, grade) for q, docs in sorted(judgments.items()) for doc, grade in docs.items()
+    ]
+    judged = run_join.Judged(
+        np.array([row for row, _, _ in judged_pairs], dtype=np.int64),
+        pa.chunked_array([pa.array([doc for _, doc, _ in judged_pairs], type=pa.string())]),
+        np.array([grade for _, _, grade in judged_pairs], dtype=np.int64),
+        np.arange(len(judged_pairs), dtype=np.int64),
+    )
+    lines = [(names.index(q), doc) for q, docs in rankings.items() for doc in docs]
+    row = np.array([r for r, _ in lines], dtype=np.int64)
+    truth = [doc in judgments.get(names[r], {}) for r, doc in lines]
+    return row, pa.array([doc for _, doc in lines], type=pa.string()), judged, truth
+
+
+@pytest.mark.parametrize(
+    "clash",
+    [
+        pytest.param(None, id="no clash"),
+        pytest.param(lambda values: np.zeros(len(values), dtype=np.uint64), id="every ID one hash"),
+        pytest.param(lambda values: np.asarray(string_hashes(values)) & np.uint64(3), id="four hashes"),
+    ],
+)
+@pytest.mark.parametrize("rows_apart", [False, True])
+def test_the_probe_finds_the_judged_lines(
+    monkeypatch: pytest.MonkeyPatch, clash: Hashes | None, rows_apart: bool
+) -> None:
+    judgments, rankings = _case(3)
+    row, returned, judged, truth = _probe_case(judgments, {q: [d for d, _ in pairs] for q, pairs in rankings.items()})
+    if clash is not None:
+        monkeypatch.setattr(run_join, "string_hashes", clash)
+    if rows_apart:  # the query row left out of the identity: one ID judged in two queries clashes
+        monkeypatch.setattr(run_join, "_mixed", lambda hashes, row: hashes.view(np.int64))
+    assert any(truth) and not all(truth)
+    assert run_join.judged_lines(row, returned, judged).tolist() == truth
+    assert (
+        run_join.judged_lines(row, pa.chunked_array([returned.slice(0, 7), returned.slice(7)]), judged).tolist()
+        == truth
+    )
+
+
+@pytest.mark.parametrize(
+    ("rankings", "alike", "rows_apart"),
+    [
+        pytest.param({"q1": ["x", "a", "y"]}, ("x", "a"), False, id="a line and a judgment"),
+        pytest.param({"q1": ["c"], "q2": ["a", "c"]}, (), True, id="a judgment of another query"),
+    ],
+)
+def test_a_line_that_shares_a_judgments_hash_is_not_judged(
+    monkeypatch: pytest.MonkeyPatch, rankings: dict[str, list[str]], alike: tuple[str, ...], rows_apart: bool
+) -> None:
+    row, returned, judged, truth = _probe_case(JUDGED, rankings)
+    monkeypatch.setattr(run_join, "string_hashes", _alike(*alike))
+    if rows_apart:
+        monkeypatch.setattr(run_join, "_mixed", lambda hashes, row: hashes.view(np.int64))
+    probe = run_join.JudgedProbe(judged, returned.type)
+    assert not probe.clash  # the probe itself, not the codes, tells the lines apart
+    assert probe.lines(row, returned).tolist() == truth
+    assert truth.count(False) >= 1
