@@ -338,8 +338,9 @@ def _temp_name(name: str) -> str:
     return f".{stem}{TEMP_MARKER}{os.getpid()}-{secrets.token_hex(8)}.tmp"
 
 
-def _write_into(directory: int, name: str, data: bytes) -> None:
-    """Write a new temporary file in `directory` (never following a symlink) and rename it onto `name`."""
+def _write_into(directory: int, name: str, data: bytes, durable: bool) -> None:
+    """Write a new temporary file in `directory` (never following a symlink) and rename it onto `name`; with
+    `durable`, fsync the file before the rename and the folder after it."""
     temp = _temp_name(name)
     fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=directory)
     try:
@@ -347,7 +348,8 @@ def _write_into(directory: int, name: str, data: bytes) -> None:
             view = memoryview(data)
             while view:
                 view = view[os.write(fd, view) :]
-            os.fsync(fd)
+            if durable:
+                os.fsync(fd)
             os.fchmod(fd, _FILE_MODE)
         finally:
             os.close(fd)
@@ -356,11 +358,12 @@ def _write_into(directory: int, name: str, data: bytes) -> None:
         with contextlib.suppress(OSError):
             os.unlink(temp, dir_fd=directory)
         raise
-    with contextlib.suppress(OSError):
-        os.fsync(directory)  # best effort: the rename survives a crash (not all systems allow it)
+    if durable:
+        with contextlib.suppress(OSError):
+            os.fsync(directory)  # best effort: the rename survives a crash (not all systems allow it)
 
 
-def write_atomic(path: Path, data: bytes) -> None:
+def write_atomic(path: Path, data: bytes, durable: bool = True) -> None:
     """Write `data` to `path` atomically through directory file descriptors, leaving nothing partial behind.
 
     Every folder of `path` is opened with ``O_NOFOLLOW`` relative to its parent's descriptor (from ``/`` for an
@@ -372,6 +375,11 @@ def write_atomic(path: Path, data: bytes) -> None:
     folders this call created are removed and the exception re-raised; OS errors become :class:`OutputWriteError`
     naming `path`. Stale temporary files of dead evalkit processes in the folder are removed first, at this
     process's first write into the folder.
+
+    ``durable=False`` leaves out the two fsyncs (of the file and of the folder): the write is as atomic for other
+    processes and under interruption, but a power cut or a crash of the system may leave the old file, none, or
+    an empty or truncated one. Only for files that are checked when read and can be made again (the embedding
+    cache's entries): two fsyncs cost about 4 ms, which each new query's cache entry paid inside a timed search.
 
     Call :func:`resolve_output_path` first for a user-supplied path: this function refuses symlinked folders
     but does not apply the workspace rules. A symlink or special file at the target itself is replaced by the
@@ -388,7 +396,7 @@ def write_atomic(path: Path, data: bytes) -> None:
     try:
         walk.open(path.parent)
         _remove_stale_temps(walk.fd)
-        _write_into(walk.fd, path.name, data)
+        _write_into(walk.fd, path.name, data, durable)
         done = True
     except OutputPathError:
         raise

@@ -150,7 +150,9 @@ class EmbeddingCache:
         _real_directory(path.parent)
         buffer = io.BytesIO()
         np.save(buffer, _packed(matrix), allow_pickle=False)
-        write_atomic(path, buffer.getvalue())  # creates missing folders, never through a symlink
+        # creates missing folders, never through a symlink; not fsynced: an entry is checked when read, and made
+        # again when a crash of the system left it empty or cut short
+        write_atomic(path, buffer.getvalue(), durable=False)
 
 
 REMEMBERED_ROWS = 65_536

@@ -460,3 +460,18 @@ def test_input_overwrite_allows_another_file(workspace: Path) -> None:
     (workspace / "copy.json").write_text("{}", encoding="utf-8")
     refuse_input_overwrite(workspace / "copy.json", [workspace / "in.json", workspace / "absent.json"], "copy.json")
     refuse_input_overwrite(workspace / "new.json", [workspace / "in.json", workspace], "new.json")
+
+
+@pytest.mark.parametrize(("durable", "fsyncs"), [(True, 2), (False, 0)])
+def test_a_durable_write_fsyncs_the_file_and_the_folder_and_a_plain_one_neither(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch, durable: bool, fsyncs: int
+) -> None:
+    calls: list[int] = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (calls.append(fd), real_fsync(fd))[1])
+    target = workspace / "sub" / "entry.npy"
+    write_atomic(target, b"one", durable=durable)
+    write_atomic(target, b"two", durable=durable)
+    assert target.read_bytes() == b"two"
+    assert len(calls) == 2 * fsyncs
+    assert [p.name for p in target.parent.iterdir()] == ["entry.npy"]  # no temporary file left either way
