@@ -2,8 +2,9 @@
 
 :class:`LabellingSession` holds the state without a browser: the pairs, this reviewer's decisions (read from their own
 label file only, so a reviewer never sees another's labels), the pair shown, the spans marked on it, skip and back,
-and progress per language. :meth:`LabellingSession.record` writes each decision at once, atomically, with
-:func:`evalkit.data.labels.record_label`; a session opened again resumes at the first undecided pair. In adjudication
+and progress per language. :meth:`LabellingSession.record` writes each decision at once, atomically, through a
+:class:`evalkit.data.labels.LabelFile` (which keeps the file's decisions, so that the 10,000th decision is saved as
+fast as the first); a session opened again resumes at the first undecided pair. In adjudication
 the pairs are the two reviewers' disagreements, shown with both grades and spans, and the adjudicator's decisions go
 to a third file.
 
@@ -16,8 +17,8 @@ browser and one character here).
 
 from __future__ import annotations
 
-import os
 from bisect import bisect_left, bisect_right
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Self
@@ -29,7 +30,7 @@ from pydantic import Field, field_validator, model_validator
 from evalkit.app.notebook import NotebookParameters, relative_to_root
 from evalkit.common.output import resolve_output_path
 from evalkit.data.fixture import Fixture, load_fixture
-from evalkit.data.labels import LabelDecision, LabelTask, load_tasks, read_labels, record_label, span_text
+from evalkit.data.labels import LabelDecision, LabelFile, LabelTask, load_tasks, read_labels, span_text
 from evalkit.data.schema import LANGUAGES, Identifier
 
 if TYPE_CHECKING:
@@ -86,7 +87,8 @@ class LabellingSession:
         self.fixture = fixture
         self.compare = dict(compare or {})
         self.mode: Mode = "adjudicate" if compare is not None else "label"
-        own = read_labels(labels_path, fixture) if os.path.lexists(labels_path) else ()
+        self._file = LabelFile(labels_path, fixture)
+        own = list(self._file.decisions.values())
         others = sorted({d.reviewer for d in own} - {reviewer})
         if others:
             raise ValueError(
@@ -94,6 +96,9 @@ class LabellingSession:
                 f"their own (reviewer {reviewer!r})"
             )
         self.decisions: dict[PairKey, LabelDecision] = {(d.query_id, d.chunk_id): d for d in own}
+        self._language = {self.key(t): t.language for t in self.tasks}  # the pairs asked about, each once
+        self._pairs = Counter(self._language.values())
+        self._done = Counter(self._language[k] for k in self.decisions if k in self._language)
         self._history: list[int] = []
         self.index: int | None = self.first_undecided()
         self.spans: tuple[tuple[int, int], ...] = self._recorded_spans()
@@ -200,20 +205,20 @@ class LabellingSession:
             reviewer=self.reviewer,
             note=note or None,
         )
-        record_label(self.labels_path, decision, self.fixture)
+        self._file.record(decision)
+        if self.key(task) not in self.decisions:
+            self._done[task.language] += 1
         self.decisions[self.key(task)] = decision
         self._go(self.first_undecided(self.index if self.index is not None else -1))
         return decision
 
     def progress(self) -> tuple[tuple[str, int, int], ...]:
         """``(language, done, to do)`` for each language with pairs, then ``("all", done, to do)``."""
-        rows = []
-        for language in (*LANGUAGES, "all"):
-            tasks = [t for t in self.tasks if language in ("all", t.language)]
-            if tasks or language == "all":
-                done = sum(self.key(t) in self.decisions for t in tasks)
-                rows.append((language, done, len(tasks) - done))
-        return tuple(rows)
+        rows = [
+            (language, self._done[language], self._pairs[language] - self._done[language]) for language in LANGUAGES
+        ]
+        done = sum(self._done.values())
+        return (*(row for row in rows if sum(row[1:])), ("all", done, len(self._language) - done))
 
 
 def adjudication_tasks(fixture: Fixture, found: Iterable[Disagreement]) -> tuple[LabelTask, ...]:

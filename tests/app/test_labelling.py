@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 import evalkit.app.labelling as labelling
+import evalkit.data.labels as label_files
 from evalkit.app.headless import declared_parameters
 from evalkit.app.labelling import (
     LabellingSession,
@@ -180,6 +181,11 @@ def test_progress_is_counted_per_language(tmp_path: Path, fixture: Fixture, task
         session.record(0)
     assert session.progress() == (("en", 4, 0), ("zh", 1, 2), ("all", 5, 2))
     assert session_view(session)["progress"][1] == {"language": "zh", "done": 1, "to_do": 2}
+    session.back()
+    session.record(0)  # a pair decided again is counted once
+    assert session.progress() == (("en", 4, 0), ("zh", 1, 2), ("all", 5, 2))
+    only_zh = session_of(tuple(t for t in tasks if t.language == "zh"), tmp_path / "ana.jsonl", fixture)
+    assert only_zh.progress() == (("zh", 1, 2), ("all", 1, 2))  # the file's English decisions are not these pairs
 
 
 def test_skip_and_back(tmp_path: Path, fixture: Fixture, tasks: tuple[LabelTask, ...]) -> None:
@@ -222,15 +228,15 @@ def test_labelling_reads_no_other_file(
     tmp_path: Path, fixture: Fixture, tasks: tuple[LabelTask, ...], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     read: list[Path] = []
-    real = labelling.read_labels
+    real = label_files.read_labels
 
-    def spy(path: Path, fixture: Fixture) -> tuple[LabelDecision, ...]:
+    def spy(path: Path, fixture: Fixture, max_bytes: int) -> tuple[LabelDecision, ...]:
         read.append(Path(path))
-        return real(path, fixture)
+        return real(path, fixture, max_bytes)
 
     other = tmp_path / "bo.jsonl"
     session_of(tasks, other, fixture, reviewer="bo").record(0)
-    monkeypatch.setattr(labelling, "read_labels", spy)
+    monkeypatch.setattr(label_files, "read_labels", spy)
     session = session_of(tasks, tmp_path / "ana.jsonl", fixture)
     session.record(0)
     session_of(tasks, tmp_path / "ana.jsonl", fixture)

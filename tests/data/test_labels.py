@@ -13,9 +13,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
+import evalkit.data.labels as labels_module
 from evalkit.data.fixture import Fixture, LoadedFixture
 from evalkit.data.labels import (
     LabelDecision,
+    LabelFile,
     LabelFileError,
     LabelTask,
     labels_jsonl,
@@ -295,3 +297,41 @@ def test_any_line_is_read_or_refused_with_its_line_number(tiny: LoadedFixture, l
             read_labels(path, tiny.fixture)
         except LabelFileError as exc:
             assert all(p.startswith(("a.jsonl line ", "a.jsonl: ")) for p in exc.problems), exc.problems
+
+
+def test_a_label_file_saves_decision_after_decision_without_reading_itself_again(
+    tmp_path: Path, fixture: Fixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "ana.jsonl"
+    _write(path, EN)
+    reads: list[Path] = []
+    real = labels_module.read_labels
+    monkeypatch.setattr(labels_module, "read_labels", lambda *args: (reads.append(args[0]), real(*args))[1])
+    labels = LabelFile(path, fixture)
+    second = LabelDecision.model_validate_json(json.dumps(ZH))
+    changed = LabelDecision.model_validate_json(json.dumps({**EN, "grade": 1}))
+    labels.record(second)
+    labels.record(changed)
+    assert reads == [path]  # read when opened only
+    assert path.read_bytes() == labels_jsonl((changed, second))  # a pair decided again keeps its place
+    assert list(labels.decisions.values()) == [changed, second]
+
+
+def test_a_label_file_written_by_another_process_is_read_again_before_the_next_decision(
+    tmp_path: Path, fixture: Fixture
+) -> None:
+    path = tmp_path / "ana.jsonl"
+    mine, theirs = LabelFile(path, fixture), LabelFile(path, fixture)
+    mine.record(LabelDecision.model_validate_json(json.dumps(EN)))
+    theirs.record(LabelDecision.model_validate_json(json.dumps(ZH)))  # theirs read the file again: EN is kept
+    no_answer = LabelDecision(query_id="q-en-004", chunk_id=None, grade=0, reviewer="ana")
+    mine.record(no_answer)  # mine reads again: ZH is kept
+    assert [d.key for d in read_labels(path, fixture)] == [
+        ("q-en-001", "en-trash-01"),
+        ("q-zh-001", "zh-export-02"),
+        ("q-en-004", None),
+    ]
+    path.write_text("not json\n", encoding="utf-8")  # changed by hand into something invalid: refused, not overwritten
+    with pytest.raises(LabelFileError, match="line 1"):
+        mine.record(LabelDecision.model_validate_json(json.dumps({**EN, "grade": 2})))
+    assert path.read_text(encoding="utf-8") == "not json\n"
