@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import stat
 from collections import Counter
 from collections.abc import Iterator, Sequence
@@ -323,13 +324,29 @@ LEAN_CHARACTERS: Final = 16 * 1024**2
 floats would hold about a gigabyte while it is checked); below it, speed comes first."""
 
 
+_LONG_NUMBER: Final = re.compile(r"(?<![.0-9])[0-9]{20}|[0-9][eE][+-]?[0-9]{3,}(?![0-9A-Za-z_.])")
+"""What :func:`may_hold_long_number` looks for, as a pattern (ASCII classes, as the byte scan's)."""
+SCAN_CHARACTERS: Final = 4096
+""":func:`may_hold_long_number` searches a shorter text with :data:`_LONG_NUMBER` (about 7 us for a 130-character
+line, against 130 us for the byte scan's fixed cost) and scans a longer one's bytes (0.16 s for a 9 MB report,
+against 0.53 s for the pattern; 2026-12-06)."""
+
+
 def may_hold_long_number(text: str) -> bool:
-    """Whether JSON text may hold a number too large to take, by one vectorised scan of its bytes: a float past
-    1.8e308 has an exponent of three digits or an integer part of more than 200 digits, and an integer refused has
-    more than :data:`MAX_NUMBER_DIGITS`. So: a run of 20 digits not after a point (a fraction's digits never
-    overflow), or a run of three digits after ``e``/``E`` (and a sign) after a digit, followed by neither a letter,
-    a digit nor a point (so a hash's hex such as ``8e466a`` does not count). A match inside a string costs only
-    speed."""
+    """Whether JSON text may hold a number too large to take: a float past 1.8e308 has an exponent of three digits
+    or an integer part of more than 200 digits, and an integer refused has more than :data:`MAX_NUMBER_DIGITS`.
+    So: a run of 20 digits not after a point (a fraction's digits never overflow), or a run of three digits after
+    ``e``/``E`` (and a sign) after a digit, followed by neither a letter, a digit nor a point (so a hash's hex such
+    as ``8e466a`` does not count). A match inside a string costs only speed. A text shorter than
+    :data:`SCAN_CHARACTERS` (a line of JSON lines) is searched with a pattern, a longer one by one vectorised scan of
+    its bytes (:func:`_scanned_bytes_may_hold_long_number`): the same answer, each where it is faster."""
+    if len(text) < SCAN_CHARACTERS:
+        return _LONG_NUMBER.search(text) is not None
+    return _scanned_bytes_may_hold_long_number(text)
+
+
+def _scanned_bytes_may_hold_long_number(text: str) -> bool:
+    """:func:`may_hold_long_number` by one vectorised scan of the text's UTF-8 bytes."""
     data = np.frombuffer(text.encode("utf-8", "surrogatepass"), dtype=np.uint8)
     digit = np.concatenate(([False], _DIGIT_BYTES[data], [False])).view(np.int8)
     edges = np.flatnonzero(np.diff(digit))  # run starts and ends (exclusive), alternating

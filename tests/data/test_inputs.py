@@ -382,3 +382,15 @@ def test_a_huge_field_name_is_not_echoed_whole(tmp_path: Path) -> None:
         load_fixture(tmp_path)
     assert len(str(info.value)) < 2_000
     assert "1000000 characters" in str(info.value)
+
+
+NUMBER_TEXT = st.text(alphabet="0123456789eE+-.a_x \"[]{},:文", max_size=80)
+
+
+@given(st.lists(NUMBER_TEXT, max_size=4), st.integers(0, 25), st.sampled_from(["", ".", "e", "1e", "1E-", "x"]))
+def test_the_pattern_and_the_byte_scan_find_the_same_long_numbers(parts: list[str], digits: int, before: str) -> None:
+    text = before + "7" * digits + "".join(parts)  # runs of up to 25 digits after a point, an exponent or a letter
+    expected = inputs._scanned_bytes_may_hold_long_number(text)
+    assert (inputs._LONG_NUMBER.search(text) is not None) == expected
+    padded = text + " " * inputs.SCAN_CHARACTERS  # long enough for the byte scan, found the same
+    assert inputs.may_hold_long_number(padded) == expected == inputs.may_hold_long_number(text)
