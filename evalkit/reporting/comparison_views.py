@@ -54,8 +54,8 @@ def format_comparison(comparison: Comparison) -> str:
             marks.append(f"* {row.label()}: {row.disagreement}")
     lines.append(
         f"{comparison.family_size} gated comparisons ({', '.join(comparison.gate_measures) or 'none'} x ablations x "
-        f"all, en, zh): Holm over their one-sided p (p worse); {comparison.exploratory_family_size} exploratory "
-        "comparisons: Holm over their two-sided p. p is two-sided."
+        f"{_gated_slices(comparison.rows)}): Holm over their one-sided p (p worse); "
+        f"{comparison.exploratory_family_size} exploratory comparisons: Holm over their two-sided p. p is two-sided."
     )
     lines.append(
         f"MDE: drop a one-sided test at alpha {comparison.alpha:g} / {comparison.family_size} detects with 80% "
@@ -131,7 +131,8 @@ def format_pairwise(comparison: PairwiseComparison) -> str:
         )
     lines.append(
         f"{len(comparison.systems)} systems, every later one against every earlier one: {comparison.family_size} "
-        f"gated comparisons ({', '.join(comparison.gate_measures) or 'none'} x pairs x ablations x all, en, zh), "
+        f"gated comparisons ({', '.join(comparison.gate_measures) or 'none'} x pairs x ablations x "
+        f"{_gated_slices(comparison.rows)}), "
         f"Holm over their one-sided p (Holm p, the gate's) and two-sided p (Holm p2, told apart?); "
         f"{comparison.exploratory_family_size} exploratory comparisons: Holm over their two-sided p"
     )
@@ -366,3 +367,8 @@ def comparison_json(comparison: Comparison | PairwiseComparison) -> bytes:
 def parse_comparison(text: str | bytes) -> Comparison:
     """Load a comparison of two reports written by :func:`comparison_json` (of more: ``PairwiseComparison``)."""
     return Comparison.model_validate_json(text)
+
+
+def _gated_slices(rows: Sequence[ComparisonRow | PairRow]) -> str:
+    """The slices the gated rows cover, in slice order (a fixture of one language has no rows of the other)."""
+    return ", ".join(name for name in SLICES if any(r.gated and r.slice == name for r in rows)) or "no slice"

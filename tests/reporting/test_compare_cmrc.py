@@ -10,6 +10,7 @@ import pytest
 from evalkit.data.fixture import AliasTable, LoadedFixture
 from evalkit.reporting.build import build_report
 from evalkit.reporting.comparison import compare_reports
+from evalkit.reporting.comparison_views import format_comparison
 from evalkit.reporting.regression import find_regressions
 from evalkit.runs.ablations import select_ablations
 from evalkit.runs.evaluation import evaluate
@@ -55,3 +56,23 @@ def test_a_hybrid_tilted_to_the_dense_side_fails_the_gate_on_the_cmrc_trial(tmp_
     failed = {(row.ablation, row.measure, row.slice) for row in verdict.regressions}
     assert ("usem3-hybrid", "ndcg@10", "zh") in failed, verdict.describe()
     assert not verdict.passed
+
+
+@needs_cmrc
+def test_a_one_language_fixture_names_only_its_slices(tmp_path: Path) -> None:
+    config = BenchmarkConfig(
+        data_dir=str(DATA),
+        settings=["cmrc/paragraph"],
+        ablations=["lexical"],
+        held_out_fraction=0.2,
+        seed=0,
+        max_articles=30,
+        runs=1,
+    )
+    loaded = LoadedFixture(
+        fixture=build_setting_fixture(parse_setting("cmrc/paragraph"), config, Path("/")), aliases=AliasTable()
+    )
+    report = build_report(evaluate(loaded, select_ablations(["lexical"]), BENCHMARK_RETRIEVAL, runs=1))
+    comparison = compare_reports(report, report)
+    assert {row.slice for row in comparison.rows} == {"all", "zh"}
+    assert "(ndcg@10, recall@10 x ablations x all, zh)" in format_comparison(comparison)
