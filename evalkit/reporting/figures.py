@@ -30,22 +30,26 @@ FIGURE_RC: Any = {"svg.hashsalt": SVG_HASH_SALT, "svg.fonttype": "path", "font.f
 
 
 def plot_language_metrics(report: Report, measures: Sequence[str] = CHART_MEASURES) -> Figure:
-    """Grouped bars per measure: one group per ablation, en beside zh."""
+    """Grouped bars per measure: one group per ablation, en beside zh (one bar a group when the fixture's queries
+    are of one language)."""
     frame = language_metrics_frame(report, measures)
     ablations = list(report.ablations)
+    languages = [language for language in LANGUAGE_COLORS if (frame.language == language).any()] or ["en", "zh"]
+    width = 0.8 / len(languages)
+    offsets = [width * (i - (len(languages) - 1) / 2) for i in range(len(languages))]
     with matplotlib.rc_context(FIGURE_RC):
         figure = Figure(figsize=(3.2 * len(measures), 4.2), layout="constrained")
         axes = figure.subplots(1, len(measures), sharey=True, squeeze=False)[0]
         positions = np.arange(len(ablations))
         for axis, measure in zip(axes, measures, strict=True):
-            for offset, language in ((-0.2, "en"), (0.2, "zh")):
+            for offset, language in zip(offsets, languages, strict=True):
                 rows = frame[(frame.measure == measure) & (frame.language == language)].set_index("ablation")
                 values = [float(rows.value.get(a, np.nan)) for a in ablations]
                 errors = _interval_errors(report, ablations, language, measure, values)
                 axis.bar(
                     positions + offset,
                     values,
-                    width=0.4,
+                    width=width,
                     label=language,
                     color=LANGUAGE_COLORS[language],
                     yerr=errors,
@@ -103,7 +107,8 @@ def per_query_bars(
         colors = [LANGUAGE_COLORS[language] for language in languages]
         axis.bar(np.arange(len(values)), values, color=colors, width=0.8)
         axis.axhline(0, color="black", linewidth=0.8)
-        handles = [Patch(color=color, label=language) for language, color in LANGUAGE_COLORS.items()]
+        shown = [language for language in LANGUAGE_COLORS if language in set(languages)] or list(LANGUAGE_COLORS)
+        handles = [Patch(color=LANGUAGE_COLORS[language], label=language) for language in shown]
         axis.legend(handles=handles, title="query language")
         axis.set_xticks([])
         axis.set_xlabel(labels[0])

@@ -9,6 +9,7 @@ import pytest
 
 from evalkit.reporting.build import build_report
 from evalkit.reporting.figures import (
+    per_query_bars,
     plot_language_metrics,
     plot_latency,
     plot_rerank_delta,
@@ -153,3 +154,23 @@ def test_svg_is_identical_across_processes(tmp_path: Path) -> None:
         subprocess.run([sys.executable, "-c", _SVG_PROBE, str(TINY_DIR), str(folder)], env=env, cwd=ROOT, check=True)
         outputs.append((folder / "m.svg").read_bytes())
     assert outputs[0] == outputs[1]
+
+
+def test_a_fixture_of_one_language_is_charted_with_that_language_only(tiny_evaluation: Evaluation) -> None:
+    report = build_report(tiny_evaluation)
+    chinese = report.model_copy(
+        update={
+            "ablations": {
+                name: result.model_copy(update={"metrics": {k: v for k, v in result.metrics.items() if k != "en"}})
+                for name, result in report.ablations.items()
+            }
+        }
+    )
+    figure = plot_language_metrics(chinese)
+    figure.canvas.draw()
+    assert [t.get_text() for t in figure.legends[0].get_texts()] == ["zh"]
+    bars = figure.axes[0].patches
+    assert len(bars) == len(report.ablations) and {round(b.get_width(), 3) for b in bars} == {0.8}
+    assert [round(b.get_x() + b.get_width() / 2, 3) for b in bars] == list(range(len(report.ablations)))
+    delta = per_query_bars([0.5, -0.25], ["zh", "zh"], 3.0, ("query", "change"), "{up} up, {down} down")
+    assert [t.get_text() for t in delta.axes[0].get_legend().get_texts()] == ["zh"]
