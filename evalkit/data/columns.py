@@ -22,8 +22,10 @@ __all__ = [
     "IntArray",
     "encode",
     "lookup",
+    "position_ranges",
     "sort_pairs",
     "string_hashes",
+    "take_positions",
     "value_runs",
 ]
 
@@ -159,3 +161,28 @@ def string_hashes(values: pa.Array) -> npt.NDArray[np.uint64]:
         hashes *= _MIX
         hashes ^= hashes >> np.uint64(29)
     return hashes
+
+
+def position_ranges(begin: IntArray, length: IntArray) -> IntArray:
+    """The positions of the ranges ``[begin, begin + length)``, one after the other."""
+    offsets = np.repeat(begin - np.concatenate(([0], np.cumsum(length)[:-1])), length)
+    positions: IntArray = offsets + np.arange(int(length.sum()), dtype=np.int64)
+    return positions
+
+
+def take_positions(column: pa.ChunkedArray, positions: IntArray) -> pa.Array:
+    """``column[positions]`` as one array. Every position in order (whole rankings read every line) is one copy of
+    the chunks; other ascending positions (how a run written the usual way is read) are taken chunk by chunk, since
+    a take across chunks may first join every chunk it takes from."""
+    if len(positions) == len(column) and len(positions) and positions[0] == 0 and np.all(np.diff(positions) == 1):
+        return column.combine_chunks()
+    if len(positions) and np.all(positions[1:] >= positions[:-1]):
+        bounds = np.cumsum([0, *(len(c) for c in column.chunks)])
+        cuts = np.searchsorted(positions, bounds)
+        parts = [
+            chunk.take(pa.array(positions[a:b] - bounds[i]))
+            for i, (chunk, a, b) in enumerate(zip(column.chunks, cuts[:-1], cuts[1:], strict=True))
+            if b > a
+        ]
+        return pa.concat_arrays(parts) if parts else pa.array([], type=column.type)
+    return column.take(pa.array(positions)).combine_chunks()

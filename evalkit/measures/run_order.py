@@ -22,7 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from evalkit.common.threads import in_order, scoring_threads
-from evalkit.data.columns import BoolArray, CodeArray, IntArray, lookup
+from evalkit.data.columns import BoolArray, CodeArray, IntArray, lookup, position_ranges, take_positions
 from evalkit.data.qrels import Qrels
 from evalkit.data.runs import Run
 from evalkit.measures.ranked import Ranked, SpanContext, ideal_arrays
@@ -100,32 +100,7 @@ def _prefix(starts: IntArray, sizes: IntArray, scores: FloatArray, want: IntArra
             break
         last = last + grow
         take = take + grow
-    return take, _ranges(starts, take)
-
-
-def _ranges(begin: IntArray, length: IntArray) -> IntArray:
-    """The positions of the ranges ``[begin, begin + length)``, one after the other."""
-    offsets = np.repeat(begin - np.concatenate(([0], np.cumsum(length)[:-1])), length)
-    positions: IntArray = offsets + np.arange(int(length.sum()), dtype=np.int64)
-    return positions
-
-
-def _take(column: pa.ChunkedArray, positions: IntArray) -> pa.Array:
-    """``column[positions]`` as one array. Every position in order (whole rankings read every line) is one copy of
-    the chunks; other ascending positions (how a run written the usual way is read) are taken chunk by chunk, since
-    a take across chunks may first join every chunk it takes from."""
-    if len(positions) == len(column) and len(positions) and positions[0] == 0 and np.all(np.diff(positions) == 1):
-        return column.combine_chunks()
-    if len(positions) and np.all(positions[1:] >= positions[:-1]):
-        bounds = np.cumsum([0, *(len(c) for c in column.chunks)])
-        cuts = np.searchsorted(positions, bounds)
-        parts = [
-            chunk.take(pa.array(positions[a:b] - bounds[i]))
-            for i, (chunk, a, b) in enumerate(zip(column.chunks, cuts[:-1], cuts[1:], strict=True))
-            if b > a
-        ]
-        return pa.concat_arrays(parts) if parts else pa.array([], type=column.type)
-    return column.take(pa.array(positions)).combine_chunks()
+    return take, position_ranges(starts, take)
 
 
 FIRST_PROBE: Final = 10
@@ -229,14 +204,14 @@ def _rank_block(lines: _Lines, starts: IntArray, sizes: IntArray, qrels: Qrels, 
         q = lines.rows(chosen)
         if judged_only:  # whole rankings (depth None): one pass
             every = len(chosen) == high - low  # every line of the block (no unjudged query's lines among them)
-            lines_read = block if every else _take(block, chosen - low)
+            lines_read = block if every else take_positions(block, chosen - low)
             keep = judged_lines(q, lines_read, judged)
             group_of = np.repeat(np.arange(len(starts)), take)[keep]
             take = np.bincount(group_of, minlength=len(starts))
             chosen, q, returned = chosen[keep], q[keep], lines_read.filter(pa.array(keep))
             returned = returned.combine_chunks() if isinstance(returned, pa.ChunkedArray) else returned
         else:
-            returned = _take(block, chosen - low)
+            returned = take_positions(block, chosen - low)
         for exact in (False, True):
             matched = join_block(q, returned, judged, exact)
             if not (with_ids or context is not None):  # IDs and contexts read every tie's order
@@ -308,8 +283,8 @@ def _relevant_reach(
         while len(groups):
             upto = np.minimum(sizes[groups], limit)
             length = upto - probed[groups]
-            read = _ranges(starts[groups] + probed[groups], length)
-            hit = np.flatnonzero(probe.lines(lines.rows(read), _take(block, read - low)))
+            read = position_ranges(starts[groups] + probed[groups], length)
+            hit = np.flatnonzero(probe.lines(lines.rows(read), take_positions(block, read - low)))
             group_of = groups[np.repeat(np.arange(len(groups)), length)[hit]]
             first = np.concatenate(([True], group_of[1:] != group_of[:-1])) if len(hit) else np.zeros(0, dtype=bool)
             at = group_of[first]
