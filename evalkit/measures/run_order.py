@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from functools import cached_property
+from itertools import pairwise
 from typing import Final
 
 import numpy as np
@@ -387,9 +388,8 @@ class RankedRun:
                 total_span_chars=totals[rows],
             )
         if self._reading.with_ids:  # registered measures call a Python function per query with IDs
-            judgments = grades_by_query(self._qrels)
             ranked = replace(
-                ranked, doc_ids=[ids[i] for i in order.tolist()], judgments=[judgments[r] for r in rows.tolist()]
+                ranked, doc_ids=[ids[i] for i in order.tolist()], judgments=grades_by_query(self._qrels, rows)
             )
         return ranked
 
@@ -474,9 +474,12 @@ def _judgments_of(qrels: Qrels, rows: IntArray) -> tuple[IntArray, IntArray]:
     return at, counts
 
 
-def grades_by_query(qrels: Qrels) -> list[dict[str, int]]:
-    """Per qrels query, its judgments as a dict (for registered measures)."""
-    table: list[dict[str, int]] = [{} for _ in range(len(qrels.queries))]
-    for q, doc, grade in zip(qrels.query.tolist(), qrels.docs.to_pylist(), qrels.grades.tolist(), strict=True):
-        table[q][doc] = grade
-    return table
+def grades_by_query(qrels: Qrels, rows: IntArray | None = None) -> list[dict[str, int]]:
+    """Per qrels query (or per row of ``rows``, in their order), its judgments as a dict (for registered measures
+    and pools): a block's rows only, since making a dict of every judgment for each block of a run cost 0.3 s a
+    block at 1,048,704 judgments."""
+    rows = np.arange(len(qrels.queries)) if rows is None else rows
+    at, counts = _judgments_of(qrels, rows)
+    docs, grades = qrels.docs.take(pa.array(at)).to_pylist(), qrels.grades[at].tolist()
+    bounds = np.concatenate(([0], np.cumsum(counts))).tolist()
+    return [dict(zip(docs[a:b], grades[a:b], strict=True)) for a, b in pairwise(bounds)]
