@@ -1,8 +1,9 @@
 """The knowledge database: documents, chunks and embeddings in SQLite, FTS5 lexical search, numpy vector search.
 
 Chunk text is analyzed by :mod:`~evalkit.retrieval.text` (Chinese segmented by rjieba, English case-folded and
-stemmed) and the space-joined tokens are indexed by FTS5, so both languages share one BM25 index; queries are
-answered from a sparse index of the same tokens that reproduces FTS5's scores (:mod:`.sparse_index`). Embeddings
+stemmed) and the space-joined tokens are stored once (``chunk_tokens``) and indexed by a contentless FTS5 table, so
+both languages share one BM25 index; queries are answered from a sparse index of the same tokens that reproduces
+FTS5's scores (:mod:`.sparse_index`). Embeddings
 are stored per provider fingerprint in blocks of rows and searched as :mod:`.stored_vectors` describes. Every
 ranking breaks ties by chunk ID, so results never depend on insertion order.
 """
@@ -41,9 +42,9 @@ CREATE TABLE chunks (
     doc_id TEXT NOT NULL REFERENCES documents(doc_id),
     text TEXT NOT NULL
 );
-CREATE VIRTUAL TABLE chunks_fts USING fts5(tokens, tokenize = 'unicode61 remove_diacritics 0');
+CREATE TABLE chunk_tokens (rowid INTEGER PRIMARY KEY, tokens TEXT NOT NULL, content TEXT NOT NULL);
+CREATE VIRTUAL TABLE chunks_fts USING fts5(tokens, content = '', tokenize = 'unicode61 remove_diacritics 0');
 CREATE VIRTUAL TABLE chunks_vocab USING fts5vocab(chunks_fts, 'row');
-CREATE TABLE chunk_content (rowid INTEGER PRIMARY KEY, tokens TEXT NOT NULL);
 """
     + EMBEDDINGS_SCHEMA
 )
@@ -52,9 +53,14 @@ _FTS5_HASH_BYTES = 64 << 20
 """FTS5's in-memory buffer of pending terms (its ``hashsize``; 1 MiB by default): a larger buffer writes fewer,
 larger segments, so building a large index merges less (about half the insert time at 100,000 chunks)."""
 _ANALYZE_BLOCK_ROWS = 4096
-"""Chunks analyzed together before the writer thread inserts them into FTS5."""
-_INSERT_TOKENS = "INSERT INTO chunks_fts (rowid, tokens) VALUES (?, ?)"
-_INSERT_CONTENT = "INSERT INTO chunk_content (rowid, tokens) VALUES (?, ?)"
+"""Chunks analyzed together before the writer thread indexes them in FTS5."""
+_INSERT_CHUNKS = "INSERT INTO chunks (rowid, chunk_id, doc_id, text) VALUES (?, ?, ?, ?)"
+_INSERT_TOKENS = "INSERT INTO chunk_tokens (rowid, tokens, content) VALUES (?, ?, ?)"
+_INDEX_TOKENS = (
+    "INSERT INTO chunks_fts (rowid, tokens) SELECT rowid, tokens FROM chunk_tokens WHERE rowid BETWEEN ? AND ?"
+)
+"""One statement indexes a block's stored tokens: SQLite runs it without the GIL from start to end (a row at a
+time from Python would take the GIL back after every row, and wait for the analyzer to give it up)."""
 
 
 @dataclass(frozen=True)
@@ -112,53 +118,55 @@ class KnowledgeDatabase(StoredVectors):
     def add_chunks(self, chunks: Iterable[Chunk]) -> None:
         """Insert chunks and index their analyzed text in FTS5 (in chunk ID order, for a stable layout).
 
-        The text is analyzed a block at a time while a writer thread inserts the previous block: SQLite releases
-        the GIL while it indexes, so the analyzer and FTS5 use a core each. Rows go in the same order either way.
-        The content tokens (stopwords removed) are kept too, for :meth:`content_tokens`: one pass of the analyzer
-        serves FTS5 and a provider that embeds those tokens. Into an empty database, the tokens' counts are kept
-        as well, so that the sparse BM25 index is computed without reading the stored tokens back.
+        The text is analyzed a block at a time; each block's tokens and content tokens (stopwords removed, for
+        :meth:`content_tokens`) are stored in one row per chunk, and a writer thread indexes them in FTS5 with one
+        statement while the next block is analyzed, so the analyzer and FTS5 use a core each. One pass of the
+        analyzer serves FTS5 and a provider that embeds the content tokens. Into an empty database, the tokens'
+        counts are kept as well, so that the sparse BM25 index is computed without reading the stored tokens back.
         """
         ordered = sorted(chunks, key=lambda c: c.chunk_id)
         self._lexical_index = self._counted = None
         with self._connection, ThreadPoolExecutor(max_workers=1) as writer:
             first = int(self._connection.execute("SELECT coalesce(max(rowid), 0) + 1 FROM chunks").fetchone()[0])
             counter = TermCounter() if first == 1 else None  # chunk ID order is the stored order
-            pending: list[Future[object]] = [
-                writer.submit(
-                    self._connection.executemany,
-                    "INSERT INTO chunks (rowid, chunk_id, doc_id, text) VALUES (?, ?, ?, ?)",
-                    [(first + i, c.chunk_id, c.doc_id, c.text) for i, c in enumerate(ordered)],
-                )
-            ]
+            self._connection.executemany(
+                _INSERT_CHUNKS, [(first + i, c.chunk_id, c.doc_id, c.text) for i, c in enumerate(ordered)]
+            )
+            pending: list[Future[object]] = []
             for start in range(0, len(ordered), _ANALYZE_BLOCK_ROWS):
                 block = [analyze(c.text) for c in ordered[start : start + _ANALYZE_BLOCK_ROWS]]
-                rowids = range(first + start, first + start + len(block))
-                pending.pop().result()  # one block in flight: a failed insert stops the analysis
-                pending.append(writer.submit(self._insert_tokens, rowids, block))
+                for indexed in pending:  # one block in flight, and the connection free before it is used here
+                    indexed.result()
+                pending = [self._store_tokens(writer, first + start, block)]
                 if counter is not None and not any("" in tokens for tokens, _ in block):
                     counter.add([tokens for tokens, _ in block])  # FTS5 stores the tokens joined by spaces
                 else:
                     counter = None
-            pending.pop().result()
+            for indexed in pending:
+                indexed.result()
         if counter is not None:
             self._counted = ([c.chunk_id for c in ordered], counter.counts())
 
-    def _insert_tokens(self, rowids: Sequence[int], analyses: Sequence[tuple[Sequence[str], Sequence[str]]]) -> None:
-        pairs = list(zip(rowids, analyses, strict=True))
-        self._connection.executemany(_INSERT_TOKENS, ((rowid, " ".join(tokens)) for rowid, (tokens, _) in pairs))
-        self._connection.executemany(_INSERT_CONTENT, ((rowid, " ".join(content)) for rowid, (_, content) in pairs))
+    def _store_tokens(
+        self, writer: ThreadPoolExecutor, first: int, block: Sequence[tuple[Sequence[str], Sequence[str]]]
+    ) -> Future[object]:
+        """Store a block's tokens from rowid ``first`` on, and hand their FTS5 indexing to the writer thread."""
+        rows = ((first + i, " ".join(tokens), " ".join(content)) for i, (tokens, content) in enumerate(block))
+        self._connection.executemany(_INSERT_TOKENS, rows)
+        return writer.submit(self._connection.execute, _INDEX_TOKENS, (first, first + len(block) - 1))
 
     def content_tokens(self, chunk_ids: Sequence[str]) -> list[str]:
         """Each chunk's ``tokenize(text, drop_stopwords=True)`` joined by spaces, as analyzed when it was added."""
-        found = dict(self._tokens_of("chunk_content", chunk_ids))
+        found = dict(self._tokens_of("content", chunk_ids))
         return [found[chunk_id] for chunk_id in chunk_ids]
 
-    def _tokens_of(self, table: str, chunk_ids: Sequence[str]) -> Iterator[tuple[str, str]]:
-        """(chunk ID, stored tokens) from ``table`` for these chunks, asked 30,000 at a time (SQLite's limit)."""
+    def _tokens_of(self, column: str, chunk_ids: Sequence[str]) -> Iterator[tuple[str, str]]:
+        """(chunk ID, stored tokens) from ``column`` of ``chunk_tokens`` for these chunks, asked 30,000 at a time
+        (SQLite's limit)."""
         for start in range(0, len(chunk_ids), 30_000):
             batch = tuple(chunk_ids[start : start + 30_000])
             yield from self._connection.execute(
-                f"SELECT c.chunk_id, t.tokens FROM chunks c JOIN {table} t ON t.rowid = c.rowid "
+                f"SELECT c.chunk_id, t.{column} FROM chunks c JOIN chunk_tokens t ON t.rowid = c.rowid "
                 f"WHERE c.chunk_id IN ({','.join('?' * len(batch))})",
                 batch,
             )
@@ -214,7 +222,7 @@ class KnowledgeDatabase(StoredVectors):
             counted, self._counted = self._counted, None
             if counted is None:
                 rows = self._connection.execute(
-                    "SELECT c.chunk_id, f.tokens FROM chunks c JOIN chunks_fts f ON f.rowid = c.rowid "
+                    "SELECT c.chunk_id, t.tokens FROM chunks c JOIN chunk_tokens t ON t.rowid = c.rowid "
                     "ORDER BY c.chunk_id"
                 ).fetchall()
                 counted = ([r[0] for r in rows], TermCounter.of([r[1] for r in rows]))
@@ -245,7 +253,7 @@ class KnowledgeDatabase(StoredVectors):
 
     def chunk_tokens(self, chunk_ids: Sequence[str]) -> dict[str, tuple[str, ...]]:
         """The analyzed tokens indexed for each chunk."""
-        return {chunk_id: tuple(tokens.split()) for chunk_id, tokens in self._tokens_of("chunks_fts", chunk_ids)}
+        return {chunk_id: tuple(tokens.split()) for chunk_id, tokens in self._tokens_of("tokens", chunk_ids)}
 
 
 class KnowledgeStore(Protocol):

@@ -55,7 +55,27 @@ def test_schema_creates_fts5_and_vocab_tables(tmp_path: Path) -> None:
         sql = dict(connection.execute("SELECT name, sql FROM sqlite_master WHERE type = 'table'").fetchall())
     assert "USING fts5(tokens" in sql["chunks_fts"]
     assert "USING fts5vocab(chunks_fts, 'row')" in sql["chunks_vocab"]
-    assert {"documents", "chunks", "embeddings"} <= set(sql)
+    assert {"documents", "chunks", "chunk_tokens", "embeddings"} <= set(sql)
+    assert "chunks_fts_content" not in sql  # FTS5 keeps its index only: the tokens are stored once
+
+
+def test_fts5_indexes_the_stored_tokens_of_every_block(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("evalkit.retrieval.database._ANALYZE_BLOCK_ROWS", 3)  # several blocks, a short last one
+    rows = [(f"c{i:02d}", "en", f"word{i} shared shared") for i in range(8)] + [("z1", "zh", "导出笔记，导出")]
+    database = _database(rows)
+    database.add_chunks([Chunk(chunk_id="b0", doc_id="doc-en", text="word0 later")])  # into a filled database
+    ids = [c.chunk_id for c in database.chunks()]
+    stored = database.chunk_tokens(ids)
+    expected: dict[str, tuple[int, int]] = {}
+    for tokens in stored.values():
+        for term in set(tokens):
+            rows_with, occurrences = expected.get(term, (0, 0))
+            expected[term] = (rows_with + 1, occurrences + tokens.count(term))
+    assert len(expected) == 12 and expected["share"] == (8, 16) and expected["word0"] == (2, 2)
+    assert database.vocabulary(sorted(expected)) == expected
+    for term in ("word7", "导出", "later"):  # the first, the short last block and the second add
+        hits = database.fts5_search([term], 10)
+        assert [h.chunk_id for h in hits] == [c for c in ids if term in stored[c]]
 
 
 def test_chunks_in_id_order_with_language() -> None:
