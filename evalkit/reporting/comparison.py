@@ -30,7 +30,7 @@ from evalkit.common.progress import progress
 from evalkit.data.schema import SLICES, Identifier, Sha256, Slice, StrictModel, UnitFloat, ablation_order
 from evalkit.measures.registry import NO_ANSWER_FPR
 from evalkit.measures.statistics import StatisticsSettings, holm_adjust, paired_bootstrap_intervals, sign_flip_p_values
-from evalkit.reporting.comparison_notes import report_notes
+from evalkit.reporting.comparison_notes import ComparisonError, report_notes, shared_ablations
 from evalkit.reporting.holes import (
     JudgedTest,
     UnjudgedShare,
@@ -69,10 +69,6 @@ DEFAULT_GATE_MEASURES: Final = ("ndcg@10", "recall@10")
 GATED_SLICES: Final[tuple[Slice, ...]] = SLICES
 """The gate looks at each language on its own (a drop in one fails even when the other hides it) and at all queries
 together (a change that hurts both languages a little is a regression too)."""
-
-
-class ComparisonError(ValueError):
-    """Two reports that cannot be compared query by query."""
 
 
 class ReportIdentity(StrictModel):
@@ -379,7 +375,7 @@ def compare_reports(
     """
     _check_comparable(base, head)
     index, (base_rows, head_rows), left_out = _shared_queries([base, head], ["base", "head"])
-    shared = _ordered(set(base.ablations) & set(head.ablations))
+    shared = shared_ablations([base, head], ["base", "head"])
     pairs = [(a, restricted(compared(base, a), base_rows), restricted(compared(head, a), head_rows)) for a in shared]
     every = every_query_measures(base.measure_definitions())
     rows = compared_rows(index, pairs, head.statistics, gated, alpha, max_drop, every)
@@ -437,7 +433,7 @@ def compare_many(
             raise ComparisonError(f"{label} against {labels[0]}: {exc}") from None
     index, query_rows, left_out = _shared_queries(reports, labels)
     held = [set(r.ablations) for r in reports]
-    shared = _ordered(set.intersection(*held))
+    shared = shared_ablations(reports, labels)
     pairs: list[Pair] = []
     meta: list[dict[str, str]] = []
     for i, j in itertools.combinations(range(len(reports)), 2):

@@ -1,10 +1,32 @@
-"""What differs between two reports besides their results, said beside a comparison (:attr:`Comparison.notes`)."""
+"""What differs between two reports besides their results, said beside a comparison (:attr:`Comparison.notes`), and
+what they must share to be compared at all."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+from evalkit.data.schema import ablation_order
 from evalkit.reporting.report import Report
 
-__all__ = ["report_notes"]
+__all__ = ["ComparisonError", "report_notes", "shared_ablations"]
+
+
+class ComparisonError(ValueError):
+    """Two reports that cannot be compared query by query."""
+
+
+def shared_ablations(reports: Sequence[Report], labels: Sequence[str]) -> list[str]:
+    """The ablations (or runs) every report holds, in ablation order. Raises :class:`ComparisonError` when there is
+    none: nothing would be compared, and a gate would pass on no evidence."""
+    shared = set.intersection(*(set(r.ablations) for r in reports))
+    if not shared:
+        held = "; ".join(f"{name} {', '.join(r.ablations) or 'none'}" for name, r in zip(labels, reports, strict=True))
+        raise ComparisonError(
+            f"the reports share no ablation or run, so nothing can be compared ({held}); runs are compared by name, "
+            "and a score report names a run by its TREC tag (the sixth column) or its JSONL run key: give the runs "
+            "one name"
+        )
+    return sorted(shared, key=ablation_order)
 
 
 def report_notes(base: Report, head: Report) -> tuple[str, ...]:

@@ -16,6 +16,7 @@ from evalkit.reporting.build import build_report
 from evalkit.reporting.comparison import (
     ComparisonError,
     compare_ablations,
+    compare_many,
     compare_reports,
 )
 from evalkit.reporting.comparison_views import (
@@ -172,6 +173,17 @@ def test_reports_over_other_judgments_are_refused(synthetic_evaluation: Evaluati
         compare_reports(report, other)
     with pytest.raises(ComparisonError, match="base report has no judgments_sha256"):
         compare_reports(report.model_copy(update={"judgments_sha256": None}), report)
+
+
+def test_reports_that_share_no_ablation_or_run_are_refused_not_passed(synthetic_evaluation: Evaluation) -> None:
+    report = build_report(synthetic_evaluation)
+    lexical = report.model_copy(update={"ablations": {"lexical": report.ablations["lexical"]}})
+    renamed = report.model_copy(update={"ablations": {"bm25-tuned": report.ablations["lexical"]}})
+    with pytest.raises(ComparisonError, match=r"share no ablation or run.*\(base lexical; head bm25-tuned\)"):
+        compare_reports(lexical, renamed)
+    with pytest.raises(ComparisonError, match=r"\(a lexical; b lexical; c bm25-tuned\)"):
+        compare_many([lexical, lexical, renamed], ["a", "b", "c"])
+    assert [row.ablation for row in compare_reports(lexical, lexical).rows][:1] == ["lexical"]
 
 
 def test_other_settings_providers_and_metric_versions_are_named(
