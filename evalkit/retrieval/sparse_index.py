@@ -268,9 +268,18 @@ def _contributions(
         frequency = counts.data[start:end].astype(np.float64)
         length = lengths[counts.indices[start:end]].astype(np.float64)
         saturation = (frequency * (FTS5_K1 + 1.0)) / (frequency + FTS5_K1 * (1 - FTS5_B + FTS5_B * length / avgdl))
-        column = np.searchsorted(counts.indptr, np.arange(start, end), side="right") - 1
-        data[start:end] = idf[column] * saturation
+        data[start:end] = _column_values(idf, counts.indptr, start, end) * saturation
     return sparse.csc_matrix((data, counts.indices, counts.indptr), shape=counts.shape)
+
+
+def _column_values(
+    values: npt.NDArray[np.float64], indptr: npt.NDArray[np.integer], start: int, end: int
+) -> npt.NDArray[np.float64]:
+    """Each stored pair's column's value, for the pairs ``start`` to ``end`` of a CSC matrix: the columns that hold
+    them, found from their bounds, each repeated over its pairs in the slice (not a search per pair)."""
+    first, last = np.searchsorted(indptr, [start, end - 1], side="right") - 1
+    bounds = np.clip(indptr[first : last + 2], start, end)
+    return np.repeat(values[first : last + 1], np.diff(bounds))
 
 
 def _check_vocabulary(

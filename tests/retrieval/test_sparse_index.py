@@ -242,3 +242,22 @@ def test_chunks_added_to_a_filled_database_are_indexed_from_the_stored_tokens() 
     assert database._counted is None  # chunk ID order is no longer the order of the adds
     _same_index(_sparse(database), _index_of_stored_tokens(database))
     assert [h.chunk_id for h in database.lexical_search(("alpha",), 5)] == ["a", "b"]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_each_pair_gets_its_columns_value_in_any_slice(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    sizes = rng.integers(0, 4, size=30)  # empty columns among them
+    indptr = np.concatenate([[0], np.cumsum(sizes)])
+    values = rng.random(30)
+    reference = values[np.searchsorted(indptr, np.arange(indptr[-1]), side="right") - 1]
+    for start in range(int(indptr[-1])):
+        for end in range(start + 1, int(indptr[-1]) + 1):
+            assert np.array_equal(sparse_index._column_values(values, indptr, start, end), reference[start:end])
+
+
+def test_the_contributions_are_the_same_in_slices_of_any_size(monkeypatch: pytest.MonkeyPatch) -> None:
+    rows = _random_corpus(np.random.default_rng(5), 60)
+    whole = _sparse(_database(rows))
+    monkeypatch.setattr(sparse_index, "_CONTRIBUTION_SLICE", 7)
+    _same_index(_sparse(_database(rows)), whole)
