@@ -206,12 +206,16 @@ class TermCounter:
 
     def add(self, block: Sequence[Sequence[str]]) -> None:
         """Count the next chunks' tokens (each chunk's tokens as FTS5 stores them, in order)."""
+        import pandas as pd  # here, not at import: only indexing needs it
+
         vocabulary = self.vocabulary
         block_lengths = np.fromiter(map(len, block), dtype=np.int64, count=len(block))
-        # Each token's column, a new term getting the next one: setdefault's default is the size before the call.
-        tokens = chain.from_iterable(block)
-        found = map(vocabulary.setdefault, tokens, map(len, repeat(vocabulary)))
-        columns = np.fromiter(found, dtype=np.int64, count=int(block_lengths.sum()))
+        tokens = np.fromiter(chain.from_iterable(block), dtype=object, count=int(block_lengths.sum()))
+        # The block's distinct tokens in first-seen order (pandas hashes them in C, not a dict call per token), then
+        # each one's column, a new term getting the next one: setdefault's default is the size before the call.
+        codes, distinct = pd.factorize(tokens)
+        found = map(vocabulary.setdefault, distinct, map(len, repeat(vocabulary)))
+        columns = np.fromiter(found, dtype=np.int64, count=len(distinct))[codes]
         width = max(len(vocabulary), 1)
         keys = np.repeat(np.arange(len(block), dtype=np.int64) * width, block_lengths) + columns
         pairs, repeats = np.unique(keys, return_counts=True)

@@ -16,6 +16,7 @@ from evalkit.retrieval.database import Hit, KnowledgeDatabase
 from evalkit.retrieval.sparse_index import (
     IndexMismatchError,
     SparseBm25Index,
+    TermCounter,
     fts5_idf,
     is_plain,
     top_positions,
@@ -261,3 +262,13 @@ def test_the_contributions_are_the_same_in_slices_of_any_size(monkeypatch: pytes
     whole = _sparse(_database(rows))
     monkeypatch.setattr(sparse_index, "_CONTRIBUTION_SLICE", 7)
     _same_index(_sparse(_database(rows)), whole)
+
+
+def test_term_counts_by_hand_across_blocks() -> None:
+    counter = TermCounter()
+    counter.add([["nan", "b", "nan"], [], ["None", "b"]])  # words pandas would read as missing, as strings, are terms
+    counter.add([["b", "c", "c", "c"]])
+    counted = counter.counts()
+    assert list(counted.vocabulary.items()) == [("nan", 0), ("b", 1), ("None", 2), ("c", 3)]  # first seen first
+    assert counted.lengths.tolist() == [3, 0, 2, 4]
+    assert counted.counts.toarray().tolist() == [[2, 1, 0, 0], [0, 0, 0, 0], [0, 1, 1, 0], [0, 1, 0, 3]]
