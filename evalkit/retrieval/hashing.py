@@ -10,14 +10,14 @@ import hashlib
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from itertools import chain, repeat
+from itertools import chain
 
 import numpy as np
 import numpy.typing as npt
 
 from evalkit.data.schema import Matrix
 
-__all__ = ["hashed_rows"]
+__all__ = ["first_seen_codes", "hashed_rows"]
 
 
 _REMEMBERED_DIGESTS = 1 << 18
@@ -37,6 +37,15 @@ def _digests(terms: Sequence[str]) -> npt.NDArray[np.uint64]:
         if len(memory) < _REMEMBERED_DIGESTS:
             memory[term] = value
     return np.array(found, dtype=np.uint64)
+
+
+def first_seen_codes(texts: Sequence[Sequence[str]], total: int) -> tuple[npt.NDArray[np.int64], list[str]]:
+    """Each token of the texts (``total`` in all) as the position of its first occurrence among the distinct tokens,
+    and the distinct tokens in first-seen order (pandas hashes them in C, not a dictionary call per token)."""
+    import pandas as pd  # here, not at import: only hashing and indexing need it
+
+    codes, distinct = pd.factorize(np.fromiter(chain.from_iterable(texts), dtype=object, count=total))
+    return codes.astype(np.int64, copy=False), distinct.tolist()
 
 
 _EMBED_BLOCK_ROWS = 4096
@@ -60,19 +69,15 @@ class _Terms:
 
 
 def _hashed_terms(texts: Sequence[Sequence[str]], dimensions: int) -> _Terms:
-    """Each text's distinct tokens with their buckets and terms: each token gets a column in first-seen order (one
-    dictionary pass) and the (text, column) pairs are counted with ``np.unique``. ``1 + ln count`` comes from
-    :func:`math.log`."""
-    columns_of: dict[str, int] = {}
+    """Each text's distinct tokens with their buckets and terms: each token gets a column in first-seen order
+    (:func:`first_seen_codes`) and the (text, column) pairs are counted with ``np.unique``. ``1 + ln count`` comes
+    from :func:`math.log`."""
     lengths = np.fromiter(map(len, texts), dtype=np.int64, count=len(texts))
-    # Each token's column, a new token getting the next one: setdefault's default is the size before the call.
-    found = map(columns_of.setdefault, chain.from_iterable(texts), map(len, repeat(columns_of)))
-    columns = np.fromiter(found, dtype=np.int64, count=int(lengths.sum()))
-    width = max(len(columns_of), 1)
+    columns, terms = first_seen_codes(texts, int(lengths.sum()))
+    width = max(len(terms), 1)
     pairs = np.repeat(np.arange(len(texts), dtype=np.int64) * width, lengths) + columns
     keys, counts = np.unique(pairs, return_counts=True)
     rows, columns = np.divmod(keys, width)
-    terms = list(columns_of)
     digests = _digests(terms)
     buckets = (digests % np.uint64(dimensions)).astype(np.int64)
     signs = np.where(digests >> np.uint64(63), 1.0, -1.0)

@@ -25,11 +25,13 @@ import math
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from itertools import chain, repeat
+from itertools import repeat
 
 import numpy as np
 import numpy.typing as npt
 from scipy import sparse
+
+from evalkit.retrieval.hashing import first_seen_codes
 
 FTS5_K1 = 1.2
 """FTS5's ``k1`` (fixed in ``fts5Bm25Function``)."""
@@ -206,14 +208,11 @@ class TermCounter:
 
     def add(self, block: Sequence[Sequence[str]]) -> None:
         """Count the next chunks' tokens (each chunk's tokens as FTS5 stores them, in order)."""
-        import pandas as pd  # here, not at import: only indexing needs it
-
         vocabulary = self.vocabulary
         block_lengths = np.fromiter(map(len, block), dtype=np.int64, count=len(block))
-        tokens = np.fromiter(chain.from_iterable(block), dtype=object, count=int(block_lengths.sum()))
-        # The block's distinct tokens in first-seen order (pandas hashes them in C, not a dict call per token), then
-        # each one's column, a new term getting the next one: setdefault's default is the size before the call.
-        codes, distinct = pd.factorize(tokens)
+        codes, distinct = first_seen_codes(block, int(block_lengths.sum()))
+        # Each distinct token's column, a new term getting the next one: setdefault's default is the size before
+        # the call.
         found = map(vocabulary.setdefault, distinct, map(len, repeat(vocabulary)))
         columns = np.fromiter(found, dtype=np.int64, count=len(distinct))[codes]
         width = max(len(vocabulary), 1)

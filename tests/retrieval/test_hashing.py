@@ -12,7 +12,7 @@ import pytest
 from evalkit.data.schema import Matrix
 from evalkit.retrieval import hashing
 from evalkit.retrieval.embeddings import l2_normalize
-from evalkit.retrieval.hashing import hashed_rows
+from evalkit.retrieval.hashing import first_seen_codes, hashed_rows
 
 
 def _loop(texts: Sequence[Sequence[str]], dimensions: int) -> Matrix:
@@ -78,3 +78,11 @@ def test_rows_do_not_depend_on_how_the_texts_are_cut(block: int, dense: int, mon
     assert hashed_rows(texts, 13).tobytes() == whole.tobytes()
     assert hashed_rows([[], []], 13).tobytes() == bytes(2 * 13 * 4)
     assert hashed_rows([], 13).shape == (0, 13)
+
+
+def test_first_seen_codes_by_hand() -> None:
+    codes, distinct = first_seen_codes([["b", "nan", "b"], [], ["None", "a", "nan"]], 6)
+    assert distinct == ["b", "nan", "None", "a"]  # first seen first; words pandas would read as missing are tokens
+    assert codes.dtype == np.int64 and codes.tolist() == [0, 1, 0, 2, 3, 1]
+    empty_codes, nothing = first_seen_codes([[], []], 0)
+    assert empty_codes.tolist() == [] and nothing == []
