@@ -114,6 +114,7 @@ def run(args: argparse.Namespace, cache: Path) -> None:
     asked = {lang: [q for q, x in zip(queries, languages, strict=True) if x == lang] for lang in ("en", "zh")}
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}")
     print(f"corpus: {n:,} chunks ({zh:,} Chinese), {len(queries)} questions, seed {args.seed}")
+    print(f"text: {corpus.source}")  # without the shared data (another checkout), the synthetic fixture's
     chosen = "defaults (vector_index auto)" if args.vector_index == "auto" else f"vector_index {args.vector_index}"
     print(f"provider: {args.provider}, {args.dimensions} dimensions; settings: {chosen}, ", end="")
     print(f"hnsw build threads {args.build_threads}")
