@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 
-import evalkit.app.labelling as labelling
 import evalkit.data.labels as label_files
 from evalkit.app.headless import declared_parameters
 from evalkit.app.labelling import (
