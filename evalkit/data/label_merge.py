@@ -249,7 +249,8 @@ def merge_labels(
         ValueError: `version` is not ``X.Y.Z`` or is the fixture's own; both files are by one reviewer; a side
             decides a pair twice or holds two reviewers; the bound is not in [0, 1].
         LabelMergeError: listing every pair left undecided (a disagreement without an adjudicated decision, or a
-            pair only one reviewer decided) and every query merged as no-answer that has a chunk graded 1-3.
+            pair only one reviewer decided), every query merged as no-answer that has a chunk graded 1-3, and,
+            when the merged labels would answer every no-answer query of a language, each of those queries.
         FixtureError: the merged fixture breaks the schema (e.g. a language left without an answerable query).
     """
     if not isinstance(version, str) or _VERSION.fullmatch(version) is None:
@@ -277,7 +278,29 @@ def merge_labels(
                 for j in query["judgments"]
                 if j["grade"] >= 1
             )
+    problems += _answered_no_answer(fixture, data["queries"])
     if problems:
         raise LabelMergeError(problems)
     data["fixture_version"] = version
     return parse_fixture(json.dumps(data, ensure_ascii=False), f"the merged fixture {fixture.fixture_id} {version}")
+
+
+def _answered_no_answer(fixture: Fixture, merged_queries: list[dict[str, Any]]) -> list[str]:
+    """For a language whose no-answer queries the merged labels all answered (a fixture needs one per language, see
+    :mod:`evalkit.data.fixture`), each of them with the relevant chunks that answered it: which decisions did it."""
+    answered = {q["query_id"]: [j for j in q["judgments"] if j["grade"] >= 1] for q in merged_queries}
+    problems = []
+    for language in sorted({q.language for q in fixture.queries}):
+        before = [q.query_id for q in fixture.queries if q.language == language and not q.answerable]
+        if before and all(answered[query_id] for query_id in before):
+            problems += [
+                f"query {query_id!r} ({language}): a no-answer query, now answered by {_chunks(answered[query_id])}; "
+                f"every no-answer query in {language} would be answered, and a fixture needs one per language"
+                for query_id in before
+            ]
+    return problems
+
+
+def _chunks(judgments: list[dict[str, Any]], shown: int = 3) -> str:
+    named = ", ".join(f"chunk {j['chunk_id']!r} grade {j['grade']}" for j in judgments[:shown])
+    return named + (f" and {len(judgments) - shown} more" if len(judgments) > shown else "")

@@ -161,3 +161,19 @@ def test_the_merged_fixture_loads_with_load_fixture(fixture: Fixture, tmp_path: 
     loaded = load_fixture(write_fixture(merged, tmp_path / "new")).fixture
     assert loaded == merged
     assert loaded.fixture_version == "1.1.0"
+
+
+def test_labels_that_answer_every_no_answer_query_of_a_language_are_named(fixture: Fixture) -> None:
+    a = [_d("q-zh-004", "zh-export-02", 2, ((0, 4),))]
+    b = [_d("q-zh-004", "zh-export-02", 2, ((0, 4),), "ben")]
+    with pytest.raises(LabelMergeError, match="1 problem") as info:
+        merge_labels(fixture, a, b, None, "1.1.0")
+    assert info.value.problems == [
+        "query 'q-zh-004' (zh): a no-answer query, now answered by chunk 'zh-export-02' grade 2; every no-answer "
+        "query in zh would be answered, and a fixture needs one per language"
+    ]
+    a[0] = _d("q-zh-004", "zh-export-02", 0)  # judged not relevant: still a no-answer query
+    b[0] = _d("q-zh-004", "zh-export-02", 0, who="ben")
+    assert not next(
+        q for q in merge_labels(fixture, a, b, None, "1.1.0").queries if q.query_id == "q-zh-004"
+    ).answerable
