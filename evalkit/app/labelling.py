@@ -88,20 +88,39 @@ class LabellingSession:
         self.compare = dict(compare or {})
         self.mode: Mode = "adjudicate" if compare is not None else "label"
         self._file = LabelFile(labels_path, fixture)
-        own = list(self._file.decisions.values())
-        others = sorted({d.reviewer for d in own} - {reviewer})
-        if others:
-            raise ValueError(
-                f"{labels_path.name} holds decisions of {', '.join(others)}: each reviewer labels into a file of "
-                f"their own (reviewer {reviewer!r})"
-            )
-        self.decisions: dict[PairKey, LabelDecision] = {(d.query_id, d.chunk_id): d for d in own}
-        self._language = {self.key(t): t.language for t in self.tasks}  # the pairs asked about, each once
+        self._language: dict[PairKey, str] = {self.key(t): t.language for t in self.tasks}  # each pair once
         self._pairs = Counter(self._language.values())
-        self._done = Counter(self._language[k] for k in self.decisions if k in self._language)
+        self._done: Counter[str] = Counter()
+        self._generation = -1  # the LabelFile generation `_done` was counted from
+        self._count()
         self._history: list[int] = []
         self.index: int | None = self.first_undecided()
         self.spans: tuple[tuple[int, int], ...] = self._recorded_spans()
+
+    @property
+    def decisions(self) -> Mapping[PairKey, LabelDecision]:
+        """This reviewer's decisions by pair, as the label file holds them now: read again when another process
+        (a second notebook of the same reviewer) wrote it, so that a pair decided there is not offered again here
+        and the progress counts it."""
+        return self._sync()
+
+    def _sync(self) -> Mapping[PairKey, LabelDecision]:
+        self._file.refresh()
+        if self._file.generation != self._generation:
+            self._count()
+        return self._file.decisions
+
+    def _count(self) -> None:
+        """Count the decided pairs by language from the file as read (and refuse another reviewer's decisions)."""
+        held = self._file.decisions
+        others = sorted({d.reviewer for d in held.values()} - {self.reviewer})
+        if others:
+            raise ValueError(
+                f"{self.labels_path.name} holds decisions of {', '.join(others)}: each reviewer labels into a file "
+                f"of their own (reviewer {self.reviewer!r})"
+            )
+        self._done = Counter(self._language[k] for k in held if k in self._language)
+        self._generation = self._file.generation
 
     @staticmethod
     def key(task: LabelTask) -> tuple[str, str]:
@@ -119,10 +138,10 @@ class LabellingSession:
 
     def first_undecided(self, after: int = -1) -> int | None:
         """The first undecided pair after position `after`, wrapping round; None when every pair is decided."""
-        count = len(self.tasks)
+        count, decided = len(self.tasks), self.decisions
         for step in range(1, count + 1):
             position = (after + step) % count
-            if self.key(self.tasks[position]) not in self.decisions:
+            if self.key(self.tasks[position]) not in decided:
                 return position
         return None
 
@@ -205,15 +224,18 @@ class LabellingSession:
             reviewer=self.reviewer,
             note=note or None,
         )
+        new = self.key(task) not in self.decisions
         self._file.record(decision)
-        if self.key(task) not in self.decisions:
+        if self._file.generation != self._generation:  # the file was read again while recording: count afresh
+            self._count()
+        elif new:
             self._done[task.language] += 1
-        self.decisions[self.key(task)] = decision
         self._go(self.first_undecided(self.index if self.index is not None else -1))
         return decision
 
     def progress(self) -> tuple[tuple[str, int, int], ...]:
         """``(language, done, to do)`` for each language with pairs, then ``("all", done, to do)``."""
+        self._sync()
         rows = [
             (language, self._done[language], self._pairs[language] - self._done[language]) for language in LANGUAGES
         ]

@@ -309,7 +309,9 @@ class LabelFile:
     every decision read the file back (2026-12-06, CMRC 2018 trial set); from what it holds, 0.9 ms (the file is
     still rewritten whole, atomically, at each decision).
 
-    ``decisions`` holds the file's decisions by pair, in file order (a pair decided again keeps its place).
+    ``decisions`` holds the file's decisions by pair, in file order (a pair decided again keeps its place);
+    ``generation`` counts the times the file was read, so that a holder of derived state (a session's progress)
+    knows when :meth:`refresh` or :meth:`record` read it again.
     """
 
     def __init__(self, path: Path, fixture: Fixture, max_bytes: int = DEFAULT_MAX_INPUT_BYTES) -> None:
@@ -320,6 +322,7 @@ class LabelFile:
         self.decisions: dict[tuple[str, str | None], LabelDecision] = {}
         self._lines: dict[tuple[str, str | None], bytes] = {}
         self._stamp: tuple[int, int, int] | None = None
+        self.generation = 0
         self._read()
 
     def _read(self) -> None:
@@ -327,6 +330,17 @@ class LabelFile:
         self.decisions = {d.key: d for d in existing}
         self._lines = {d.key: _line_of(d) for d in existing}
         self._stamp = _stamp(self.path)
+        self.generation += 1
+
+    def refresh(self) -> None:
+        """Read the file again if another process changed it since this object last read or wrote it (a second
+        notebook of the same reviewer, say): one ``stat`` when it did not.
+
+        Raises:
+            LabelFileError: the file now holds invalid decisions (see :func:`read_labels`).
+        """
+        if _stamp(self.path) != self._stamp:
+            self._read()
 
     def record(self, decision: LabelDecision) -> None:
         """Save `decision`: an earlier decision on the same (query, chunk) is replaced in place, a new pair
@@ -341,8 +355,7 @@ class LabelFile:
         problems = _pair_problems(decision, self._known, "the decision")
         if problems:
             raise LabelFileError(name, problems)
-        if _stamp(self.path) != self._stamp:
-            self._read()
+        self.refresh()
         first = next(iter(self.decisions.values()), None)
         if first is not None and first.reviewer != decision.reviewer:
             raise LabelFileError(

@@ -187,6 +187,37 @@ def test_progress_is_counted_per_language(tmp_path: Path, fixture: Fixture, task
     assert only_zh.progress() == (("zh", 1, 2), ("all", 1, 2))  # the file's English decisions are not these pairs
 
 
+def test_a_second_session_of_the_same_reviewer_sees_the_first_ones_decisions(
+    tmp_path: Path, fixture: Fixture, tasks: tuple[LabelTask, ...]
+) -> None:
+    path = tmp_path / "ana.jsonl"
+    here, there = session_of(tasks, path, fixture), session_of(tasks, path, fixture)  # two notebooks, one file
+    there.record(0)  # decides tasks[0] in the other notebook
+    assert here.progress() == (("en", 1, 3), ("zh", 0, 3), ("all", 1, 6))
+    assert here.decision(tasks[0]) is not None
+    assert here.first_undecided() == 1, "a pair decided in the other notebook is not offered again"
+    here.skip()  # from tasks[0], shown when it opened, to the next undecided pair
+    assert here.current == tasks[1]
+    here.record(0)  # the file now holds both notebooks' decisions
+    assert [d.chunk_id for d in read_labels(path, fixture)] == ["en-trash-01", "en-trash-02"]
+    assert here.progress() == (("en", 2, 2), ("zh", 0, 3), ("all", 2, 5))
+    there.back()
+    there.record(0)  # tasks[0] again, with the file changed since `there` wrote it: counted once
+    assert there.progress() == (("en", 2, 2), ("zh", 0, 3), ("all", 2, 5))
+    assert len(here.decisions) == 2
+
+
+def test_another_reviewers_decisions_written_into_the_file_meanwhile_are_refused(
+    tmp_path: Path, fixture: Fixture, tasks: tuple[LabelTask, ...]
+) -> None:
+    path = tmp_path / "ana.jsonl"
+    session = session_of(tasks, path, fixture)
+    session_of(tasks, tmp_path / "bo.jsonl", fixture, reviewer="bo").record(0)
+    (tmp_path / "bo.jsonl").replace(path)  # bo's labels land in ana's file behind the session's back
+    with pytest.raises(ValueError, match="holds decisions of bo"):
+        session.progress()
+
+
 def test_skip_and_back(tmp_path: Path, fixture: Fixture, tasks: tuple[LabelTask, ...]) -> None:
     session = session_of(tasks, tmp_path / "ana.jsonl", fixture)
     session.back()
