@@ -249,9 +249,12 @@ def read_labels(path: Path, fixture: Fixture, max_bytes: int = DEFAULT_MAX_INPUT
             chunk's text, an unknown query or chunk, ``chunk_id`` null with a grade other than 0, a second decision
             on one (query, chunk), or a reviewer other than the first line's.
     """
-    path = Path(path)
+    return _read_labels(Path(path), _Known.of(fixture), max_bytes)
+
+
+def _read_labels(path: Path, known: _Known, max_bytes: int) -> tuple[LabelDecision, ...]:
+    """:func:`read_labels` with the fixture already indexed."""
     name = clip(path.name)
-    known = _Known.of(fixture)
     decisions: list[LabelDecision] = []
     problems: list[str] = []
     first_line: dict[tuple[str, str | None], int] = {}
@@ -326,7 +329,7 @@ class LabelFile:
         self._read()
 
     def _read(self) -> None:
-        existing = read_labels(self.path, self.fixture, self.max_bytes) if os.path.lexists(self.path) else ()
+        existing = _read_labels(self.path, self._known, self.max_bytes) if os.path.lexists(self.path) else ()
         self.decisions = {d.key: d for d in existing}
         self._lines = {d.key: _line_of(d) for d in existing}
         self._stamp = _stamp(self.path)

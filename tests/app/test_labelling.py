@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import json
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -258,15 +259,15 @@ def test_labelling_reads_no_other_file(
     tmp_path: Path, fixture: Fixture, tasks: tuple[LabelTask, ...], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     read: list[Path] = []
-    real = label_files.read_labels
+    real = label_files._lines  # every label file is read through it
 
-    def spy(path: Path, fixture: Fixture, max_bytes: int) -> tuple[LabelDecision, ...]:
+    def spy(path: Path, max_bytes: int) -> Iterator[tuple[int, str]]:
         read.append(Path(path))
-        return real(path, fixture, max_bytes)
+        return real(path, max_bytes)
 
     other = tmp_path / "bo.jsonl"
     session_of(tasks, other, fixture, reviewer="bo").record(0)
-    monkeypatch.setattr(label_files, "read_labels", spy)
+    monkeypatch.setattr(label_files, "_lines", spy)
     session = session_of(tasks, tmp_path / "ana.jsonl", fixture)
     session.record(0)
     session_of(tasks, tmp_path / "ana.jsonl", fixture)

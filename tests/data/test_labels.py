@@ -305,8 +305,8 @@ def test_a_label_file_saves_decision_after_decision_without_reading_itself_again
     path = tmp_path / "ana.jsonl"
     _write(path, EN)
     reads: list[Path] = []
-    real = labels_module.read_labels
-    monkeypatch.setattr(labels_module, "read_labels", lambda *args: (reads.append(args[0]), real(*args))[1])
+    real = labels_module._lines  # every label file is read through it
+    monkeypatch.setattr(labels_module, "_lines", lambda *args: (reads.append(args[0]), real(*args))[1])
     labels = LabelFile(path, fixture)
     second = LabelDecision.model_validate_json(json.dumps(ZH))
     changed = LabelDecision.model_validate_json(json.dumps({**EN, "grade": 1}))
