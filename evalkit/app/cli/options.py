@@ -5,13 +5,15 @@ from __future__ import annotations
 import argparse
 import math
 from pathlib import Path
-from typing import TypeAlias
+from typing import TYPE_CHECKING, TypeAlias
 
 from evalkit.data.fixture import ALIASES_FILE, FIXTURE_FILE
 from evalkit.data.inputs import DEFAULT_MAX_INPUT_BYTES
 from evalkit.measures.ties import DEFAULT_TIE_POLICY, TIE_POLICIES
 from evalkit.reporting.gate_specs import BASELINES_FILE, GATES_FILE, GateThresholds
-from evalkit.runs.pipeline import Outcome, enforce_gates, write_outcome
+
+if TYPE_CHECKING:
+    from evalkit.runs.pipeline import Outcome
 
 Commands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 """The subparsers of ``evalkit``, to which each subcommand module adds its parser."""
@@ -82,6 +84,8 @@ def add_gate_arguments(parser: argparse.ArgumentParser) -> None:
 def save_report(outcome: Outcome, target: Path | None, workspace: Path) -> None:
     """Write the report to `target` (from :func:`~evalkit.runs.pipeline.report_target`) and say where; nothing
     when it is None."""
+    from evalkit.runs.pipeline import write_outcome  # imported by the commands that have an outcome: a lookup
+
     if target is not None:
         write_outcome(outcome, target)
         print(f"report written to {target.relative_to(workspace.resolve())}")
@@ -89,6 +93,8 @@ def save_report(outcome: Outcome, target: Path | None, workspace: Path) -> None:
 
 def enforce(outcome: Outcome, no_gates: bool) -> int:
     """Raise :class:`~evalkit.reporting.gates.GateFailure` when a gate failed, unless ``--no-gates`` (said)."""
+    from evalkit.runs.pipeline import enforce_gates  # as in save_report
+
     if not enforce_gates(outcome, no_gates):
         print("gates not enforced (--no-gates)")
     return EXIT_OK
