@@ -19,6 +19,7 @@ from evalkit.data.language import HAN_CHARACTERS as _HAN
 
 _PIECES = re.compile(rf"([{_HAN}]+)|([^\W_{_HAN}]+)")
 _IS_HAN = re.compile(rf"[{_HAN}]")
+_OTHER_WORDS = re.compile(rf"[^\W_{_HAN}]+")
 _WORD = re.compile(r"\w", re.UNICODE)
 _ASCII_SEPARATORS = str.maketrans({chr(c): " " for c in range(128) if not chr(c).isalnum()})
 _ODD = re.compile(r"[^\w\n]", re.UNICODE)
@@ -117,13 +118,18 @@ def analyze(text: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """``(tokenize(text), tokenize(text, drop_stopwords=True))`` from one pass of the analyzer.
 
     One pass over the normalized text finds the Han runs and the other words in order (ASCII text: its runs of
-    letters and digits); the words are stemmed together (:func:`_stems`) and the runs segmented by one rjieba call
-    over the runs joined by newlines (rjieba cuts at a newline and yields it alone, so each run is segmented as if
-    alone). A run holding unassigned code points (not word characters) keeps only the words with a word character.
+    letters and digits; other text without Han characters: its words alone); the words are stemmed together
+    (:func:`_stems`) and the runs segmented by one rjieba call over the runs joined by newlines (rjieba cuts at a
+    newline and yields it alone, so each run is segmented as if alone). A run holding unassigned code points (not
+    word characters) keeps only the words with a word character.
     """
     normalized = normalize(text)
+    pieces: list[tuple[str, str]] = []
+    runs: list[str] = []
     if normalized.isascii():
-        pieces, runs, words = [], [], normalized.translate(_ASCII_SEPARATORS).split()
+        words = normalized.translate(_ASCII_SEPARATORS).split()
+    elif _IS_HAN.search(normalized) is None:  # no Han run: _PIECES would find these words, in tuples
+        words = _OTHER_WORDS.findall(normalized)
     else:
         pieces = _PIECES.findall(normalized)
         runs, words = [han for han, _ in pieces if han], [word for _, word in pieces if word]
@@ -146,10 +152,17 @@ def _in_order(cut: list[str], stems: list[str], pieces: list[tuple[str, str]]) -
     """The runs' words (``cut``, a newline between runs) and the other words' stems, in the text's order."""
     if not stems:
         return tuple(" ".join(cut).split())
-    # Each newline of the cut stands between single spaces once joined (every run yields a word, maybe ""), so
-    # splitting at " \n " gives each run's words; "" words only add spaces, which the last split drops.
-    segmented, stemmed = iter(" ".join(cut).split(" \n ")), iter(stems)
-    return tuple(" ".join([next(segmented) if han else next(stemmed) for han, _ in pieces]).split())
+    # Run i's words lie between the cut's newlines i - 1 and i (rjieba yields each newline alone; one more newline
+    # ends the last run). The words are put in order as they are, not joined and split again; "" words are dropped.
+    ordered: list[str] = []
+    stemmed, bounded, end = iter(stems), [*cut, "\n"], -1
+    for han, _ in pieces:
+        if han:
+            start, end = end + 1, bounded.index("\n", end + 1)
+            ordered += bounded[start:end]
+        else:
+            ordered.append(next(stemmed))
+    return tuple(filter(None, ordered))
 
 
 @lru_cache(maxsize=4)

@@ -136,3 +136,16 @@ def test_remembered_stems_are_the_stemmers_stems(monkeypatch: pytest.MonkeyPatch
     _stem_memory().clear()
     assert _stems(words) == _stemmer().stemWords(words)
     assert not _stem_memory()
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Café naïve Straße, x86_64 — ΣΑΣ ½ ﬁnal",  # no Han character, not ASCII: the words found alone
+        "召回率（Recall）是 3.5，笔记本 2024 年的 AI 检索。",  # words between Han runs, put in order
+        "1，导出。2，3 the 笔记",  # a word before the first run, several runs between words, a stopword
+        "\ufada的 x \U000e0001召回",  # an unassigned code point in a run
+    ],
+)
+def test_texts_of_each_path_give_the_reference_tokens(text: str) -> None:
+    assert analyze(text) == (reference_tokenize(text), reference_tokenize(text, drop_stopwords=True))
