@@ -13,7 +13,7 @@ from typing import Literal
 from evalkit.data.language import detect_language
 from evalkit.data.schema import Language, Matrix
 from evalkit.data.settings import RetrievalSettings, VectorIndexRecord
-from evalkit.retrieval.database import Hit, KnowledgeStore, StoredChunk
+from evalkit.retrieval.database import Hit, KnowledgeStore
 from evalkit.retrieval.embeddings import AnalyzedTextProvider, ConceptProvider, EmbeddingProvider, fingerprint
 from evalkit.retrieval.fusion import Contribution, fusion_method
 from evalkit.retrieval.reranker import CONCEPT_PREFIX, Candidate, HeuristicReranker
@@ -58,18 +58,20 @@ class KnowledgeService:
         and stored :data:`EMBED_BLOCK_ROWS` at a time.
         """
         provider, key = self._require_provider()
-        chunks = self.database.chunks()
-        plan = self.vector_plan(chunks=[c.text for c in chunks])
+        ids, texts = self.database.chunk_texts()
+        plan = self.vector_plan(chunks=texts)
         self._chunk_concepts()
         self.database.use_vector_index(key, plan)
         if not self.database.has_embeddings(key):
-            parts = [chunks[start : start + EMBED_BLOCK_ROWS] for start in range(0, len(chunks), EMBED_BLOCK_ROWS)]
-            self.database.store_embedding_blocks(key, (self._embedded(provider, part) for part in parts))
+            starts = range(0, len(ids), EMBED_BLOCK_ROWS)
+            parts = (
+                (ids[start : start + EMBED_BLOCK_ROWS], texts[start : start + EMBED_BLOCK_ROWS]) for start in starts
+            )
+            self.database.store_embedding_blocks(key, (self._embedded(provider, *part) for part in parts))
         self._indexed = True
 
-    def _embedded(self, provider: EmbeddingProvider, chunks: Sequence[StoredChunk]) -> tuple[list[str], Matrix]:
+    def _embedded(self, provider: EmbeddingProvider, ids: list[str], texts: list[str]) -> tuple[list[str], Matrix]:
         """Stored chunks' IDs and rows; a provider that embeds analyzed text gets the tokens the store kept."""
-        ids, texts = [c.chunk_id for c in chunks], [c.text for c in chunks]
         if isinstance(provider, AnalyzedTextProvider):
             return ids, provider.embed_analyzed(texts, self.database.content_tokens(ids))
         return ids, provider.embed(texts)

@@ -243,6 +243,10 @@ class ShardedStore:
         """Every chunk with its language, in chunk ID order."""
         return self.database.chunks()
 
+    def chunk_texts(self) -> tuple[list[str], list[str]]:
+        """Every chunk's ID and text, in chunk ID order."""
+        return self.database.chunk_texts()
+
     def lexical_search(self, terms: Sequence[str], limit: int) -> list[Hit]:
         """The merged shard BM25 hits; FTS5's own answer where the single process would ask FTS5 too."""
         if not terms or limit < 1:

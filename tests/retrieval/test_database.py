@@ -86,6 +86,7 @@ def test_chunks_in_id_order_with_language() -> None:
         StoredChunk(chunk_id="b", text="导出笔记", language="zh"),
     ]
     assert database.chunk_count() == 2
+    assert database.chunk_texts() == (["a", "b"], ["Export notes", "导出笔记"])
     assert database.get_chunks(["b"]) == {"b": StoredChunk(chunk_id="b", text="导出笔记", language="zh")}
     assert database.get_chunks([]) == {}
 
