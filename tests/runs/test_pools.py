@@ -7,12 +7,16 @@ import json
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import evalkit
 from evalkit.data.qrels import Qrels, qrels_from_mapping
 from evalkit.data.runs import Run, run_from_rankings
-from evalkit.measures.ties import order_ranking
-from evalkit.runs.pools import Pool, PoolEntry, RunPoolCounts, build_pool, format_pool_counts, pool_jsonl
+from evalkit.measures.run_order import rank_run
+from evalkit.measures.ties import SUMMATION_OF, order_ranking
+from evalkit.runs import pools
+from evalkit.runs.pools import Pool, PoolEntry, PoolPairs, RunPoolCounts, build_pool, format_pool_counts, pool_jsonl
 
 QRELS = qrels_from_mapping(
     {
@@ -148,7 +152,8 @@ def test_two_runs_named_alike_and_an_unknown_tie_policy_are_refused() -> None:
 
 
 def test_jsonl_lines_with_language_and_chunk_id() -> None:
-    pool = Pool(3, "evalkit", (PoolEntry("q1", "x", (("b", 1), ("a", 2))), PoolEntry("q2", "y", (("a", 2),))), ())
+    entries = (PoolEntry("q1", "x", (("b", 1), ("a", 2))), PoolEntry("q2", "y", (("a", 2),)))
+    pool = Pool(3, "evalkit", PoolPairs.from_entries(entries), ())
     lines = pool_jsonl(pool, {"q1": "en"}, chunk_ids=True).decode("utf-8").splitlines()
     assert [json.loads(line) for line in lines] == [
         {
@@ -161,7 +166,8 @@ def test_jsonl_lines_with_language_and_chunk_id() -> None:
         },
         {"query_id": "q2", "doc_id": "y", "chunk_id": "y", "best_rank": 2, "runs": [{"run": "a", "rank": 2}]},
     ]
-    assert pool_jsonl(Pool(3, "evalkit", (), ())) == b""
+    assert pool.entries == entries
+    assert pool_jsonl(Pool(3, "evalkit", PoolPairs.from_entries(()), ())) == b""
 
 
 def test_counts_text_names_every_run_and_the_left_out_queries() -> None:
@@ -215,3 +221,123 @@ def test_pool_equals_the_tie_policies_own_ordering(seed: int, ties: str) -> None
     }
     keys = [(e.query_id, e.best_rank, e.doc_id) for e in pool.entries]
     assert keys == sorted(keys)
+
+
+_ID_CHARACTERS = 'ab"\\é中😀'
+"""IDs to pool: a quote and a backslash (which JSON escapes), and non-ASCII ones, one past the BMP."""
+_ids = st.text(alphabet=_ID_CHARACTERS, min_size=1, max_size=3)
+_scores = st.sampled_from([0.5, 1.0, 1.0 + 1e-12, 2.0])  # ties, and a tie only in float32 (trec_eval's policy)
+Rankings = dict[str, list[tuple[str, float]]]
+
+
+@st.composite
+def _pool_cases(draw: st.DrawFn) -> tuple[dict[str, dict[str, int]], dict[str, Rankings], int, str]:
+    """Judgments (grades -2 to 2) over a few queries, and runs repeating documents, with a query the judgments do
+    not hold ("?") and names that sort differently by code point and by appearance."""
+    queries = draw(st.lists(_ids, min_size=1, max_size=4, unique=True))
+    docs = draw(st.lists(_ids, min_size=1, max_size=6, unique=True))
+    judgments = {
+        q: draw(st.dictionaries(st.sampled_from(docs), st.integers(-2, 2), min_size=1, max_size=4)) for q in queries
+    }
+    ranking = st.lists(st.tuples(st.sampled_from(docs), _scores), min_size=1, max_size=8)
+    names = draw(st.lists(st.sampled_from(["b", "a", 'q"', "中", "Z\\", "😀"]), min_size=1, max_size=4, unique=True))
+    runs = {}
+    for name in names:
+        first = {queries[0]: draw(ranking)}  # a run with no judged query is refused
+        runs[name] = first | draw(st.dictionaries(st.sampled_from([*queries, "?"]), ranking, max_size=5))
+    return judgments, runs, draw(st.integers(1, 5)), draw(st.sampled_from(["evalkit", "trec_eval"]))
+
+
+def _reference_pool(
+    qrels: Qrels, runs: list[Run], depth: int, ties: str, languages: dict[str, str], chunk_ids: bool
+) -> tuple[bytes, list[PoolEntry], list[tuple[str, int, int, int]], list[float | None]]:
+    """The pool one pair at a time, in Python objects, as evalkit built it before its pools were columns: each
+    run's top `depth` as the scoring core orders and joins it (`rank_run` with IDs: a position is judged when the
+    join found a grade of 0 or more), a dict of pairs, a sort by a Python key, `json.dumps` per line. Returns the
+    JSON lines, the entries, each run's (name, pairs, only, left out) and its judged@k today (judged results in
+    the top k over how many there are, over the queries with a relevant judgment)."""
+    query_ids = qrels.queries.to_pylist()
+    brought: dict[tuple[str, str], list[tuple[str, int]]] = {}
+    named: dict[str, list[tuple[str, str]]] = {}
+    judged_now: list[float | None] = []
+    for run in runs:
+        named[run.name], shares = [], []
+        ranked_run = rank_run(run, qrels, ties, SUMMATION_OF[ties], depth, with_ids=True)
+        for rows, ranked in ranked_run.blocks():
+            for local, row in enumerate(rows.tolist()):
+                at = np.flatnonzero(ranked.row == local).tolist()
+                top = [
+                    ((ranked.doc_ids or [])[i], int(ranked.rank[i]), bool(ranked.judged[i] and ranked.grade[i] >= 0))
+                    for i in at
+                ]
+                if max((ranked.judgments or [])[local].values()) >= 1:
+                    shares.append(sum(judged for _, _, judged in top) / len(top) if top else 0.0)
+                for doc, rank, judged in top:
+                    if not judged:
+                        brought.setdefault((query_ids[row], doc), []).append((run.name, rank))
+                        named[run.name].append((query_ids[row], doc))
+        judged_now.append(sum(shares) / len(shares) if shares else None)
+    entries = sorted(
+        (PoolEntry(q, d, tuple(sorted(by, key=lambda r: (r[1], r[0])))) for (q, d), by in brought.items()),
+        key=lambda e: (e.query_id, e.best_rank, e.doc_id),
+    )
+    lines = []
+    for entry in entries:
+        row: dict[str, object] = {"query_id": entry.query_id}
+        if entry.query_id in languages:
+            row["language"] = languages[entry.query_id]
+        row["doc_id"] = entry.doc_id
+        if chunk_ids:
+            row["chunk_id"] = entry.doc_id
+        row["best_rank"] = entry.best_rank
+        row["runs"] = [{"run": name, "rank": rank} for name, rank in entry.runs]
+        lines.append(json.dumps(row, ensure_ascii=False) + "\n")
+    judged_queries = set(query_ids)
+    counts = [
+        (
+            run.name,
+            len(named[run.name]),
+            sum(1 for pair in named[run.name] if len(brought[pair]) == 1),
+            sum(q not in judged_queries for q in run.queries.to_pylist()),
+        )
+        for run in runs
+    ]
+    return "".join(lines).encode("utf-8"), entries, counts, judged_now
+
+
+@settings(max_examples=300, deadline=None)
+@given(_pool_cases(), st.dictionaries(_ids, st.sampled_from(["en", "zh", 'x"\\', "中文"])), st.booleans())
+def test_pool_bytes_and_counts_equal_a_pair_by_pair_reference(
+    case: tuple[dict[str, dict[str, int]], dict[str, Rankings], int, str], languages: dict[str, str], chunk_ids: bool
+) -> None:
+    """The columnar pool writes the bytes and counts of the straightforward one (ties, duplicates, negative
+    grades, quotes, backslashes and non-ASCII IDs, several runs, both tie policies)."""
+    judgments, rankings, depth, ties = case
+    qrels, runs = (
+        qrels_from_mapping(judgments),
+        [run_from_rankings(name, ranking) for name, ranking in rankings.items()],
+    )
+    pool = build_pool(qrels, runs, depth, ties)
+    data, entries, counts, judged_now = _reference_pool(qrels, runs, depth, ties, languages, chunk_ids)
+    assert pool_jsonl(pool, languages, chunk_ids) == data
+    assert list(pool.entries) == entries
+    assert [(c.run, c.pairs, c.only, c.left_out) for c in pool.counts] == counts
+    assert [c.judged_now for c in pool.counts] == pytest.approx(judged_now, abs=1e-12)
+    queries = len({e.query_id for e in entries})
+    assert (
+        format_pool_counts(pool)
+        .splitlines()[0]
+        .startswith(f"pool: {len(entries)} unjudged pair(s) in {queries} query(ies) to label")
+    )
+
+
+def test_lines_written_block_by_block_are_the_lines_written_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Pairs assembled a few at a time (blocks ending inside a query, and between a pair's runs) give the bytes of
+    one block."""
+    qrels, runs = _random_case(7)
+    pool = build_pool(qrels, runs, 5)
+    whole = pool_jsonl(pool, {"q1": "中文"}, chunk_ids=True)
+    monkeypatch.setattr(pools, "POOL_LINES_BLOCK", 3)
+    assert len(pool.pairs) > 3 * 3
+    assert pool_jsonl(pool, {"q1": "中文"}, chunk_ids=True) == whole
+    assert whole.count(b"\n") == len(pool.entries)
