@@ -22,11 +22,12 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import fcntl
 import os
 import re
 import secrets
 import stat
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import NoReturn
 
@@ -408,3 +409,23 @@ def write_atomic(path: Path, data: bytes, durable: bool = True) -> None:
         if not done:
             walk.remove_created()
         walk.close()
+
+
+@contextlib.contextmanager
+def writers_in_turn(folder: Path) -> Iterator[None]:
+    """Hold an exclusive lock (``flock``) on `folder` for the ``with`` block, so that processes that read a file
+    of the folder, change it and write it back atomically (two notebooks of one reviewer on one label file) take
+    turns: each reads what the other wrote before it writes, and no write is lost. The lock is released when the
+    block ends, also by an exception or when the process dies. Nothing is locked while the folder does not exist
+    yet (the first write creates it)."""
+    try:
+        descriptor = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        descriptor = -1
+    try:
+        if descriptor >= 0:
+            fcntl.flock(descriptor, fcntl.LOCK_EX)
+        yield
+    finally:
+        if descriptor >= 0:
+            os.close(descriptor)  # closing the last descriptor of the open folder releases the lock

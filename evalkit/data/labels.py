@@ -32,7 +32,7 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, Field, ValidationError, ValidationInfo, field_validator
 
-from evalkit.common.output import write_atomic
+from evalkit.common.output import write_atomic, writers_in_turn
 from evalkit.data.fixture import Chunk, Fixture, Query
 from evalkit.data.inputs import (
     DEFAULT_MAX_INPUT_BYTES,
@@ -308,7 +308,9 @@ class LabelFile:
     """One reviewer's label file, read once (:func:`read_labels`) and kept: :meth:`record` saves each decision at
     once, atomically, from what it holds, without reading and checking the whole file again, unless the file
     changed since this object last read or wrote it (another process wrote it: its inode, size or mtime differ),
-    in which case it is read again first. Recording the 2,000th decision of a 12,622-pair pool took 0.46 s when
+    in which case it is read again first; the read and the write hold a lock on the folder
+    (:func:`~evalkit.common.output.writers_in_turn`), so that two writers of one file take turns and neither
+    loses the other's decisions. Recording the 2,000th decision of a 12,622-pair pool took 0.46 s when
     every decision read the file back (2026-12-06, CMRC 2018 trial set); from what it holds, 0.9 ms (the file is
     still rewritten whole, atomically, at each decision).
 
@@ -358,21 +360,22 @@ class LabelFile:
         problems = _pair_problems(decision, self._known, "the decision")
         if problems:
             raise LabelFileError(name, problems)
-        self.refresh()
-        first = next(iter(self.decisions.values()), None)
-        if first is not None and first.reviewer != decision.reviewer:
-            raise LabelFileError(
-                name,
-                [
-                    f"the decision: field 'reviewer': {shorten(decision.reviewer)} is not {shorten(first.reviewer)}"
-                    f", whose labels {name} holds (one reviewer per file)"
-                ],
-            )
-        line = _line_of(decision)
-        write_atomic(self.path, b"".join({**self._lines, decision.key: line}.values()))
-        self.decisions[decision.key] = decision
-        self._lines[decision.key] = line
-        self._stamp = _stamp(self.path)
+        with writers_in_turn(self.path.parent):  # another process's decision is read before this one is written
+            self.refresh()
+            first = next(iter(self.decisions.values()), None)
+            if first is not None and first.reviewer != decision.reviewer:
+                raise LabelFileError(
+                    name,
+                    [
+                        f"the decision: field 'reviewer': {shorten(decision.reviewer)} is not "
+                        f"{shorten(first.reviewer)}, whose labels {name} holds (one reviewer per file)"
+                    ],
+                )
+            line = _line_of(decision)
+            write_atomic(self.path, b"".join({**self._lines, decision.key: line}.values()))
+            self.decisions[decision.key] = decision
+            self._lines[decision.key] = line
+            self._stamp = _stamp(self.path)
 
 
 def record_label(

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+import threading
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,7 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 import evalkit.data.labels as labels_module
+from evalkit.common.output import write_atomic, writers_in_turn
 from evalkit.data.fixture import Fixture, LoadedFixture
 from evalkit.data.labels import (
     LabelDecision,
@@ -315,6 +317,23 @@ def test_a_label_file_saves_decision_after_decision_without_reading_itself_again
     assert reads == [path]  # read when opened only
     assert path.read_bytes() == labels_jsonl((changed, second))  # a pair decided again keeps its place
     assert list(labels.decisions.values()) == [changed, second]
+
+
+def test_a_decision_waits_for_another_writer_of_the_folder_and_keeps_its_decision(
+    tmp_path: Path, fixture: Fixture
+) -> None:
+    path = tmp_path / "ana.jsonl"
+    mine = LabelFile(path, fixture)
+    saved = threading.Event()
+    en, zh = (LabelDecision.model_validate_json(json.dumps(r)) for r in (EN, ZH))
+    writer = threading.Thread(target=lambda: (mine.record(en), saved.set()))
+    with writers_in_turn(tmp_path):  # another process, between its read of the file and its write
+        writer.start()
+        assert not saved.wait(0.3), "the decision was written while another writer held the folder"
+        write_atomic(path, labels_jsonl([zh]))
+    writer.join(timeout=30)
+    assert saved.is_set()
+    assert read_labels(path, fixture) == (zh, en), "the other writer's decision was lost"
 
 
 def test_a_label_file_written_by_another_process_is_read_again_before_the_next_decision(
