@@ -142,3 +142,34 @@ def test_bad_trec_topics_exit_2_naming_file_line_and_field(
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err
     assert not (workspace / "fx").exists()
+
+
+_MISSING_INPUTS = {
+    "squad": ["squad", "missing.json", "--language", "en"],
+    "beir": ["beir", "missing-beir"],
+    "trec": ["trec", "--qrels", "missing.txt", "--topics", "missing.tsv", "--corpus", "missing.jsonl"],
+}
+
+
+@pytest.mark.parametrize("source_format", sorted(_MISSING_INPUTS))
+def test_import_refuses_a_non_empty_output_folder_before_reading(
+    workspace: Path, capsys: pytest.CaptureFixture[str], source_format: str
+) -> None:
+    """A fixture written among another fixture's files would be validated against its baselines and gates; the
+    folder is checked first, so even missing inputs are not reached."""
+    (workspace / "fx").mkdir()
+    (workspace / "fx" / "baselines.json").write_text('{"hello": 1}', encoding="utf-8")
+    argv = ["import", *_MISSING_INPUTS[source_format], "--output-dir", "fx", "--fixture-id", "x", *COMMON]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "refusing output path 'fx': the output folder exists and is not empty: give a new or empty folder" in err
+    assert "missing" not in err and "Traceback" not in err
+    assert sorted(p.name for p in (workspace / "fx").iterdir()) == ["baselines.json"]
+
+
+def test_import_into_an_existing_empty_folder(workspace: Path) -> None:
+    (workspace / "fx").mkdir()
+    argv = ["import", "squad", str(SQUAD / "tiny.en.json"), "--output-dir", "fx", "--fixture-id", "tiny-en"]
+    assert main([*argv, "--language", "en", "--held-out-fraction", "0.3", *COMMON]) == 0
+    assert sorted(p.name for p in (workspace / "fx").iterdir()) == ["fixture.json", "import_summary.json"]
+    assert main(_trec_argv(workspace, GOOD_TOPICS)) == 2, "the folder now holds the SQuAD import"

@@ -29,7 +29,10 @@ def _repair_log(args: argparse.Namespace) -> RepairLog:
 
 def _import_outputs(output_dir: str, inputs: Sequence[Path]) -> tuple[Path, Path]:
     """The fixture and ``import_summary.json`` paths an import writes into the workspace-relative `output_dir`,
-    checked before anything is read: refused when unsafe or when either is one of the import's `inputs`."""
+    checked before anything is read: refused when unsafe, when either is one of the import's `inputs`, or when the
+    folder exists and is not empty (as ``evalkit labels merge`` refuses it: a fixture.json written beside another
+    fixture's baselines.json or gates.json would be checked against them)."""
+    from evalkit.app.cli.labels import _refuse_non_empty
     from evalkit.data.repairs import SUMMARY_FILE
 
     targets = []
@@ -37,6 +40,7 @@ def _import_outputs(output_dir: str, inputs: Sequence[Path]) -> tuple[Path, Path
         requested = f"{output_dir.rstrip('/')}/{name}"
         target = resolve_output_path(requested, Path.cwd())
         refuse_input_overwrite(target, inputs, requested)
+        _refuse_non_empty(output_dir, target.parent)
         targets.append(target)
     return targets[0], targets[1]
 
