@@ -3,7 +3,10 @@ cases, ordered as the scoring core orders runs, with the counts and judged@k bef
 
 from __future__ import annotations
 
+import gc
 import json
+import weakref
+from collections.abc import Iterator
 
 import numpy as np
 import pytest
@@ -341,3 +344,25 @@ def test_lines_written_block_by_block_are_the_lines_written_at_once(monkeypatch:
     assert len(pool.pairs) > 3 * 3
     assert pool_jsonl(pool, {"q1": "中文"}, chunk_ids=True) == whole
     assert whole.count(b"\n") == len(pool.entries)
+
+
+def test_an_iterator_of_runs_is_pooled_one_run_at_a_time() -> None:
+    """Each run is let go before the next is taken (the CLI reads each run file when the pool asks for it, so it
+    holds one run at a time), and the pool is the pool of the list."""
+    taken: list[weakref.ref[Run]] = []
+
+    def runs() -> Iterator[Run]:
+        for run in (A, B):
+            copy = run_from_rankings(run.name, run.rankings)
+            gc.collect()
+            assert [ref() for ref in taken] == [None] * len(taken)
+            taken.append(weakref.ref(copy))
+            yield copy
+            del copy
+
+    pool = build_pool(QRELS, runs(), 3)
+    assert len(taken) == 2
+    assert pool.entries == build_pool(QRELS, [A, B], 3).entries
+    assert pool.counts == build_pool(QRELS, [A, B], 3).counts
+    with pytest.raises(ValueError, match="at least one run"):
+        build_pool(QRELS, iter(()), 3)

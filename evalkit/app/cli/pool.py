@@ -2,17 +2,17 @@
 
 The judgments come from qrels (``--qrels``, TREC or BEIR, languages from ``--topics``) or from a fixture
 (``--fixture``: every query kept, no-answer ones too, with its language); each run is read by the columnar run
-reader. The pool (:func:`evalkit.runs.pools.build_pool`) goes out as JSON lines, to ``--output`` (written
-atomically, a workspace-relative path) or to stdout; what each run adds and its ``judged@k`` today and once
-labelled go to stdout with ``--output``, to stderr without. Every input is read and the pool built before anything
-is written, so a refusal writes nothing.
+reader, one at a time as the pool takes it. The pool (:func:`evalkit.runs.pools.build_pool`) goes out as JSON
+lines, to ``--output`` (written atomically, a workspace-relative path) or to stdout; what each run adds and its
+``judged@k`` today and once labelled go to stdout with ``--output``, to stderr without. Every input is read and the
+pool built before anything is written, so a refusal writes nothing.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 from evalkit.app.cli.options import Commands, add_ties_argument, fixture_inputs, megabytes
@@ -50,13 +50,14 @@ def _judgments(args: argparse.Namespace) -> tuple[Qrels, Mapping[str, str], list
     return qrels, languages, [Path(args.qrels), *topics]
 
 
-def _runs(paths: list[str], max_bytes: int) -> list[Run]:
-    """Each run file read by the columnar reader; the same file twice is refused."""
+def _runs(paths: list[str], max_bytes: int) -> Iterator[Run]:
+    """Each run file read by the columnar reader when the pool asks for it (one run held at a time); the same file
+    twice is refused at once."""
     given = [Path(p).resolve() for p in paths]
     twice = sorted({str(p) for p in given if given.count(p) > 1})
     if twice:
         raise ValueError(f"the same run file is given twice: {clip(twice[0])}")
-    return [read_run(Path(p), max_bytes) for p in paths]
+    return (read_run(Path(p), max_bytes) for p in paths)
 
 
 def pool_runs(args: argparse.Namespace) -> int:
