@@ -15,7 +15,8 @@ fails underpowered ones. A drop that survives stays a regression.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 from evalkit.reporting.comparison import Comparison, ComparisonRow, PairRow, PairwiseComparison
 from evalkit.reporting.gates import GateFailure
@@ -48,6 +49,9 @@ class RegressionVerdict:
     """Regressions whose head was more unjudged than its base, that survived the condensed-list test (or had no
     condensed form to be tested on)."""
     max_unjudged_gap: float = DEFAULT_MAX_UNJUDGED_GAP
+    family_p_holm: Mapping[str, float] = field(default_factory=dict)
+    """Row label -> the Holm p the gate read it by, where that is not the row's own ``p_holm`` (the comparison's):
+    a retest puts its p in the gated family in place of its row's, which moves the other rows' Holm p."""
 
     @property
     def passed(self) -> bool:
@@ -76,7 +80,7 @@ class RegressionVerdict:
                 comparison=">=" if row.higher_is_better else "<=",
                 passed=False,
                 detail=f"{self.confidence:.0%} CI [{row.ci_low:+.4f}, {row.ci_high:+.4f}], one-sided "
-                f"p = {row.p_one_sided:.4g}, Holm p = {row.p_holm:.4g} < alpha {self.alpha:g}",
+                f"p = {row.p_one_sided:.4g}, Holm p = {self.decided_p_holm(row):.4g} < alpha {self.alpha:g}",
             )
             for row in self.regressions
         )
@@ -107,18 +111,30 @@ class RegressionVerdict:
             if row.power is not None
         )
 
+    def decided_p_holm(self, row: ComparisonRow) -> float:
+        """The Holm p the gate read `row` by (see :attr:`family_p_holm`)."""
+        return self.family_p_holm.get(row.label(), row.p_holm)
+
+    def evidence(self, row: ComparisonRow) -> str:
+        """The row's evidence (its own Holm p, as the table has it) and, where the gate read it by another Holm p,
+        that one, labelled."""
+        text = row.evidence(self.confidence)
+        decided = self.family_p_holm.get(row.label())
+        if decided is None:
+            return text
+        return f"{text} (gate's Holm p = {decided:.4g}, with the retested rows' judged-only p in the family)"
+
     def describe(self) -> str:
         """Plain lines: FAIL per regression, the drops seen but not significant, those tolerated, then power."""
         retested = dict((id(row), retest) for row, retest in self.retested)
         lines = [
-            f"FAIL  {row.label()}: {row.evidence(self.confidence)}" + _survived(retested.get(id(row)))
-            for row in self.regressions
+            f"FAIL  {row.label()}: {self.evidence(row)}" + _survived(retested.get(id(row))) for row in self.regressions
         ]
         for row, retest in self.holes:
             lines.append(
-                f"holes  {row.label()}: {row.evidence(self.confidence)}; {retest.describe()}; on judged documents "
+                f"holes  {row.label()}: {self.evidence(row)}; {retest.describe()}; on judged documents "
                 f"only ({retest.condensed}, the head given the benefit of the doubt where its top k holds unjudged "
-                f"chunks) the drop is {retest.condensed_drop:+.4f} with Holm p = "
+                f"chunks) the drop is {retest.condensed_drop:+.4f} with the retest's Holm p = "
                 f"{retest.condensed_p_holm:.4g}: not a regression, label holes. List them with `evalkit pool "
                 f"--qrels FILE --run BASE --run HEAD --depth {retest.head.k}` (--require-judged fails on this)"
             )
@@ -128,9 +144,9 @@ class RegressionVerdict:
                 f"{self.alpha:g} in any slice ({self.gated} gated rows)"
             )
         for row in self.not_significant:
-            lines.append(f"seen, not significant  {row.label()}: {row.evidence(self.confidence)}")
+            lines.append(f"seen, not significant  {row.label()}: {self.evidence(row)}")
         for row in self.within_tolerance:
-            lines.append(f"significant, within tolerance  {row.label()}: {row.evidence(self.confidence)}")
+            lines.append(f"significant, within tolerance  {row.label()}: {self.evidence(row)}")
         for row in self.underpowered:
             if row.power is not None:
                 lines.append(f"underpowered  {row.label()}: {row.power.reason}; {_needed(row.power)}")
@@ -152,7 +168,8 @@ def _survived(retest: Retest | None) -> str:
         return f"; {retest.describe()}, and its measure has no condensed-list form to test it on judged documents"
     return (
         f"; {retest.describe()}, yet on judged documents only ({retest.condensed}) the drop is "
-        f"{retest.condensed_drop:+.4f} with Holm p = {retest.condensed_p_holm:.4g}: a regression, not holes"
+        f"{retest.condensed_drop:+.4f} with the retest's Holm p = {retest.condensed_p_holm:.4g}: a regression, "
+        "not holes"
     )
 
 
@@ -217,29 +234,30 @@ def find_regressions(
     position = {_key(r): i for i, r in enumerate(family)}
     found, adjusted = _retests(comparison, family, max_unjudged_gap, alpha, max_drop)
     retests = {g: found[position[_key(row)]] for g, row in enumerate(gated) if position[_key(row)] in found}
-    if found:
-        gated = [row.model_copy(update={"p_holm": adjusted[position[_key(row)]]}) for row in gated]
-    holes = tuple((gated[i], r) for i, r in retests.items() if not r.survives(alpha, max_drop))
-    hole_rows = {id(row) for row, _ in holes}
-    significant = [row for row in gated if row.p_holm < alpha and row.drop > 0 and id(row) not in hole_rows]
-    regressions = tuple(row for row in significant if row.drop > max_drop)
-    retested = tuple((gated[i], r) for i, r in retests.items() if r.survives(alpha, max_drop))
+    # A retested row is decided by its retest (whose Holm p it carries); every other row by its Holm p in the family
+    # with the retests' p in place, which a retest changes. Each row keeps its own p_holm, the comparison's.
+    decided = [
+        row.p_holm if g in retests or not found else adjusted[position[_key(row)]] for g, row in enumerate(gated)
+    ]
+    holes = {g: r for g, r in retests.items() if not r.survives(alpha, max_drop)}
+    read = [g for g in range(len(gated)) if g not in holes]
+    significant = [g for g in read if decided[g] < alpha and gated[g].drop > 0]
+    regressions = tuple(gated[g] for g in significant if gated[g].drop > max_drop)
     return RegressionVerdict(
         alpha=alpha,
         max_drop=max_drop,
         confidence=comparison.statistics.confidence,
         gated=len(gated),
         regressions=regressions,
-        not_significant=tuple(
-            row for row in gated if row.p_holm >= alpha and row.drop > max_drop and id(row) not in hole_rows
-        ),
-        within_tolerance=tuple(row for row in significant if row.drop <= max_drop),
+        not_significant=tuple(gated[g] for g in read if decided[g] >= alpha and gated[g].drop > max_drop),
+        within_tolerance=tuple(gated[g] for g in significant if gated[g].drop <= max_drop),
         underpowered=tuple(
-            r for r in gated if r.power and r.power.underpowered and r not in regressions and id(r) not in hole_rows
+            gated[g] for g in read if (p := gated[g].power) and p.underpowered and gated[g] not in regressions
         ),
-        holes=holes,
-        retested=tuple((row, r) for row, r in retested if row in regressions),
+        holes=tuple((gated[g], r) for g, r in holes.items()),
+        retested=tuple((gated[g], r) for g, r in retests.items() if g not in holes and gated[g] in regressions),
         max_unjudged_gap=max_unjudged_gap,
+        family_p_holm={gated[g].label(): decided[g] for g in range(len(gated)) if decided[g] != gated[g].p_holm},
     )
 
 

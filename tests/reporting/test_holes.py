@@ -192,3 +192,23 @@ def test_a_report_without_unjudged_counts_is_named_in_the_notes(better_head: tup
     comparison = compare_reports(old, head)
     assert any(note.startswith("base report carries no unjudged counts") for note in comparison.notes)
     assert not any("unjudged counts" in note for note in compare_reports(base, head).notes)
+
+
+def test_a_holes_line_states_the_rows_own_holm_p_and_the_retests_apart(better_head: tuple[Report, Report]) -> None:
+    """The row's Holm p is the table's and the JSON's; the retest's (over the family with its judged-only p in place)
+    is said apart, labelled: a holes line once printed the retest's as the row's."""
+    comparison = compare_reports(*better_head)
+    own = {row.label(): row.p_holm for row in comparison.gate_rows()}
+    verdict = find_regressions(comparison)
+    assert verdict.holes
+    lines = verdict.describe().splitlines()
+    for row, retest in verdict.holes:
+        assert retest.condensed_p_holm is not None and retest.condensed_p_holm != own[row.label()]
+        assert row.p_holm == own[row.label()]
+        line = next(line for line in lines if line.startswith(f"holes  {row.label()}:"))
+        assert f"Holm p = {own[row.label()]:.4g};" in line
+        assert f"the retest's Holm p = {retest.condensed_p_holm:.4g}" in line
+    rows = verdict.regressions + verdict.not_significant + verdict.within_tolerance + verdict.underpowered
+    assert all(row.p_holm == own[row.label()] for row in rows)
+    for label, decided in verdict.family_p_holm.items():
+        assert f"{label}: " in verdict.describe() and f"gate's Holm p = {decided:.4g}" in verdict.describe()
