@@ -105,7 +105,8 @@ function render({ model, el }) {
         const reviews = node("div", "evalkit-reviews");
         for (const review of task.reviews) {
           const column = node("div", "evalkit-review");
-          column.append(node("b", null, `${review.reviewer}: grade ${review.grade}`), spanList(review.spans));
+          const said = review.grade === null ? "did not decide this pair" : `grade ${review.grade}`;
+          column.append(node("b", null, `${review.reviewer}: ${said}`), spanList(review.spans));
           reviews.append(column);
         }
         root.append(reviews);

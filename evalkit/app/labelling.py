@@ -5,7 +5,8 @@ label file only, so a reviewer never sees another's labels), the pair shown, the
 and progress per language. :meth:`LabellingSession.record` writes each decision at once, atomically, through a
 :class:`evalkit.data.labels.LabelFile` (which keeps the file's decisions, so that the 10,000th decision is saved as
 fast as the first); a session opened again resumes at the first undecided pair. In adjudication
-the pairs are the two reviewers' disagreements, shown with both grades and spans, and the adjudicator's decisions go
+the pairs are what a merge needs adjudicated (the two reviewers' disagreements, and the chunks only one of them
+decided), shown with both grades and spans, and the adjudicator's decisions go
 to a third file.
 
 :class:`LabellingWidget` is the thin front: an anywidget whose small ES module draws :func:`session_view` and sends
@@ -66,7 +67,8 @@ def merge_span(spans: Iterable[tuple[int, int]], new: tuple[int, int]) -> tuple[
 
 
 class LabellingSession:
-    """One reviewer's pass over `tasks` ("label"), or an adjudicator's over two reviewers' disagreements.
+    """One reviewer's pass over `tasks` ("label"), or an adjudicator's over two reviewers' disagreements and the
+    chunks only one of them decided.
 
     Only `labels_path` (this reviewer's own file) is read; a file holding another reviewer's decisions is refused,
     so the session stays blind. `compare` holds, in adjudication, each pair's disagreement (both reviewers' grades
@@ -408,11 +410,11 @@ class LabelParameters(NotebookParameters):
         if self.mode == "label":
             tasks = load_tasks(fixture, None if self.tasks is None else self.root / self.tasks)
             return LabellingSession(tasks, self.labels_file, self.reviewer, fixture)
-        from evalkit.measures.agreement import disagreements
+        from evalkit.measures.agreement import to_adjudicate
 
         first = read_labels(self.root / str(self.labels_a), fixture)
         second = read_labels(self.root / str(self.labels_b), fixture)
-        found = disagreements(first, second, fixture)
+        found = to_adjudicate(first, second, fixture)
         if self.reviewer in {d.reviewer for d in (*first, *second)}:
             raise ValueError(f"reviewer {self.reviewer!r} labelled one of the files: the adjudicator is a third person")
         compare = {(d.query_id, d.chunk_id): d for d in found}

@@ -12,7 +12,12 @@ for grade 1-3, spans that are equal or whose token-level F1 (:func:`span_overlap
 - else an agreed pair's grade, with the union of both reviewers' spans (equal spans stay as they are; spans that
   differ within the bound are united, so the merge does not depend on which file is reviewer A, and no character
   either reviewer marked as answer is lost);
-- else nothing: a disagreement, or a pair only one reviewer decided, is refused, every one listed.
+- else nothing: a disagreement, or a chunk only one reviewer decided, is refused, every one listed.
+
+A no-answer decision (``chunk_id`` null) that only one reviewer made needs no adjudication: the merge keeps it unless
+a chunk of that query is merged with grade 1-3, which can only come from the adjudicator (a reviewer's own file may
+not hold both, see :func:`~evalkit.data.labels.read_labels`); then the adjudicator has overruled it, and it is
+dropped. The adjudicator is a third person: a file of either reviewer's is refused as the adjudicated labels.
 
 The merged decisions replace, pair by pair, the fixture's judgments of the labelled queries: the judgment of a
 decided chunk is replaced in place, a newly judged chunk is appended (in the fixture's chunk order), and a judgment
@@ -212,6 +217,9 @@ def _merged(
             merged[key] = (adjudicated[key].grade, adjudicated[key].spans)
         elif one is not None and other is not None and decisions_agree(one, other, texts.get(key[1] or "", ""), bound):
             merged[key] = (one.grade, _union((*one.spans, *other.spans)))
+        elif key[1] is None:  # one reviewer's no-answer decision: kept unless the adjudicator answered the query
+            if not any(q == key[0] and c is not None and d.grade >= 1 for (q, c), d in adjudicated.items()):
+                merged[key] = (0, ())
         else:
             undecided.append(_describe(key, one, other))
     return merged, undecided
@@ -247,9 +255,10 @@ def merge_labels(
 
     Raises:
         ValueError: `version` is not ``X.Y.Z`` or is the fixture's own; both files are by one reviewer; a side
-            decides a pair twice or holds two reviewers; the bound is not in [0, 1].
+            decides a pair twice or holds two reviewers; the adjudicated labels are by one of the two reviewers;
+            the bound is not in [0, 1].
         LabelMergeError: listing every pair left undecided (a disagreement without an adjudicated decision, or a
-            pair only one reviewer decided), every query merged as no-answer that has a chunk graded 1-3, and,
+            chunk only one reviewer decided), every query merged as no-answer that has a chunk graded 1-3, and,
             when the merged labels would answer every no-answer query of a language, each of those queries.
         FixtureError: the merged fixture breaks the schema (e.g. a language left without an answerable query).
     """
@@ -259,6 +268,13 @@ def merge_labels(
         raise ValueError(f"the new version {version} is the fixture's own: give a new one")
     bound = check_overlap_bound(overlap_bound)
     left, right = reviewer_pair(a, b)
+    reviewers = {d.reviewer for d in (*a[:1], *b[:1])}
+    third = adjudicated[0].reviewer if adjudicated else None
+    if third in reviewers:
+        raise ValueError(
+            f"the adjudicated labels are by {third!r}, who labelled one of the two files: the "
+            "adjudicator is a third person"
+        )
     texts = {c.chunk_id: c.text for c in fixture.chunks}
     merged, problems = _merged(left, right, _index(adjudicated or (), "adjudicated"), texts, bound)
     data = fixture.model_dump(mode="json")

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
 from pathlib import Path
@@ -259,6 +259,7 @@ def _read_labels(path: Path, known: _Known, max_bytes: int) -> tuple[LabelDecisi
     problems: list[str] = []
     first_line: dict[tuple[str, str | None], int] = {}
     reviewer: tuple[str, int] | None = None
+    answered: dict[str, LabelDecision] = {}  # per query, its first chunk graded 1-3
     for number, line in _lines(path, max_bytes):
         where = f"{name} line {number}"
         decision, found = _decision(line, where)
@@ -280,9 +281,24 @@ def _read_labels(path: Path, known: _Known, max_bytes: int) -> tuple[LabelDecisi
                 f"{reviewer[1]} (one reviewer per file)"
             )
         decisions.append(decision)
+        if decision.chunk_id is not None and decision.grade >= 1:
+            answered.setdefault(decision.query_id, decision)
+    for decision in decisions:
+        if decision.chunk_id is None and decision.query_id in answered:
+            at = first_line[decision.key]
+            problems.append(f"{name} line {at}: {_no_answer_conflict(answered[decision.query_id], first_line)}")
     if problems:
         raise LabelFileError(name, problems)
     return tuple(decisions)
+
+
+def _no_answer_conflict(answer: LabelDecision, lines: Mapping[tuple[str, str | None], int] | None = None) -> str:
+    """What is wrong with a no-answer decision beside `answer`, a chunk of its query graded 1-3 in the same file."""
+    at = f" (line {lines[answer.key]})" if lines else ""
+    return (
+        f"field 'chunk_id': query {answer.query_id!r} is decided to have no answer, yet chunk {answer.chunk_id!r} is "
+        f"graded {answer.grade}{at}: one reviewer's file holds one of the two, never both"
+    )
 
 
 def _line_of(decision: LabelDecision) -> bytes:
@@ -371,6 +387,13 @@ class LabelFile:
                         f"{shorten(first.reviewer)}, whose labels {name} holds (one reviewer per file)"
                     ],
                 )
+            if decision.chunk_id is None:  # a no-answer decision beside a chunk of its query graded 1-3, or the reverse
+                held = self.decisions.values()
+                answer = next((d for d in held if d.query_id == decision.query_id and d.grade >= 1), None)
+            else:
+                answer = decision if decision.grade >= 1 and (decision.query_id, None) in self.decisions else None
+            if answer is not None:
+                raise LabelFileError(name, [f"the decision: {_no_answer_conflict(answer)}"])
             line = _line_of(decision)
             write_atomic(self.path, b"".join({**self._lines, decision.key: line}.values()))
             self.decisions[decision.key] = decision

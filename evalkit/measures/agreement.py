@@ -65,6 +65,7 @@ __all__ = [
     "disagreements",
     "krippendorff_alpha_ordinal",
     "reading",
+    "to_adjudicate",
 ]
 
 GRADES: tuple[int, ...] = (0, 1, 2, 3)
@@ -95,13 +96,14 @@ class Statistic(StrictModel):
 
 
 class Disagreement(StrictModel):
-    """A pair the two reviewers decided differently: grades that differ, or spans below the overlap bound."""
+    """A pair the two reviewers decided differently (grades that differ, or spans below the overlap bound), or, in
+    :attr:`Agreement.one_sided`, a chunk only one of them decided (the other's grade None, spans empty)."""
 
     query_id: str
     chunk_id: str = Field(description="the chunk (two no-answer decisions, grade 0 without spans, always agree)")
     language: Language = Field(description="the query's language")
-    grade_a: int
-    grade_b: int
+    grade_a: int | None = Field(description="reviewer A's grade; None: A did not decide the pair")
+    grade_b: int | None = Field(description="reviewer B's grade; None: B did not decide the pair")
     spans_a: Spans
     spans_b: Spans
     reviewer_a: str
@@ -123,9 +125,13 @@ class SliceAgreement(StrictModel):
 
 
 class Agreement(SliceAgreement):
-    """Agreement over every pair both reviewers decided, and per query language."""
+    """Agreement over every pair both reviewers decided, and per query language; and the chunks only one of them
+    decided, which a merge needs an adjudicated decision for as it does for the disagreements."""
 
     by_language: dict[Language, SliceAgreement]
+    one_sided: tuple[Disagreement, ...] = Field(
+        default=(), description="(query, chunk) pairs only one reviewer decided, by query ID, then chunk ID"
+    )
 
 
 IntArray = npt.NDArray[np.int64]
@@ -212,6 +218,35 @@ def _pairs(a: Sequence[LabelDecision], b: Sequence[LabelDecision]) -> list[tuple
     return [(key, left[key], right[key]) for key in sorted(left.keys() & right.keys(), key=pair_order)]
 
 
+def _one_sided(a: Sequence[LabelDecision], b: Sequence[LabelDecision], fixture: Fixture) -> tuple[Disagreement, ...]:
+    """The chunks only one reviewer decided (a no-answer decision of one reviewer needs no adjudication: see
+    :func:`~evalkit.data.label_merge.merge_labels`), each with the other's grade None."""
+    left, right = reviewer_pair(a, b)
+    names = (a[0].reviewer if a else "A", b[0].reviewer if b else "B")
+    languages = _languages(fixture)
+    found = []
+    for key in sorted(left.keys() ^ right.keys(), key=pair_order):
+        query_id, chunk_id = key
+        if chunk_id is None:
+            continue
+        one, other = left.get(key), right.get(key)
+        found.append(
+            Disagreement(
+                query_id=query_id,
+                chunk_id=chunk_id,
+                language=languages[query_id],
+                grade_a=None if one is None else one.grade,
+                grade_b=None if other is None else other.grade,
+                spans_a=() if one is None else one.spans,
+                spans_b=() if other is None else other.spans,
+                reviewer_a=names[0],
+                reviewer_b=names[1],
+                span_f1_overlap=None,
+            )
+        )
+    return tuple(found)
+
+
 def _languages(fixture: Fixture) -> dict[str, Language]:
     return {q.query_id: q.language for q in fixture.queries}
 
@@ -258,6 +293,22 @@ def disagreements(
         ValueError: both sides by one reviewer, a side with two reviewers or a pair twice, a bound outside [0, 1].
     """
     return _disagreements(_pairs(a, b), fixture, check_overlap_bound(overlap_bound))
+
+
+def to_adjudicate(
+    a: Sequence[LabelDecision],
+    b: Sequence[LabelDecision],
+    fixture: Fixture,
+    overlap_bound: float = DEFAULT_OVERLAP_BOUND,
+) -> tuple[Disagreement, ...]:
+    """Every pair :func:`~evalkit.data.label_merge.merge_labels` needs an adjudicated decision for: the
+    disagreements and the chunks only one reviewer decided, by query ID, then chunk ID.
+
+    Raises:
+        ValueError: as :func:`disagreements`.
+    """
+    found = (*disagreements(a, b, fixture, overlap_bound), *_one_sided(a, b, fixture))
+    return tuple(sorted(found, key=lambda d: pair_order((d.query_id, d.chunk_id))))
 
 
 def _span_means(pairs: list[tuple[Key, LabelDecision, LabelDecision]], texts: dict[str, str]) -> tuple[Statistic, ...]:
@@ -311,4 +362,8 @@ def agreement(
         raise ValueError(f"the labels name queries the fixture does not hold: {', '.join(unknown[:5])}")
     overall = _slice(pairs, fixture, bound)
     by_language = {lang: _slice([p for p in pairs if languages[p[0][0]] == lang], fixture, bound) for lang in LANGUAGES}
-    return Agreement(**{name: getattr(overall, name) for name in SliceAgreement.model_fields}, by_language=by_language)
+    return Agreement(
+        **{name: getattr(overall, name) for name in SliceAgreement.model_fields},
+        by_language=by_language,
+        one_sided=_one_sided(a, b, fixture),
+    )

@@ -79,13 +79,26 @@ def test_agree_prints_the_table_and_every_disagreement(workspace: Path, capsys: 
     assert "trash for 30 days" not in out  # IDs and offsets only: no fixture text
 
 
+def test_agree_lists_the_chunks_one_reviewer_decided_which_a_merge_refuses(
+    workspace: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with (workspace / "ben.jsonl").open("a", encoding="utf-8") as more:
+        more.write(_line("q-zh-002", "zh-billing-02", 2, [[0, 4]], "ben"))
+    assert main(AGREE) == 0
+    lines = capsys.readouterr().out.splitlines()
+    at = lines.index("decided by one reviewer only: 1 (a merge needs each adjudicated)")
+    assert lines[at + 1] == "  q-zh-002 zh-billing-02 [zh]: grade - / 2, spans [] / [[0, 4]]"
+    assert main([*MERGE[:-2], "--adjudicated", "cy.jsonl", "--output-dir", "new"]) == 2
+    assert "  - query 'q-zh-002', chunk 'zh-billing-02': only 'ben' (grade 2) decided it" in capsys.readouterr().err
+
+
 def test_agree_json_has_exactly_the_documented_keys_and_output_holds_it(
     workspace: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert main([*AGREE, "--format", "json"]) == 0
     printed = capsys.readouterr().out
     data = json.loads(printed)
-    assert set(data) == KEYS | {"by_language"}
+    assert set(data) == KEYS | {"by_language", "one_sided"}
     assert {key: set(row) for key, row in data["by_language"].items()} == {"en": KEYS, "zh": KEYS}
     assert [(d["query_id"], d["chunk_id"]) for d in data["disagreements"]] == [
         ("q-en-001", "en-trash-01"),

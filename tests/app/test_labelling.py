@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import json
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -27,7 +28,7 @@ from evalkit.app.notebook import UnknownParameterError
 from evalkit.data.fixture import Fixture, LoadedFixture
 from evalkit.data.labels import LabelDecision, LabelFileError, LabelTask, load_tasks, read_labels
 
-from ..conftest import ROOT
+from ..conftest import ROOT, TINY_DIR
 
 NOTEBOOK = ROOT / "notebooks" / "label.ipynb"
 
@@ -323,6 +324,32 @@ def test_adjudication_shows_only_the_disagreements(tmp_path: Path, fixture: Fixt
     assert decision.reviewer == "cy"
     assert read_labels(tmp_path / "cy.jsonl", fixture) == (decision,)
     assert session.current is None
+
+
+def test_adjudication_shows_the_chunks_only_one_reviewer_decided(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "pyproject.toml").write_text("", encoding="utf-8")  # a stand-in project root
+    (tmp_path / "evalkit").mkdir()
+    shutil.copytree(TINY_DIR, tmp_path / "fx")
+    monkeypatch.chdir(tmp_path)
+    ana = {"query_id": "q-en-001", "chunk_id": "en-trash-01", "grade": 0, "reviewer": "ana"}
+    bo = {"query_id": "q-zh-001", "chunk_id": "zh-export-02", "grade": 1, "spans": [[0, 4]], "reviewer": "bo"}
+    (tmp_path / "labels").mkdir()
+    write_labels(tmp_path / "labels" / "ana.jsonl", [ana])
+    write_labels(tmp_path / "labels" / "bo.jsonl", [bo])
+    parameters = LabelParameters(
+        fixture="fx", reviewer="cy", mode="adjudicate", labels_a="labels/ana.jsonl", labels_b="labels/bo.jsonl"
+    )
+    session = parameters.open_session()
+    assert [(t.query_id, t.chunk_id) for t in session.tasks] == [
+        ("q-en-001", "en-trash-01"),
+        ("q-zh-001", "zh-export-02"),
+    ]
+    assert session_view(session)["task"]["reviews"] == [
+        {"reviewer": "ana", "grade": 0, "spans": []},
+        {"reviewer": "bo", "grade": None, "spans": []},
+    ]
 
 
 def test_adjudication_parameters(tmp_path: Path) -> None:

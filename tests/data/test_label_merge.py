@@ -10,7 +10,7 @@ import pytest
 from evalkit.data.fixture import Fixture, FixtureError, Judgment, LoadedFixture, Span, load_fixture, write_fixture
 from evalkit.data.label_merge import LabelMergeError, decisions_agree, merge_labels
 from evalkit.data.labels import LabelDecision
-from evalkit.measures.agreement import disagreements
+from evalkit.measures.agreement import disagreements, to_adjudicate
 
 
 @pytest.fixture
@@ -81,7 +81,7 @@ def test_undecided_pairs_are_refused_each_listed(fixture: Fixture) -> None:
         "(span overlap below the bound)",
         "query 'q-en-003', chunk 'zh-billing-01': only 'ana' (grade 3) decided it",
         "query 'q-zh-001', chunk 'zh-export-01': grade 1 by 'ana', 2 by 'ben'",
-        "query 'q-zh-002', no-answer decision: only 'ben' (grade 0) decided it",
+        "query 'q-zh-002': merged as no answer (chunk_id null), yet chunk 'zh-billing-02' has grade 3",
     ]
     assert isinstance(caught.value, ValueError)
     assert "4 problem(s)" in str(caught.value)
@@ -99,6 +99,58 @@ def test_the_disagreements_of_agreement_are_what_the_merge_refuses(fixture: Fixt
     texts = {c.chunk_id: c.text for c in fixture.chunks}
     agreed = [x for x, y in zip(A, b, strict=True) if decisions_agree(x, y, texts[x.chunk_id or ""])]
     assert len(agreed) == 3
+
+
+def test_the_pairs_to_adjudicate_are_exactly_what_the_merge_refuses(fixture: Fixture) -> None:
+    a = [*A, _d("q-en-003", "zh-billing-01", 3, ((0, 4),))]  # only ana
+    b = [*B[:3], _d("q-zh-001", "zh-export-01", 3, ((8, 11),), "ben"), _d("q-en-002", "en-sync-02", 0, who="ben")]
+    found = to_adjudicate(a, b, fixture)
+    assert [(d.query_id, d.chunk_id, d.grade_a, d.grade_b) for d in found] == [
+        ("q-en-002", "en-sync-02", None, 0),
+        ("q-en-003", "zh-billing-01", 3, None),
+        ("q-zh-001", "zh-export-01", 1, 3),
+    ]
+    with pytest.raises(LabelMergeError) as caught:
+        merge_labels(fixture, a, b, None, "1.1.0")
+    assert [p.split(":")[0] for p in caught.value.problems] == [
+        f"query {d.query_id!r}, chunk {d.chunk_id!r}" for d in found
+    ]
+    settled = [_d(d.query_id, d.chunk_id, 0, who="cy") for d in found]
+    assert merge_labels(fixture, a, b, settled, "1.1.0").fixture_version == "1.1.0"
+
+
+def test_one_reviewers_no_answer_decision_stands_unless_the_adjudicator_answers_the_query(fixture: Fixture) -> None:
+    no_answer = _d("q-en-004", None, 0)  # ana: no chunk answers q-en-004 (a no-answer query of the fixture)
+    graded = _d("q-en-004", "en-sync-02", 1, ((45, 50),), "ben")  # ben: this chunk does
+    assert [(d.chunk_id, d.grade_a, d.grade_b) for d in to_adjudicate([*A, no_answer], [*B, graded], fixture)] == [
+        ("en-sync-02", None, 1)
+    ]  # the no-answer decision is no pair to adjudicate: the chunk is
+    sided_with_ana = merge_labels(
+        fixture, [*A, no_answer], [*B, graded], [_d("q-en-004", "en-sync-02", 0, who="cy")], "1.1.0"
+    )
+    assert [j.grade for j in _judgments(sided_with_ana, "q-en-004")] == [0]
+    adjudicated = [_d("q-en-004", "en-sync-02", 1, ((45, 50),), "cy")]
+    with pytest.raises(LabelMergeError, match="every no-answer query in en would be answered"):
+        merge_labels(fixture, [*A, no_answer], [*B, graded], adjudicated, "1.1.0")  # the overruling is what remains
+
+
+def test_the_adjudicator_overrules_a_no_answer_decision_by_answering_the_query(fixture: Fixture) -> None:
+    no_answer = _d("q-zh-002", None, 0, who="ben")  # q-zh-002 is answered in the fixture: zh-billing-02, grade 3
+    with pytest.raises(LabelMergeError, match="merged as no answer"):
+        merge_labels(fixture, A, [*B, no_answer], None, "1.1.0")
+    adjudicated = [_d("q-zh-002", "zh-billing-02", 3, ((0, 4),), "cy")]
+    merged = merge_labels(fixture, A, [*B, no_answer], adjudicated, "1.1.0")
+    first = _judgments(merged, "q-zh-002")[0]
+    assert (first.chunk_id, first.grade) == ("zh-billing-02", 3)
+    both = [*adjudicated, _d("q-zh-002", None, 0, who="cy")]  # the adjudicator's own no-answer decision beside it
+    with pytest.raises(LabelMergeError, match="merged as no answer"):
+        merge_labels(fixture, A, [*B, no_answer], both, "1.1.0")
+
+
+@pytest.mark.parametrize("who", ["ana", "ben"])
+def test_the_adjudicator_is_a_third_person(fixture: Fixture, who: str) -> None:
+    with pytest.raises(ValueError, match=f"the adjudicated labels are by '{who}'.*a third person"):
+        merge_labels(fixture, A, B, [_d("q-en-001", "en-trash-01", 3, ((14, 43),), who)], "1.1.0")
 
 
 def test_adjudicated_decisions_win(fixture: Fixture) -> None:

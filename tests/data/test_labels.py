@@ -319,6 +319,31 @@ def test_a_label_file_saves_decision_after_decision_without_reading_itself_again
     assert list(labels.decisions.values()) == [changed, second]
 
 
+def test_a_file_deciding_a_query_has_no_answer_and_grading_its_chunk_is_refused(
+    tmp_path: Path, fixture: Fixture
+) -> None:
+    path = _write(tmp_path / "ana.jsonl", EN, {"query_id": "q-en-001", "chunk_id": None, "grade": 0, "reviewer": "ana"})
+    with pytest.raises(LabelFileError) as caught:
+        read_labels(path, fixture)
+    assert caught.value.problems == [
+        "ana.jsonl line 2: field 'chunk_id': query 'q-en-001' is decided to have no answer, yet chunk 'en-trash-01' "
+        "is graded 3 (line 1): one reviewer's file holds one of the two, never both"
+    ]
+
+
+def test_a_decision_contradicting_the_file_on_a_no_answer_query_is_refused(tmp_path: Path, fixture: Fixture) -> None:
+    labels = LabelFile(tmp_path / "ana.jsonl", fixture)
+    labels.record(LabelDecision.model_validate_json(json.dumps(EN)))
+    no_answer = LabelDecision(query_id="q-en-001", chunk_id=None, grade=0, reviewer="ana")
+    with pytest.raises(LabelFileError, match="query 'q-en-001' is decided to have no answer, yet chunk 'en-trash-01'"):
+        labels.record(no_answer)
+    labels.record(LabelDecision.model_validate_json(json.dumps({**EN, "grade": 0, "spans": []})))  # changed its mind
+    labels.record(no_answer)  # now consistent
+    with pytest.raises(LabelFileError, match="is graded 2"):
+        labels.record(LabelDecision.model_validate_json(json.dumps({**EN, "grade": 2})))
+    assert [d.key for d in read_labels(tmp_path / "ana.jsonl", fixture)] == [("q-en-001", "en-trash-01"), no_answer.key]
+
+
 def test_a_decision_waits_for_another_writer_of_the_folder_and_keeps_its_decision(
     tmp_path: Path, fixture: Fixture
 ) -> None:

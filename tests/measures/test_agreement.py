@@ -319,7 +319,7 @@ def test_disagreements_are_grade_differences_and_spans_below_the_bound(fixture: 
 def test_json_keys_are_exactly_the_documented_ones(fixture: Fixture) -> None:
     a, b = _random_labels(fixture, 1, 0.5)
     data = json.loads(model_json(agreement(a, b, fixture)))
-    assert set(data) == KEYS | {"by_language"}
+    assert set(data) == KEYS | {"by_language", "one_sided"}
     assert set(data["by_language"]) == {"en", "zh"}
     for row in data["by_language"].values():
         assert set(row) == KEYS

@@ -23,7 +23,7 @@ from evalkit.data.inputs import clip, read_input_bytes
 from evalkit.data.label_merge import DEFAULT_OVERLAP_BOUND, check_overlap_bound, merge_labels
 from evalkit.data.labels import LabelDecision, read_labels
 from evalkit.data.schema import model_json
-from evalkit.measures.agreement import Agreement, SliceAgreement, Statistic, agreement, reading
+from evalkit.measures.agreement import Agreement, Disagreement, SliceAgreement, Statistic, agreement, reading
 from evalkit.reporting.gate_specs import BASELINES_FILE, GATES_FILE
 
 __all__ = ["COPIED_FILES", "add_parser", "format_agreement"]
@@ -70,13 +70,19 @@ def format_agreement(result: Agreement, reviewers: tuple[str, str], bound: float
     lines += ["confusion (rows: A's grade 0-3, columns: B's grade 0-3):"]
     lines += [f"  {grade}: " + " ".join(f"{count:>5}" for count in row) for grade, row in enumerate(result.confusion)]
     lines.append(f"disagreements: {len(result.disagreements)}")
-    for d in result.disagreements:
-        overlap = "" if d.span_f1_overlap is None else f", overlap F1 {d.span_f1_overlap:.2f}"
-        lines.append(
-            f"  {d.query_id} {d.chunk_id} [{d.language}]: grade {d.grade_a} / {d.grade_b}, spans "
-            f"{[list(s) for s in d.spans_a]} / {[list(s) for s in d.spans_b]}{overlap}"
-        )
+    lines += [_pair_line(d) for d in result.disagreements]
+    if result.one_sided:
+        lines.append(f"decided by one reviewer only: {len(result.one_sided)} (a merge needs each adjudicated)")
+        lines += [_pair_line(d) for d in result.one_sided]
     return "\n".join(lines) + "\n"
+
+
+def _pair_line(d: Disagreement) -> str:
+    """One pair of the listing: IDs, both grades (``-`` for a reviewer who did not decide it) and spans."""
+    overlap = "" if d.span_f1_overlap is None else f", overlap F1 {d.span_f1_overlap:.2f}"
+    grades = " / ".join("-" if grade is None else str(grade) for grade in (d.grade_a, d.grade_b))
+    spans = " / ".join(str([list(s) for s in spans]) for spans in (d.spans_a, d.spans_b))
+    return f"  {d.query_id} {d.chunk_id} [{d.language}]: grade {grades}, spans {spans}{overlap}"
 
 
 def agree(args: argparse.Namespace) -> int:
