@@ -3,7 +3,7 @@ chunks (the docs' "Score a run file" page declares it)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -12,7 +12,7 @@ import pyarrow.compute as pc
 from evalkit.data.inputs import clip
 from evalkit.data.runs import Run, RunFileError
 
-__all__ = ["RunCoverage", "check_run"]
+__all__ = ["RunCoverage", "check_run", "refuse_unscorable"]
 
 
 @dataclass(frozen=True)
@@ -40,11 +40,7 @@ def check_run(run: Run, query_ids: Iterable[str], chunk_ids: Iterable[str]) -> R
     queries = set(query_ids)
     named = run.queries.to_pylist()
     unjudged_queries = [q for q in named if q not in queries]
-    if named and len(unjudged_queries) == len(named):
-        raise RunFileError(
-            f"run {run.name}: none of its {len(named)} query(ies) is in the fixture (the first: "
-            f"{clip(repr(unjudged_queries[0]))}); is it the run of another collection?"
-        )
+    refuse_unscorable(run.name, len(named), len(unjudged_queries), "the fixture", unjudged_queries[:1])
     known = pa.array(sorted(set(chunk_ids)), type=pa.string())
     used = pc.unique(run.doc_ids).cast(pa.string())  # hashed in C: no per-line Python, no dictionary of the run
     unknown = sorted(pc.filter(used, pc.invert(pc.is_in(used, value_set=known))).to_pylist())
@@ -53,3 +49,20 @@ def check_run(run: Run, query_ids: Iterable[str], chunk_ids: Iterable[str]) -> R
         unknown_chunks=tuple(unknown),
         unjudged_queries=len(unjudged_queries),
     )
+
+
+def refuse_unscorable(name: str, queries: int, unjudged: int, judgments: str, first: Sequence[str] = ()) -> None:
+    """Refuse a run with no result line at all (an empty file: a retrieval job that wrote nothing, more likely than a
+    system that answered no query) and a run none of whose `queries` the `judgments` hold (`unjudged` of them: the
+    run of another collection), naming the run; ``RunFileError`` (exit 2 at the command line)."""
+    if queries == 0:
+        raise RunFileError(
+            f"run {name}: holds no result line, so there is nothing to score (was the run file written?); a system "
+            "that returns nothing for a query leaves that query out of its run, not every query"
+        )
+    if unjudged == queries:
+        named = f" (the first: {clip(repr(first[0]))})" if first else ""
+        raise RunFileError(
+            f"run {name}: none of its {queries} query(ies) is in {judgments}{named}; is it the run of another "
+            "collection?"
+        )

@@ -37,6 +37,7 @@ from evalkit.data.inputs import clip
 from evalkit.data.judgments import qrels_sha256
 from evalkit.data.loading import QrelsInput, is_single_run, load_languages, load_qrels, load_run, load_runs
 from evalkit.data.qrels import Qrels
+from evalkit.data.run_coverage import refuse_unscorable
 from evalkit.data.run_stream import run_file_name, run_sha256
 from evalkit.data.runs import Run
 from evalkit.data.schema import LANGUAGES, MAX_ID_LENGTH, Language, Slice, is_identifier
@@ -450,11 +451,8 @@ def _score(
     scored = [score_source(source, scoring) for source in sources]
     for one in scored:
         counts = one.scores.counts
-        if one.queries and counts is not None and counts.unjudged_queries == one.queries:
-            raise ValueError(
-                f"run {one.name}: none of its {one.queries} query(ies) is in the judgments ({judged.source}); "
-                "is it the run of another collection?"
-            )
+        if counts is not None:
+            refuse_unscorable(one.name, one.queries, counts.unjudged_queries, f"the judgments ({judged.source})")
     scores = tuple(one.scores for one in scored)
     query_languages = load_languages(languages, max_bytes)
     notes = [*scoring_notes(scores, dropped, missing), *coverage_notes(judged, scores, query_languages, languages)]

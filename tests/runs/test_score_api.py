@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import re
@@ -18,7 +19,7 @@ from evalkit.app.cli import main
 from evalkit.reporting.comparison import ComparisonError, compare_reports
 from evalkit.reporting.report import parse_report, report_json
 
-from ..conftest import ROOT
+from ..conftest import ROOT, TINY_DIR
 
 QRELS = {"q1": {"d1": 1, "d2": 0, "d3": 2}, "q2": {"d4": 1}, "q3": {"d5": 0}, "q4": {"d6": 3}}
 """q3 has no relevant document (no-answer); q4 is judged but absent from RUN."""
@@ -156,6 +157,21 @@ def test_a_run_with_no_judged_query_is_refused(files: Path, capsys: pytest.Captu
     _write(files, "elsewhere.trec", _trec_run({"q9": {"d1": 1.0}}, tag="sys"))
     assert main(["score", "--qrels", "qrels.txt", "--run", "elsewhere.trec"]) == 2
     assert "run sys: none of its 1 query(ies) is in the judgments (qrels.txt)" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("name", ["empty.trec", "empty.jsonl", "empty.trec.gz"])
+def test_an_empty_run_file_is_refused_not_scored_zero(
+    files: Path, name: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A run file with no line (a retrieval job that wrote nothing) is refused, as pool refuses it, on the qrels
+    path and the fixture path alike, instead of scoring every judged query 0."""
+    (files / name).write_bytes(gzip.compress(b"") if name.endswith(".gz") else b"")
+    assert main(["score", "--qrels", "qrels.txt", "--run", name]) == 2
+    assert "run empty: holds no result line, so there is nothing to score" in capsys.readouterr().err
+    assert main(["score", "--fixture", str(TINY_DIR), "--run", name]) == 2
+    assert "run empty: holds no result line" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="run a: holds no result line"):
+        evalkit.score("qrels.txt", {"a": name})
 
 
 def test_numpy_scalar_scores_are_numbers() -> None:
