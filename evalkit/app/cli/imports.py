@@ -40,8 +40,8 @@ def _import_outputs(output_dir: str, inputs: Sequence[Path]) -> tuple[Path, Path
         requested = f"{output_dir.rstrip('/')}/{name}"
         target = resolve_output_path(requested, Path.cwd())
         refuse_input_overwrite(target, inputs, requested)
-        _refuse_non_empty(output_dir, target.parent)
         targets.append(target)
+    _refuse_non_empty(output_dir, targets[0].parent)  # after the input checks, whose refusal says more
     return targets[0], targets[1]
 
 
