@@ -31,6 +31,7 @@ from evalkit.data.schema import SLICES, Identifier, Sha256, Slice, StrictModel, 
 from evalkit.measures.registry import NO_ANSWER_FPR
 from evalkit.measures.statistics import StatisticsSettings, holm_adjust, paired_bootstrap_intervals, sign_flip_p_values
 from evalkit.reporting.comparison_notes import ComparisonError, report_notes, shared_ablations
+from evalkit.reporting.formatting import signed
 from evalkit.reporting.holes import (
     JudgedTest,
     UnjudgedShare,
@@ -128,10 +129,8 @@ class ComparisonRow(StrictModel):
 
     def evidence(self, confidence: float) -> str:
         """The difference with its interval and p-values, for messages."""
-        text = (
-            f"difference {self.difference:+.4f}, {confidence:.0%} CI [{self.ci_low:+.4f}, {self.ci_high:+.4f}], "
-            f"p = {self.p_value:.4g}"
-        )
+        interval = f"[{signed(self.ci_low)}, {signed(self.ci_high)}]"
+        text = f"difference {signed(self.difference)}, {confidence:.0%} CI {interval}, p = {self.p_value:.4g}"
         if self.gated:
             return f"{text}, one-sided p = {self.p_one_sided:.4g}, Holm p = {self.p_holm:.4g}"
         return f"{text}, Holm p = {self.p_holm:.4g} (exploratory)"

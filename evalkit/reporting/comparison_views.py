@@ -17,6 +17,7 @@ import pandas as pd
 
 from evalkit.data.schema import ALL_ABLATION_IDS, LANGUAGES, SLICES, model_json
 from evalkit.reporting.comparison import Comparison, ComparisonRow, PairRow, PairwiseComparison
+from evalkit.reporting.formatting import signed
 from evalkit.reporting.per_query import ANSWERABLE_MEASURES, NO_ANSWER_MEASURES
 from evalkit.reporting.report import Report
 
@@ -42,11 +43,11 @@ def format_comparison(comparison: Comparison) -> str:
     lines = [header, "-" * len(header)]
     marks = []
     for row in comparison.rows:
-        interval = f"[{row.ci_low:+.3f}, {row.ci_high:+.3f}]" + ("*" if row.disagreement else " ")
+        interval = f"[{signed(row.ci_low, 3)}, {signed(row.ci_high, 3)}]" + ("*" if row.disagreement else " ")
         mde = "" if row.power is None else f"{row.power.mde:.3f}" + ("!" if row.power.underpowered else " ")
         lines.append(
             f"{row.ablation:<18} {row.measure:<17} {row.slice:<5} {row.queries:>5} {row.base_mean:>7.3f} "
-            f"{row.head_mean:>7.3f} {row.difference:>+8.3f} {interval:>19} {row.p_value:>7.4f} "
+            f"{row.head_mean:>7.3f} {signed(row.difference, 3):>8} {interval:>19} {row.p_value:>7.4f} "
             f"{row.p_one_sided:>7.4f} {row.p_holm:>7.4f} {'gate' if row.gated else 'expl':<6} {mde:>8} "
             f"{f'{row.wins}/{row.ties}/{row.losses}':>11}"
         )
@@ -125,7 +126,7 @@ def format_pairwise(comparison: PairwiseComparison) -> str:
     for r in comparison.rows:
         lines.append(
             f"{f'{r.head_system} vs {r.base_system}':<{width}} {r.ablation:<18} {r.measure:<17} {r.slice:<5} "
-            f"{r.queries:>5} {r.base_mean:>7.3f} {r.head_mean:>7.3f} {r.difference:>+8.3f} {r.p_value:>7.4f} "
+            f"{r.queries:>5} {r.base_mean:>7.3f} {r.head_mean:>7.3f} {signed(r.difference, 3):>8} {r.p_value:>7.4f} "
             f"{r.p_one_sided:>7.4f} {r.p_holm:>7.4f} {r.p_holm_two_sided:>7.4f} {'gate' if r.gated else 'expl':<6} "
             f"{f'{r.wins}/{r.ties}/{r.losses}':>11}"
         )

@@ -37,6 +37,7 @@ from pydantic import Field
 from evalkit.data.schema import SLICES, Slice, StrictModel
 from evalkit.measures.registry import condensed_form, parse_measure
 from evalkit.measures.statistics import StatisticsSettings, holm_adjust, sign_flip_p_values
+from evalkit.reporting.formatting import signed
 from evalkit.reporting.per_query import PerQueryColumns, QueryIndex
 from evalkit.reporting.report import Report
 
@@ -253,7 +254,8 @@ class Retest:
     head: UnjudgedShare
     condensed: str | None
     """The condensed measure it was tested on (None: the measure has none, so it was not retested)."""
-    condensed_drop: float | None
+    condensed_difference: float | None
+    """head - base on the condensed measure, as the row's ``difference`` (after the benefit of the doubt)."""
     condensed_p_holm: float | None
 
     @property
@@ -263,9 +265,19 @@ class Retest:
 
     def survives(self, alpha: float, max_drop: float) -> bool:
         """Whether the drop is still a regression on judged documents (True when it could not be retested)."""
-        if self.condensed_drop is None or self.condensed_p_holm is None:
+        if self.condensed_difference is None or self.condensed_p_holm is None:
             return True
-        return self.condensed_drop > max_drop and self.condensed_p_holm < alpha
+        return -self.condensed_difference > max_drop and self.condensed_p_holm < alpha
+
+    def judged_only(self) -> str:
+        """The retest's difference (head - base, as a row's) and Holm p, or that there was none."""
+        if self.condensed_difference is None or self.condensed_p_holm is None:
+            return "its measure has no condensed-list form to test it on judged documents"
+        return (
+            f"on judged documents only ({self.condensed}, the head given the benefit of the doubt where its top k "
+            f"holds unjudged chunks) the difference is {signed(self.condensed_difference)} with the retest's Holm "
+            f"p = {self.condensed_p_holm:.4g}"
+        )
 
     def describe(self) -> str:
         """Both shares and what there is to label."""
@@ -311,7 +323,7 @@ def retest_on_judged(
             base,
             head,
             None if test is None else test.condensed,
-            None if test is None else test.drop,
+            None if test is None else -test.drop,
             None if test is None else adjusted[i],
         )
         for i, (base, head, test) in suspects.items()

@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from evalkit.reporting.comparison import Comparison, ComparisonRow, PairRow, PairwiseComparison
+from evalkit.reporting.formatting import signed
 from evalkit.reporting.gates import GateFailure
 from evalkit.reporting.holes import DEFAULT_MAX_UNJUDGED_GAP, GatedRow, Retest, retest_on_judged
 from evalkit.reporting.power import RowPower, check_gate_arguments, row_power
@@ -79,7 +80,7 @@ class RegressionVerdict:
                 threshold=-self.max_drop if row.higher_is_better else self.max_drop,
                 comparison=">=" if row.higher_is_better else "<=",
                 passed=False,
-                detail=f"{self.confidence:.0%} CI [{row.ci_low:+.4f}, {row.ci_high:+.4f}], one-sided "
+                detail=f"{self.confidence:.0%} CI [{signed(row.ci_low)}, {signed(row.ci_high)}], one-sided "
                 f"p = {row.p_one_sided:.4g}, Holm p = {self.decided_p_holm(row):.4g} < alpha {self.alpha:g}",
             )
             for row in self.regressions
@@ -132,10 +133,8 @@ class RegressionVerdict:
         ]
         for row, retest in self.holes:
             lines.append(
-                f"holes  {row.label()}: {self.evidence(row)}; {retest.describe()}; on judged documents "
-                f"only ({retest.condensed}, the head given the benefit of the doubt where its top k holds unjudged "
-                f"chunks) the drop is {retest.condensed_drop:+.4f} with the retest's Holm p = "
-                f"{retest.condensed_p_holm:.4g}: not a regression, label holes. List them with `evalkit pool "
+                f"holes  {row.label()}: {self.evidence(row)}; {retest.describe()}; {retest.judged_only()}: "
+                "not a regression, label holes. List them with `evalkit pool "
                 f"--qrels FILE --run BASE --run HEAD --depth {retest.head.k}` (--require-judged fails on this)"
             )
         if not self.regressions:
@@ -165,12 +164,8 @@ def _survived(retest: Retest | None) -> str:
     if retest is None:
         return ""
     if retest.condensed is None:
-        return f"; {retest.describe()}, and its measure has no condensed-list form to test it on judged documents"
-    return (
-        f"; {retest.describe()}, yet on judged documents only ({retest.condensed}) the drop is "
-        f"{retest.condensed_drop:+.4f} with the retest's Holm p = {retest.condensed_p_holm:.4g}: a regression, "
-        "not holes"
-    )
+        return f"; {retest.describe()}, and {retest.judged_only()}"
+    return f"; {retest.describe()}, yet {retest.judged_only()}: a regression, not holes"
 
 
 def _needed(power: RowPower) -> str:

@@ -13,7 +13,7 @@ from evalkit.app.cli import main
 from evalkit.reporting.build import build_report
 from evalkit.reporting.comparison import compare_many, compare_reports
 from evalkit.reporting.gates import GateFailure
-from evalkit.reporting.holes import DEFAULT_MAX_UNJUDGED_GAP, condensed_name
+from evalkit.reporting.holes import DEFAULT_MAX_UNJUDGED_GAP, Retest, UnjudgedShare, condensed_name
 from evalkit.reporting.regression import check_regressions, find_regressions
 from evalkit.reporting.report import Report, parse_report, report_json
 from evalkit.reporting.run_files import trec_runs
@@ -46,6 +46,20 @@ def _report(qrels: Path, run: dict[str, dict[str, float]], languages: dict[str, 
 
 def _as_run(rankings: dict[str, list[tuple[str, float]]]) -> dict[str, dict[str, float]]:
     return {q: dict(ranking) for q, ranking in rankings.items()}
+
+
+def _worse_head(evaluation: Evaluation, pooled: tuple[Path, dict[str, str]]) -> tuple[Report, Report]:
+    """lexical (the base) and a head that loses the base's relevant chunks on every query and on half of them fills
+    its top 10 with chunks nobody judged."""
+    qrels, languages = pooled
+    base_rankings = _rankings(evaluation, "lexical")
+    grades = {q.query_id: {j.chunk_id for j in q.judgments} for q in evaluation.fixture.queries}
+    head: dict[str, dict[str, float]] = {}
+    for i, (query, ranking) in enumerate(sorted(base_rankings.items())):
+        kept = [(d, s) for d, s in ranking if d not in grades[query]]  # its judged misses, no relevant chunk
+        filler = [(f"unjudged-{query}-{j}", 0.5 - j / 100) for j in range(10)] if i % 2 else []
+        head[query] = dict((kept + filler)[:10])
+    return _report(qrels, _as_run(base_rankings), languages), _report(qrels, head, languages)
 
 
 @pytest.fixture(scope="module")
@@ -91,17 +105,7 @@ def test_a_truly_worse_system_with_holes_still_fails(
 ) -> None:
     """The head loses the base's relevant chunks on every query, and on half of them fills its top 10 with chunks
     nobody judged: the judged half is evidence, and the gate fails it."""
-    qrels, languages = pooled
-    base_rankings = _rankings(synthetic_evaluation, "lexical")
-    grades = {q.query_id: {j.chunk_id for j in q.judgments} for q in synthetic_evaluation.fixture.queries}
-    head: dict[str, dict[str, float]] = {}
-    for i, (query, ranking) in enumerate(sorted(base_rankings.items())):
-        kept = [(d, s) for d, s in ranking if d not in grades[query]]  # its judged misses, no relevant chunk
-        filler = [(f"unjudged-{query}-{j}", 0.5 - j / 100) for j in range(10)] if i % 2 else []
-        head[query] = dict((kept + filler)[:10])
-    base = _report(qrels, _as_run(base_rankings), languages)
-    worse = _report(qrels, head, languages)
-    verdict = find_regressions(compare_reports(base, worse))
+    verdict = find_regressions(compare_reports(*_worse_head(synthetic_evaluation, pooled)))
     assert not verdict.passed, verdict.describe()
     assert any(row.measure == "ndcg@10" and row.slice == "all" for row in verdict.regressions)
     assert verdict.retested, "the head is more unjudged than the base: the drop must have been tested again"
@@ -212,3 +216,29 @@ def test_a_holes_line_states_the_rows_own_holm_p_and_the_retests_apart(better_he
     assert all(row.p_holm == own[row.label()] for row in rows)
     for label, decided in verdict.family_p_holm.items():
         assert f"{label}: " in verdict.describe() and f"gate's Holm p = {decided:.4g}" in verdict.describe()
+
+
+def _share(system: str, share: float) -> UnjudgedShare:
+    return UnjudgedShare(system=system, ablation="sys", slice="all", k=10, share=share, unjudged=7, queries=4)
+
+
+def test_the_judged_only_figure_is_a_difference_as_the_rows_is() -> None:
+    """head - base, as the row's difference, whatever the retest calls a drop; and a zero is +0.0000."""
+    worse = Retest(_share("base", 0.0), _share("head", 0.2), "condensed_ndcg@10", -0.3357, 0.0004)
+    assert "the difference is -0.3357 with the retest's Holm p = 0.0004" in worse.judged_only()
+    assert worse.survives(0.05, 0.01)
+    tied = Retest(_share("base", 0.0), _share("head", 0.2), "condensed_ndcg@10", -0.0, 1.0)
+    assert "the difference is +0.0000 with the retest's Holm p = 1" in tied.judged_only()
+    assert not tied.survives(0.05, 0.01)
+
+
+def test_a_failed_lines_differences_share_one_sign(
+    synthetic_evaluation: Evaluation, pooled: tuple[Path, dict[str, str]]
+) -> None:
+    """The head loses the base's relevant chunks: both the row's and the judged-only difference are negative."""
+    verdict = find_regressions(compare_reports(*_worse_head(synthetic_evaluation, pooled)))
+    assert verdict.retested
+    for row, _ in verdict.retested:
+        line = next(line for line in verdict.describe().splitlines() if line.startswith(f"FAIL  {row.label()}:"))
+        assert line.startswith(f"FAIL  {row.label()}: difference -")
+        assert "the difference is -" in line and "the drop is" not in line
