@@ -173,3 +173,17 @@ def test_import_into_an_existing_empty_folder(workspace: Path) -> None:
     assert main([*argv, "--language", "en", "--held-out-fraction", "0.3", *COMMON]) == 0
     assert sorted(p.name for p in (workspace / "fx").iterdir()) == ["fixture.json", "import_summary.json"]
     assert main(_trec_argv(workspace, GOOD_TOPICS)) == 2, "the folder now holds the SQuAD import"
+
+
+def test_squad_import_reports_a_rewritten_question_id(workspace: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    data = json.loads((SQUAD / "tiny.en.json").read_text(encoding="utf-8"))
+    data["data"][0]["paragraphs"][0]["qas"][0]["id"] = "q 1\tx"
+    (workspace / "spaced.json").write_text(json.dumps(data), encoding="utf-8")
+    argv = ["import", "squad", "spaced.json", "--language", "en", "--fixture-id", "t", "--held-out-fraction", "0.3"]
+    assert main([*argv, "--output-dir", "fx", *COMMON]) == 0
+    out = capsys.readouterr().out  # the file already holds question "lh/6"
+    assert re.search(r"id_rewritten +2 repair +e\.g\. en-q_1_x, en-lh_6", out)
+    assert main([*argv, "--output-dir", "refused", *COMMON, "--on-id-rewritten", "fail"]) == 2
+    err = capsys.readouterr().err
+    assert "'q 1\\tx' becomes 'en-q_1_x' (refused as id_rewritten; --on-id-rewritten repair accepts it)" in err
+    assert not (workspace / "refused").exists()

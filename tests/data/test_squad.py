@@ -551,7 +551,8 @@ def test_colliding_query_ids(tmp_path: Path) -> None:
     data = raw(EN_FILE)
     data["data"][0]["paragraphs"][1]["qas"][0]["id"] = "lh_6"  # lh/6 also maps to en-lh_6
     with pytest.raises(
-        SquadFormatError, match=r"question 'lh/6': field 'id': maps to query ID 'en-lh_6' like question 'lh_6'"
+        SquadFormatError,
+        match=r"question 'lh/6': field 'id': 'lh/6' becomes query ID 'en-lh_6' like question 'lh_6'",
     ):
         import_squad(dataset_of(data), options())
 

@@ -164,7 +164,15 @@ def add_parser(commands: Commands) -> None:
     )
     _add_policy_flags(
         squad,
-        ["unknown_key", "answer_offset", "answer_missing", "question_without_answer", "blank_question", "blank_title"],
+        [
+            "unknown_key",
+            "answer_offset",
+            "answer_missing",
+            "question_without_answer",
+            "blank_question",
+            "blank_title",
+            "id_rewritten",
+        ],
     )
     add_input_limit(squad)
     squad.set_defaults(handler=_import_squad)

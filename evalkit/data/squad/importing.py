@@ -9,7 +9,10 @@ Mapping (all indexes are 0-based positions in the file; ``lang`` is the corpus l
   paragraph's chunks). A chunk's text is the exact paragraph substring with surrounding whitespace removed.
   Sentences and chunks are cut as :mod:`evalkit.data.chunking` describes.
 - **Queries**: ``query_id = f"{question_language}-{qid}"`` where every character of the question ID outside
-  ``A-Z a-z 0-9 . _ : -`` is replaced by ``_``; two question IDs that map to the same query ID are refused. A query has
+  ``A-Z a-z 0-9 . _ : -`` is replaced by ``_`` (:func:`evalkit.data.assembly.replace_id_characters`, as for BEIR
+  and TREC IDs); each rewrite is reported as
+  ``id_rewritten`` (or refused when the policy fails it), and two question IDs that map to the same query ID are
+  refused, naming both. XQuAD and CMRC 2018 question IDs need no rewrite. A query has
   one judgment of grade 3 per chunk holding one of its answers, with every distinct answer in that chunk as a span.
   Answers are trimmed of surrounding whitespace (SQuAD scoring ignores it), so each span is verbatim in its chunk.
   v2.0 ``is_impossible`` questions become no-answer queries; ``plausible_answers`` are read and checked for type but
@@ -43,7 +46,7 @@ from evalkit.data.assembly import ImportOptions, assemble_fixture, replace_id_ch
 from evalkit.data.chunking import chunk_ranges
 from evalkit.data.fixture import Fixture
 from evalkit.data.inputs import shorten
-from evalkit.data.repairs import RepairLog
+from evalkit.data.repairs import RepairLog, RepairPolicy
 from evalkit.data.schema import MAX_ID_LENGTH, Language, PositiveInt, privacy_problem
 from evalkit.data.squad.records import (
     SquadAnswer,
@@ -246,10 +249,20 @@ def _query(job: _Import, question: SquadQuestion, gold: _Gold) -> dict[str, Any]
     }
 
 
+def _rewritten(log: RepairLog, question: SquadQuestion, ident: str, where: str) -> bool:
+    """Whether the query may take `ident`: a question ID that had to be rewritten is noted as ``id_rewritten``, as
+    the BEIR and TREC readers note theirs, and refused when the log's policy fails it."""
+    if replace_id_characters(question.id) == question.id:
+        return True
+    return log.note("id_rewritten", ident, f"{where}: field 'id': {question.id!r} becomes {ident!r}") != "fail"
+
+
 def _queries(job: _Import) -> list[dict[str, Any]]:
     queries: list[dict[str, Any]] = []
     problems: list[str] = []
     owners: dict[str, str] = {}
+    log = job.log if job.log is not None else RepairLog(RepairPolicy())
+    failed = len(log.failures)
     for ai, article in enumerate(_articles(job.questions, job.options)):
         for pi, paragraph in enumerate(article.paragraphs):
             for question in paragraph.qas:
@@ -263,10 +276,14 @@ def _queries(job: _Import) -> list[dict[str, Any]]:
                         f"{where}: field 'id': query ID {shorten(ident)} is over {MAX_ID_LENGTH} characters"
                     )
                 elif ident in owners:
-                    problems.append(f"{where}: field 'id': maps to query ID {ident!r} like question {owners[ident]!r}")
-                else:
+                    problems.append(
+                        f"{where}: field 'id': {question.id!r} becomes query ID {ident!r} like question "
+                        f"{owners[ident]!r}"
+                    )
+                elif _rewritten(log, question, ident, where):
                     owners[ident] = question.id
                     queries.append(_query(job, question, gold))
+    problems += log.failures[failed:]
     if problems:
         raise SquadFormatError(f"for fixture {job.options.fixture_id!r}", problems)
     return queries
