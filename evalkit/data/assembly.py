@@ -7,6 +7,7 @@ turn their source into documents, chunks and queries as plain data; :func:`assem
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from collections.abc import Iterable
@@ -17,9 +18,11 @@ from pydantic import Field
 from evalkit.data.fixture import Fixture, parse_fixture
 from evalkit.data.schema import AttributionText, Identifier, SemanticVersion, SpdxLicense, StrictModel
 
-__all__ = ["ImportOptions", "assemble_fixture", "replace_id_characters"]
+__all__ = ["ID_HASH_DIGITS", "ImportOptions", "assemble_fixture", "replace_id_characters"]
 
 _NOT_IN_ID = re.compile(r"[^A-Za-z0-9._:-]")
+ID_HASH_DIGITS = 8
+"""Hex digits of the SHA-256 that :func:`replace_id_characters` appends when an ID loses letters or digits."""
 
 
 class ImportOptions(StrictModel):
@@ -36,8 +39,23 @@ class ImportOptions(StrictModel):
 
 
 def replace_id_characters(source: str) -> str:
-    """`source` with every character outside ``A-Z a-z 0-9 . _ : -`` (the characters of an ID) replaced by ``_``."""
-    return _NOT_IN_ID.sub("_", source)
+    """`source` with every character outside ``A-Z a-z 0-9 . _ : -`` (the characters of an ID) replaced by ``_``.
+
+    When a replaced character is a letter or digit (Chinese, full-width or accented: ``str.isalnum``), the ID would
+    lose what told it apart (``问题`` and ``ａｂ`` would both be ``__``), so ``-`` and the first
+    :data:`ID_HASH_DIGITS` hex digits of the SHA-256 of the replaced characters (in order, UTF-8) are appended:
+    ``问题`` becomes ``__-`` and 8 hex digits. Two sources that give the same ID before the suffix differ only in their
+    replaced characters, so the suffix keeps them apart; it depends on nothing else, so a prefix of kept characters
+    (``zh-``, ``en-``) leaves it alone. An ID without such characters is returned as it is.
+    """
+    replaced = _NOT_IN_ID.findall(source)
+    if not replaced:
+        return source
+    ident = _NOT_IN_ID.sub("_", source)
+    if not any(c.isalnum() for c in replaced):
+        return ident
+    digest = hashlib.sha256("".join(replaced).encode("utf-8", "surrogatepass")).hexdigest()
+    return f"{ident}-{digest[:ID_HASH_DIGITS]}"
 
 
 def assemble_fixture(

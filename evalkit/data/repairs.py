@@ -78,7 +78,11 @@ KIND_ACTIONS: dict[RepairKind, tuple[tuple[Action, ...], str]] = {
     "blank_title": (("repair", "skip", "fail"), "a blank title: replaced by a stable fallback (repair)"),
     "blank_text": (("skip", "fail"), "a record with blank text: dropped"),
     "duplicate_id": (("skip", "fail"), "a second record with an ID already read: dropped"),
-    "id_rewritten": (("repair", "fail"), "an ID with characters outside A-Z a-z 0-9 . _ : -: each becomes '_'"),
+    "id_rewritten": (
+        ("repair", "fail"),
+        "an ID with characters outside A-Z a-z 0-9 . _ : -: each becomes '_', and an ID that so loses letters or "
+        "digits gets '-' and 8 hex digits of their SHA-256 (repair)",
+    ),
     "unknown_reference": (("skip", "fail"), "a judgment naming an unknown query or document: dropped"),
     "pooled_not_judged": (("skip", "fail"), "a qrel of grade -1 (trec_eval's pooled, not judged): left unjudged"),
     "negative_grade": (

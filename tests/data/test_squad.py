@@ -358,7 +358,9 @@ def test_paragraph_import_ids_titles_texts_and_spans(en: SquadDataset) -> None:
 
 def test_query_id_mapping() -> None:
     assert query_id("en", "56beb4343aeaaa14008c925b") == "en-56beb4343aeaaa14008c925b"
-    assert query_id("zh", "a/b c?é:d.e-f_g") == "zh-a_b_c__:d.e-f_g"
+    assert query_id("zh", "a/b c") == "zh-a_b_c"
+    # 'é' is a letter: the ID keeps it apart with 8 hex digits of sha256("/ ?é")
+    assert query_id("zh", "a/b c?é:d.e-f_g") == "zh-a_b_c__:d.e-f_g-37d53da0"
 
 
 @pytest.mark.parametrize(

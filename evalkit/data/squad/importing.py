@@ -9,8 +9,8 @@ Mapping (all indexes are 0-based positions in the file; ``lang`` is the corpus l
   paragraph's chunks). A chunk's text is the exact paragraph substring with surrounding whitespace removed.
   Sentences and chunks are cut as :mod:`evalkit.data.chunking` describes.
 - **Queries**: ``query_id = f"{question_language}-{qid}"`` where every character of the question ID outside
-  ``A-Z a-z 0-9 . _ : -`` is replaced by ``_`` (:func:`evalkit.data.assembly.replace_id_characters`, as for BEIR
-  and TREC IDs); each rewrite is reported as
+  ``A-Z a-z 0-9 . _ : -`` is replaced by ``_``, with a short hash appended when letters or digits are lost
+  (:func:`evalkit.data.assembly.replace_id_characters`, as for BEIR and TREC IDs); each rewrite is reported as
   ``id_rewritten`` (or refused when the policy fails it), and two question IDs that map to the same query ID are
   refused, naming both. XQuAD and CMRC 2018 question IDs need no rewrite. A query has
   one judgment of grade 3 per chunk holding one of its answers, with every distinct answer in that chunk as a span.
@@ -198,7 +198,8 @@ def _held_out(count: int, options: SquadImportOptions) -> frozenset[int]:
 
 
 def query_id(language: Language, qid: str) -> str:
-    """The query ID of SQuAD question `qid` asked in `language`: characters outside ``A-Za-z0-9._:-`` become ``_``."""
+    """The query ID of SQuAD question `qid` asked in `language`: characters outside ``A-Za-z0-9._:-`` become ``_``
+    (:func:`~evalkit.data.assembly.replace_id_characters`: with a hash suffix when letters or digits are lost)."""
     return f"{language}-{replace_id_characters(qid)}"
 
 
