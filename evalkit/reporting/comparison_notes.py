@@ -31,7 +31,8 @@ def shared_ablations(reports: Sequence[Report], labels: Sequence[str]) -> list[s
 
 def report_notes(base: Report, head: Report) -> tuple[str, ...]:
     """Each difference of fixture version, corpus, providers, metric definitions, statistics settings and
-    evaluation definition, one line each."""
+    evaluation definition, one line each; of reports made from run files, the evaluation definition's parts that
+    differ are named, and their run files (what is compared) are not a difference."""
     notes = []
     if base.fixture_version != head.fixture_version:
         notes.append(f"fixture version differs: base {base.fixture_version}, head {head.fixture_version}")
@@ -45,9 +46,75 @@ def report_notes(base: Report, head: Report) -> tuple[str, ...]:
         )
     if base.statistics != head.statistics:
         notes.append("the statistics settings differ: the head report's settings are used")
-    if base.evaluation_definition_hash != head.evaluation_definition_hash:
-        notes.append(
+    definition = _definition_note(base, head)
+    if definition is not None:
+        notes.append(definition)
+    return tuple(notes)
+
+
+def _from_run_files(report: Report) -> bool:
+    """Whether `report` was made by ``evalkit score`` from run files (against qrels or a fixture): no built-in
+    retrieval ran, and every system is a run file."""
+    return (
+        report.retrieval_settings is None
+        and bool(report.ablations)
+        and all(r.system is not None and r.system.kind == "run-file" for r in report.ablations.values())
+    )
+
+
+def _scoring_definition(report: Report) -> dict[str, str]:
+    """What a report made from run files records of its evaluation definition, as text, besides the measures (see
+    :func:`_measures_part`), the run files themselves (each run's hash is in the definition: two runs compared
+    always differ there) and what other notes name (the judgments, which must match, the corpus, the fixture
+    version and the statistics settings)."""
+    floors = {r.system.abstention_floor for r in report.ablations.values() if r.system is not None}
+    return {
+        "tie policy (--ties)": report.tie_policy,
+        "judged queries a run does not name (--missing)": report.missing_queries,
+        "abstention floor (--floor)": ", ".join(sorted("none" if f is None else f"{f:g}" for f in floors)),
+        "fixture": report.fixture_id if report.corpus_sha256 is not None else "none (scored against qrels)",
+    }
+
+
+def _measures_part(base: Report, head: Report) -> list[str]:
+    """The measures one report scored and the other did not (those both scored are defined alike, or the reports
+    are refused)."""
+    before, after = set(base.measure_definitions()), set(head.measure_definitions())
+    if before == after:
+        return []
+    return [
+        f"measures (base only: {', '.join(sorted(before - after)) or 'none'}; head only: "
+        f"{', '.join(sorted(after - before)) or 'none'})"
+    ]
+
+
+def _run_files(report: Report) -> dict[str, str | None]:
+    return {a: None if r.system is None else r.system.sha256 for a, r in report.ablations.items()}
+
+
+def _definition_note(base: Report, head: Report) -> str | None:
+    """What differs in the evaluation definition, or None when it is the same or only what a comparison compares
+    (the run files) or another note names differs."""
+    if base.evaluation_definition_hash == head.evaluation_definition_hash:
+        return None
+    if not (_from_run_files(base) and _from_run_files(head)):
+        return (
             "the evaluation definition differs (evaluation_definition_hash): retrieval settings, ablation "
             "definitions, providers, corpus, metric or analyzer version"
         )
-    return tuple(notes)
+    before, after = _scoring_definition(base), _scoring_definition(head)
+    parts = _measures_part(base, head)
+    parts += [f"{name}: base {before[name]}, head {after[name]}" for name in before if before[name] != after[name]]
+    if parts:
+        return f"the evaluation definition differs (evaluation_definition_hash): {'; '.join(parts)}"
+    named = (base.corpus_sha256, base.fixture_version, base.statistics) != (
+        head.corpus_sha256,
+        head.fixture_version,
+        head.statistics,
+    )
+    if named or _run_files(base) != _run_files(head):
+        return None
+    return (
+        "the evaluation definition differs (evaluation_definition_hash), though nothing the reports record of it "
+        "does: were they written by different evalkit versions?"
+    )
