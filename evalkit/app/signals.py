@@ -4,11 +4,14 @@ console script (:mod:`evalkit.app.launch`) can use it before the command is impo
 
 from __future__ import annotations
 
+import contextlib
+import os
 import signal
 import sys
 import threading
 from collections.abc import Callable
 from types import FrameType
+from typing import Any, TextIO
 
 EXIT_SIGINT = 130
 EXIT_SIGTERM = 143
@@ -25,9 +28,13 @@ def raise_terminated(signum: int, frame: FrameType | None) -> None:
 
 def with_signals(command: Callable[[], int]) -> int:
     """``command()``, ending with one line on stderr and exit 130 on SIGINT (Ctrl-C) or 143 on SIGTERM (raised as
-    :class:`Terminated` in the main thread, so that ``finally`` blocks remove temporary files first)."""
+    :class:`Terminated` in the main thread, so that ``finally`` blocks remove temporary files first); its output
+    goes through :class:`Unread`, so that a reader that stops early changes neither what it does nor its exit
+    code."""
     in_main_thread = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, raise_terminated) if in_main_thread else None
+    streams = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = Unread(sys.stdout), Unread(sys.stderr)
     try:
         return command()
     except KeyboardInterrupt:
@@ -35,6 +42,7 @@ def with_signals(command: Callable[[], int]) -> int:
     except Terminated:
         return stopped(signal.SIGTERM)
     finally:
+        sys.stdout, sys.stderr = streams
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
 
@@ -42,7 +50,47 @@ def with_signals(command: Callable[[], int]) -> int:
 def stopped(signum: int) -> int:
     """Print the line of a command stopped by ``signum`` and return its exit code."""
     if signum == signal.SIGINT:
-        print("evalkit: interrupted (SIGINT); nothing partial was written", file=sys.stderr)
+        say("evalkit: interrupted (SIGINT); nothing partial was written")
         return EXIT_SIGINT
-    print("evalkit: terminated (SIGTERM); nothing partial was written", file=sys.stderr)
+    say("evalkit: terminated (SIGTERM); nothing partial was written")
     return EXIT_SIGTERM
+
+
+def say(line: str) -> None:
+    """Write `line` to stderr, the command's last word, even when nobody reads stderr any more (see :class:`Unread`)."""
+    stream = Unread(sys.stderr)
+    stream.write(line + "\n")
+    stream.flush()
+
+
+class Unread:
+    """A text stream (stdout or stderr) that, once nobody reads it any more (a pipe closed early, as in
+    ``evalkit compare ... 2>&1 | head -5``), drops what is written instead of raising ``BrokenPipeError``: the
+    command runs to its end, writes its files, and its exit code still says what happened (the broken pipe had
+    ended a refusal with exit 1, a failed gate's code, and a success with exit 2). Its descriptor is then pointed
+    at /dev/null, so that Python's last flush at exit does not fail either."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        try:
+            return self._stream.write(text)
+        except BrokenPipeError:
+            self._silence()
+            return len(text)
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            self._silence()
+
+    def _silence(self) -> None:
+        with contextlib.suppress(OSError, ValueError):  # a stream without a descriptor (a test's capture) stays as is
+            quiet = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(quiet, self._stream.fileno())
+            os.close(quiet)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)

@@ -216,3 +216,18 @@ def test_the_console_script_and_python_m_start_through_the_launcher() -> None:
     scripts = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["scripts"]
     assert scripts["evalkit"] == "evalkit.app.launch:main"
     assert "from evalkit.app.launch import main" in (ROOT / "evalkit" / "__main__.py").read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize(("argv", "code"), [(["validate", "no-such-fixture"], 2), (["validate", str(TINY_DIR)], 0)])
+def test_a_closed_stderr_or_stdout_does_not_change_the_exit_code(tmp_path: Path, argv: list[str], code: int) -> None:
+    """``evalkit ... 2>&1 | head -1``: the reader is gone before the command's last line; the exit code still says
+    what happened (the broken pipe ended a refusal with exit 1, a failed gate's code)."""
+    read, write = os.pipe()
+    os.close(read)  # nobody will read: every write to the pipe fails with EPIPE
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "evalkit.app.cli", *argv], stdout=write, stderr=write, cwd=tmp_path, timeout=120
+        )
+    finally:
+        os.close(write)
+    assert done.returncode == code

@@ -19,7 +19,7 @@ from evalkit.app.cli.options import (
     EXIT_INPUT,
     EXIT_OK,
 )
-from evalkit.app.signals import EXIT_SIGINT, EXIT_SIGTERM, Terminated, with_signals
+from evalkit.app.signals import EXIT_SIGINT, EXIT_SIGTERM, Terminated, say, with_signals
 
 __all__ = [
     "COMMANDS",
@@ -118,13 +118,13 @@ def _dispatch(argv: Sequence[str] | None) -> int:
     try:
         code: int = args.handler(args)
     except (ValueError, OSError, MemoryError) as exc:  # refused input: FixtureError, OutputPathError, ...
-        print(f"evalkit: {exc}", file=sys.stderr)
+        say(f"evalkit: {exc}")
         return EXIT_INPUT
     except Exception as exc:
         for module, name, exit_code, prefix in _EXIT_CODES:
             known = getattr(sys.modules.get(module), name, None)
             if known is not None and isinstance(exc, known):
-                print(f"evalkit: {prefix}{exc}", file=sys.stderr)
+                say(f"evalkit: {prefix}{exc}")
                 return exit_code
         raise
     return code
