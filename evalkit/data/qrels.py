@@ -1,7 +1,8 @@
 """Relevance judgments (qrels) in, columnar: TREC qrels and BEIR qrels TSV, plain or gzip-compressed.
 
 - **TREC**: ``query-id iteration doc-id grade``, columns separated by any run of spaces or tabs; the iteration
-  column is not used, columns past the fourth are ignored (as trec_eval ignores them).
+  column is not used, columns past the fourth are ignored (as trec_eval ignores them); a first line of six columns
+  with ``Q0`` in the second is a run's, and the file is refused as a run given as qrels.
 - **BEIR**: ``query-id<TAB>corpus-id<TAB>score``, with or without BEIR's header line ``query-id corpus-id score``.
 
 The format is told by the first data line: three columns is BEIR, four or more TREC. Grades are integers, kept as
@@ -190,6 +191,13 @@ def _layout(path: Path, max_bytes: int, given: Layout | None = None) -> tuple[La
             continue
         if given != "trec" and _is_beir_header(fields):
             return "beir", number
+        if given is None and len(fields) == 6 and fields[1].upper() == "Q0":
+            problem = (
+                f"{clip(path.name)} line {number}: has 6 columns with Q0 in the second, as a run's lines have "
+                "(query-id Q0 doc-id rank score tag), not qrels (query-id iteration doc-id grade): is it a run file "
+                "given as the qrels?"
+            )
+            raise QrelsError(f"{clip(path.name)}: 1 malformed line(s)\n  - {problem}", [problem])
         return given or ("beir" if len(fields) == 3 else "trec"), number - 1
     return given or "trec", 0
 

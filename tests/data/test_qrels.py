@@ -58,6 +58,15 @@ def test_ids_that_look_like_numbers_stay_strings(tmp_path: Path) -> None:
     }
 
 
+def test_a_run_file_given_as_qrels_is_refused(tmp_path: Path) -> None:
+    """A run's rank would be read as a grade and every run line taken as a judgment: the first line tells."""
+    path = tmp_path / "bm25.trec"
+    path.write_text("q1 Q0 d1 1 12.5 bm25\nq1 Q0 d2 2 11.0 bm25\n", encoding="utf-8")
+    with pytest.raises(QrelsError, match=r"bm25.trec line 1: has 6 columns with Q0 in the second.*a run file given"):
+        read_qrels_file(path)
+    assert _read(tmp_path, "q1 Q0 d1 1\nq1 Q0 d2 0\n") == {"q1": {"d1": 1, "d2": 0}}  # four columns: qrels
+
+
 def test_the_qrels_object_is_sorted_and_columnar(tmp_path: Path) -> None:
     qrels = read_qrels_file(_write(tmp_path, "j.qrels", "q2 0 b 1\nq1 0 z 2\nq1 0 a 0\n"))
     assert qrels.queries.to_pylist() == ["q1", "q2"]
