@@ -151,6 +151,17 @@ def _escape_latex(text: str) -> str:
     return "".join("\\" + c if c in "&%$#_{}" else c for c in text)
 
 
+def _escape_markdown(text: str) -> str:
+    """`text` as literal text in a markdown table cell: a ``|`` would end the cell, a line break the row, and
+    ``* _ ` < > ~`` would start emphasis, code, HTML or strikethrough; ``\\`` is escaped too, so that none of
+    these escapes is undone."""
+    return "".join("\\" + c if c in "\\|*_`<>~" else " " if c in "\r\n" else c for c in text)
+
+
+_ESCAPES = {"markdown": _escape_markdown, "latex": _escape_latex}
+"""How each paper format writes text (a label, a measure, an ablation) as literal characters."""
+
+
 def pairwise_table(comparison: PairwiseComparison, style: Literal["markdown", "latex"]) -> str:
     """A paper table per ablation: systems as rows, gated measure and slice as columns, each cell the mean.
 
@@ -179,7 +190,7 @@ def pairwise_table(comparison: PairwiseComparison, style: Literal["markdown", "l
         columns = [f"{m} [{s}]" for _, m, s in keys]
         body = []
         for label, letter in letters.items():
-            row = [f"{letter}) {label}" if style == "markdown" else f"{letter}) {_escape_latex(label)}"]
+            row = [f"{letter}) {_ESCAPES[style](label)}"]
             for k in keys:
                 values = [means[(k, s)] for s in letters]
                 best = max(values) if all(r.higher_is_better for r in cells[k]) else min(values)
@@ -203,10 +214,11 @@ def pairwise_table(comparison: PairwiseComparison, style: Literal["markdown", "l
 
 
 def _render(ablation: str, columns: list[str], body: list[list[str]], style: str) -> str:
+    escaped = [_ESCAPES[style](c) for c in columns]
     if style == "markdown":
-        lines = [f"**{ablation}**", "", "| system | " + " | ".join(columns) + " |", "|---" * (len(columns) + 1) + "|"]
+        head = [f"**{_escape_markdown(ablation)}**", "", "| system | " + " | ".join(escaped) + " |"]
+        lines = [*head, "|---" * (len(columns) + 1) + "|"]
         return "\n".join(lines + ["| " + " | ".join(row) + " |" for row in body])
-    escaped = [_escape_latex(c) for c in columns]
     return "\n".join(
         [
             "\\begin{table}[t]",

@@ -4,6 +4,7 @@ that the gate fails the README's rrf example and catches the tilted hybrid."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -96,6 +97,17 @@ def test_cli_labels_and_paper_formats(three: list[Report], capsys: pytest.Captur
     assert code == 2 and "give --label once per report" in err
     code, _, err = run_cli(capsys, "compare", "base.json")
     assert code == 2 and "two or more reports" in err
+
+
+def test_a_markdown_table_keeps_its_columns_whatever_the_labels_hold(three: list[Report]) -> None:
+    """A label's ``|`` would end its cell and a line break the row; ``*`` and ``_`` would set it in italics. They
+    are escaped, as the LaTeX table escapes ``&`` and ``_``."""
+    comparison = compare_many(three, ["a|b", "two\nlines", "*x_y*"])
+    table = pairwise_table(comparison, "markdown")
+    rows = [line for line in table.splitlines() if line.startswith("|")]
+    cells = {len(re.findall(r"(?<!\\)\|", line)) for line in rows}  # the pipes that are not escaped
+    assert len(rows) == 5 * len(comparison.ablations) and len(cells) == 1, table
+    assert "| a) a\\|b |" in table and "| b) two lines |" in table and "| c) \\*x\\_y\\* |" in table
 
 
 def test_two_reports_print_what_they_printed(three: list[Report], capsys: pytest.CaptureFixture[str]) -> None:
