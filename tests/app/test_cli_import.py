@@ -187,3 +187,13 @@ def test_squad_import_reports_a_rewritten_question_id(workspace: Path, capsys: p
     err = capsys.readouterr().err
     assert "'q 1\\tx' becomes 'en-q_1_x' (refused as id_rewritten; --on-id-rewritten repair accepts it)" in err
     assert not (workspace / "refused").exists()
+
+
+def test_squad_import_notes_a_file_in_the_other_language(workspace: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["import", "squad", str(SQUAD / "tiny.en.json"), "--fixture-id", "t", "--held-out-fraction", "0.3"]
+    assert main([*argv, "--language", "zh", "--output-dir", "zh", *COMMON]) == 0
+    err = capsys.readouterr().err
+    assert re.search(r"note: .*tiny\.en\.json: \d+ of \d+ questions and \d+ of \d+ contexts read as en, not zh", err)
+    assert "is --language zh right? (the import goes on)" in err
+    assert main([*argv, "--language", "en", "--output-dir", "en", *COMMON]) == 0
+    assert "note:" not in capsys.readouterr().err

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
@@ -13,8 +14,14 @@ from evalkit.app.cli.options import EXIT_OK, Commands, add_input_limit, max_byte
 from evalkit.common.output import refuse_input_overwrite, resolve_output_path, write_atomic
 from evalkit.data.collection import COLLECTION_KINDS, CollectionOptions
 from evalkit.data.fixture import FIXTURE_FILE, Fixture, fixture_json
+from evalkit.data.inputs import clip
 from evalkit.data.repairs import KIND_ACTIONS, RepairKind, RepairLog, RepairPolicy
 from evalkit.data.schema import validation_problems
+
+if TYPE_CHECKING:
+    from evalkit.data.schema import Language
+    from evalkit.data.squad import SquadDataset
+    from evalkit.data.squad.languages import TextKind
 
 Options = TypeVar("Options", bound=BaseModel)
 
@@ -104,13 +111,25 @@ def _import_squad(args: argparse.Namespace) -> int:
     log = _repair_log(args)
     corpus = read_squad(Path(args.input), log, args.repair_window, max_bytes(args))
     if args.questions is None:
+        _language_note(args.input, corpus, args.language, "--language", ("questions", "contexts"))
         fixture = import_squad(corpus, options, log)
     elif args.question_language is None:
         raise ValueError("--questions needs --question-language")
     else:
         questions = read_squad(Path(args.questions), log, args.repair_window, max_bytes(args))
+        _language_note(args.input, corpus, args.language, "--language", ("contexts",))
+        _language_note(args.questions, questions, args.question_language, "--question-language", ("questions",))
         fixture = import_cross_lingual(questions, corpus, args.question_language, options, log)
     return _write_import(fixture, log, "squad", outputs)
+
+
+def _language_note(path: str, dataset: SquadDataset, language: Language, flag: str, kinds: Sequence[TextKind]) -> None:
+    """Print a note on stderr when most of the file's sampled `kinds` read as the other language (not a refusal)."""
+    from evalkit.data.squad.languages import language_note
+
+    note = language_note(dataset, language, flag, kinds)
+    if note is not None:
+        print(f"note: {clip(path)}: {note}", file=sys.stderr)
 
 
 def _import_options(model: type[Options], args: argparse.Namespace) -> Options:

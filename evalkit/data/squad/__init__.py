@@ -6,7 +6,9 @@
   files contain (:func:`forgive_squad`);
 - :mod:`evalkit.data.squad.importing`: :func:`import_squad` turns one file into a monolingual fixture and
   :func:`import_cross_lingual` pairs the questions of one file with the paragraphs of a parallel file in the other
-  language (XQuAD shares question IDs between languages); the mapping is described there.
+  language (XQuAD shares question IDs between languages); the mapping is described there;
+- :mod:`evalkit.data.squad.languages`: :func:`~evalkit.data.squad.languages.language_note`, a cheap check that a
+  file is in the language its import says.
 
 Paragraphs are cut into sentences and chunks by :mod:`evalkit.data.chunking`; :func:`evalkit.data.fixture.write_fixture`
 writes the result.
