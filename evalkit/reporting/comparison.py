@@ -30,7 +30,7 @@ from evalkit.common.progress import progress
 from evalkit.data.schema import SLICES, Identifier, Sha256, Slice, StrictModel, UnitFloat, ablation_order
 from evalkit.measures.registry import NO_ANSWER_FPR
 from evalkit.measures.statistics import StatisticsSettings, holm_adjust, paired_bootstrap_intervals, sign_flip_p_values
-from evalkit.reporting.comparison_notes import ComparisonError, report_notes, shared_ablations
+from evalkit.reporting.comparison_notes import ComparisonError, left_out_notes, report_notes, shared_ablations
 from evalkit.reporting.formatting import signed
 from evalkit.reporting.holes import (
     JudgedTest,
@@ -221,7 +221,7 @@ def _check_comparable(base: Report, head: Report) -> None:
         )
 
 
-def _shared_queries(reports: Sequence[Report], labels: Sequence[str]) -> tuple[QueryIndex, list[list[int]], list[str]]:
+def _shared_queries(reports: Sequence[Report], labels: Sequence[str]) -> tuple[QueryIndex, list[list[int]]]:
     try:
         return shared_queries([r.queries for r in reports], labels)
     except ValueError as exc:
@@ -373,7 +373,8 @@ def compare_reports(
     lack per-query values; ``ValueError`` for an unknown gated measure or a bad alpha or max_drop.
     """
     _check_comparable(base, head)
-    index, (base_rows, head_rows), left_out = _shared_queries([base, head], ["base", "head"])
+    index, (base_rows, head_rows) = _shared_queries([base, head], ["base", "head"])
+    left_out = left_out_notes([base, head], ["base", "head"], index)
     shared = shared_ablations([base, head], ["base", "head"])
     pairs = [(a, restricted(compared(base, a), base_rows), restricted(compared(head, a), head_rows)) for a in shared]
     every = every_query_measures(base.measure_definitions())
@@ -430,7 +431,7 @@ def compare_many(
             _check_comparable(reports[0], report)
         except ComparisonError as exc:
             raise ComparisonError(f"{label} against {labels[0]}: {exc}") from None
-    index, query_rows, left_out = _shared_queries(reports, labels)
+    index, query_rows = _shared_queries(reports, labels)
     held = [set(r.ablations) for r in reports]
     shared = shared_ablations(reports, labels)
     pairs: list[Pair] = []
@@ -454,7 +455,7 @@ def compare_many(
         for note in report_notes(reports[0], r)
         if not note.startswith("the statistics settings differ")
     ]
-    notes += left_out
+    notes += left_out_notes(reports, labels, index)
     if any(r.statistics != statistics for r in reports):
         notes.append("the statistics settings differ between the reports: the last report's settings are used")
     return PairwiseComparison(

@@ -6,9 +6,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from evalkit.data.schema import ablation_order
+from evalkit.reporting.per_query import QueryIndex
 from evalkit.reporting.report import Report
 
-__all__ = ["ComparisonError", "report_notes", "shared_ablations"]
+__all__ = ["ComparisonError", "left_out_notes", "report_notes", "shared_ablations"]
 
 
 class ComparisonError(ValueError):
@@ -118,3 +119,38 @@ def _definition_note(base: Report, head: Report) -> str | None:
         "the evaluation definition differs (evaluation_definition_hash), though nothing the reports record of it "
         "does: were they written by different evalkit versions?"
     )
+
+
+def left_out_notes(reports: Sequence[Report], labels: Sequence[str], shared: QueryIndex) -> list[str]:
+    """A note for each report holding queries some other report does not (left out of the comparison, which reads
+    the `shared` queries), naming the reports they are missing from and why, as those reports record it: scored
+    with ``--missing skip`` (a judged query a run does not name is left out), or calibrated (only the queries kept
+    for evaluation are evaluated); else the queries have no judgments (a fixture's no-answer queries, which TREC
+    qrels cannot hold), unless some of them have relevant judgments."""
+    kept = set(shared.query_ids)
+    notes = []
+    for label, report in zip(labels, reports, strict=True):
+        extra = {q for q in report.queries.query_ids if q not in kept}
+        if not extra:
+            continue
+        lacking = [(n, r) for n, r in zip(labels, reports, strict=True) if not extra <= set(r.queries.query_ids)]
+        reasons = [
+            f"{n} was scored with --missing skip, which leaves out each query one of its runs does not name"
+            for n, r in lacking
+            if r.missing_queries == "skip"
+        ]
+        reasons += [
+            f"{n} was calibrated, and evaluates only the queries its calibration kept for evaluation"
+            for n, r in lacking
+            if r.calibration is not None
+        ]
+        judged = sum(a for q, a in zip(report.queries.query_ids, report.queries.answerable, strict=True) if q in extra)
+        missing_from = ", ".join(n for n, _ in lacking)
+        if reasons:
+            what = f"{len(extra)} query(ies) of {label} are not in {missing_from} ({'; '.join(reasons)})"
+        elif not judged:
+            what = f"{len(extra)} query(ies) of {label} without judgments are not in {missing_from}"
+        else:
+            what = f"{len(extra)} query(ies) of {label} ({judged} with relevant judgments) are not in {missing_from}"
+        notes.append(f"{what}: left out of the comparison")
+    return notes

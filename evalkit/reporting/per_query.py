@@ -256,13 +256,12 @@ def column_intervals(
     return intervals
 
 
-def shared_queries(
-    indexes: Sequence[QueryIndex], labels: Sequence[str]
-) -> tuple[QueryIndex, list[list[int]], list[str]]:
-    """The queries every report's index holds (reports over the same judgments may differ only by queries without any
-    judgment, such as the no-answer queries a fixture has and its TREC qrels cannot hold): their index, each
-    report's row of each, and a note for each report that holds more. Raises ``ValueError`` when a shared query has
-    another language or answerability in one report, or when no query is shared."""
+def shared_queries(indexes: Sequence[QueryIndex], labels: Sequence[str]) -> tuple[QueryIndex, list[list[int]]]:
+    """The queries every report's index holds (reports over the same judgments may still differ by queries: those
+    without any judgment, such as the no-answer queries a fixture has and its TREC qrels cannot hold, or those a
+    run scored with ``--missing skip`` does not name): their index and each report's row of each. Raises
+    ``ValueError`` when a shared query has another language or answerability in one report, or when no query is
+    shared."""
     first = indexes[0]
     ids = sorted(set(first.query_ids).intersection(*(i.query_ids for i in indexes[1:])))
     if not ids:
@@ -278,18 +277,12 @@ def shared_queries(
                     f"query {query_id} has language {before[0]} and answerable {before[1]} in {labels[0]} but "
                     f"language {after[0]} and answerable {after[1]} in {label}: score both with the same topics"
                 )
-    notes = [
-        f"{len(i.query_ids) - len(ids)} query(ies) of {label} without judgments are in no other report: "
-        "left out of the comparison"
-        for label, i in zip(labels, indexes, strict=True)
-        if len(i.query_ids) > len(ids)
-    ]
     index = QueryIndex(
         query_ids=tuple(ids),
         languages=tuple(first.languages[r] for r in rows[0]),
         answerable=tuple(first.answerable[r] for r in rows[0]),
     )
-    return index, rows, notes
+    return index, rows
 
 
 def restricted(columns: PerQueryColumns, rows: Sequence[int]) -> PerQueryColumns:

@@ -55,3 +55,13 @@ def test_an_unrecorded_definition_change_is_still_said() -> None:
     head = base.model_copy(update={"evaluation_definition_hash": "a" * 64})
     (note,) = _definition_notes(base, head)
     assert "nothing the reports record of it does" in note
+
+
+def test_judged_queries_a_skip_report_left_out_are_not_called_unjudged() -> None:
+    """The head's run names half the queries and was scored with --missing skip: the other half is judged, and
+    the note says why the head has no row for them."""
+    run = {"sys": {q: ranking for q, ranking in _run()["sys"].items() if q in ("q0", "q1", "q2", "q3")}}
+    base, head = _score(run), _score(run, missing="skip")
+    (note,) = [note for note in compare_reports(base, head).notes if "left out of the comparison" in note]
+    assert note.startswith("4 query(ies) of base are not in head (head was scored with --missing skip")
+    assert "without judgments" not in note
