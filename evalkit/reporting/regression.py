@@ -53,6 +53,9 @@ class RegressionVerdict:
     family_p_holm: Mapping[str, float] = field(default_factory=dict)
     """Row label -> the Holm p the gate read it by, where that is not the row's own ``p_holm`` (the comparison's):
     a retest puts its p in the gated family in place of its row's, which moves the other rows' Holm p."""
+    scored_with_fixture: frozenset[str] = frozenset()
+    """The sides (base and head, or the reports' labels) whose report was scored against a fixture (it has a
+    ``corpus_sha256``), whose judgments ``evalkit pool --fixture`` reads; the others were scored against qrels."""
 
     @property
     def passed(self) -> bool:
@@ -125,6 +128,13 @@ class RegressionVerdict:
             return text
         return f"{text} (gate's Holm p = {decided:.4g}, with the retested rows' judged-only p in the family)"
 
+    def pool_command(self, row: ComparisonRow, depth: int) -> str:
+        """The ``evalkit pool`` command that lists the unjudged chunks of the row's two sides, against the
+        judgments the way their reports were scored (a fixture when both were, else the qrels)."""
+        fixture = all(side in self.scored_with_fixture for side in _sides(row))
+        judgments = "--fixture DIR" if fixture else "--qrels FILE"
+        return f"evalkit pool {judgments} --run BASE --run HEAD --depth {depth}"
+
     def describe(self) -> str:
         """Plain lines: FAIL per regression, the drops seen but not significant, those tolerated, then power."""
         retested = dict((id(row), retest) for row, retest in self.retested)
@@ -134,8 +144,8 @@ class RegressionVerdict:
         for row, retest in self.holes:
             lines.append(
                 f"holes  {row.label()}: {self.evidence(row)}; {retest.describe()}; {retest.judged_only()}: "
-                "not a regression, label holes. List them with `evalkit pool "
-                f"--qrels FILE --run BASE --run HEAD --depth {retest.head.k}` (--require-judged fails on this)"
+                f"not a regression, label holes. List them with `{self.pool_command(row, retest.head.k)}` "
+                "(--require-judged fails on this)"
             )
         if not self.regressions:
             lines.append(
@@ -177,6 +187,15 @@ def _needed(power: RowPower) -> str:
 def _sides(row: ComparisonRow) -> tuple[str, str]:
     """The labels of a row's base and head, as :attr:`Comparison.unjudged` names them."""
     return (row.base_system, row.head_system) if isinstance(row, PairRow) else ("base", "head")
+
+
+def _scored_with_fixture(comparison: Comparison | PairwiseComparison) -> frozenset[str]:
+    """The sides of `comparison` (as :func:`_sides` names them) whose report was scored against a fixture."""
+    if isinstance(comparison, PairwiseComparison):
+        sides = {s.label: s.report for s in comparison.systems}
+    else:
+        sides = {"base": comparison.base, "head": comparison.head}
+    return frozenset(label for label, report in sides.items() if report.corpus_sha256 is not None)
 
 
 def _key(row: ComparisonRow) -> tuple[str, ...]:
@@ -252,6 +271,7 @@ def find_regressions(
         holes=tuple((gated[g], r) for g, r in holes.items()),
         retested=tuple((gated[g], r) for g, r in retests.items() if g not in holes and gated[g] in regressions),
         max_unjudged_gap=max_unjudged_gap,
+        scored_with_fixture=_scored_with_fixture(comparison),
         family_p_holm={gated[g].label(): decided[g] for g in range(len(gated)) if decided[g] != gated[g].p_holm},
     )
 

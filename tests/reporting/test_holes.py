@@ -242,3 +242,18 @@ def test_a_failed_lines_differences_share_one_sign(
         line = next(line for line in verdict.describe().splitlines() if line.startswith(f"FAIL  {row.label()}:"))
         assert line.startswith(f"FAIL  {row.label()}: difference -")
         assert "the difference is -" in line and "the drop is" not in line
+
+
+def test_the_pool_command_fits_how_the_reports_were_scored(better_head: tuple[Report, Report]) -> None:
+    """Reports scored against qrels are pooled with --qrels; reports scored against a fixture (they carry its
+    corpus hash) with --fixture, which has the judgments."""
+    qrels_verdict = find_regressions(compare_reports(*better_head))
+    assert "`evalkit pool --qrels FILE --run BASE --run HEAD --depth 10`" in qrels_verdict.describe()
+    with_fixture = [report.model_copy(update={"corpus_sha256": "c" * 64}) for report in better_head]
+    verdict = find_regressions(compare_reports(*with_fixture))
+    assert verdict.holes and "--qrels" not in verdict.describe()
+    assert "`evalkit pool --fixture DIR --run BASE --run HEAD --depth 10`" in verdict.describe()
+    many = find_regressions(compare_many(with_fixture, ["lexical", "hybrid-rerank"]))
+    assert many.holes and "`evalkit pool --fixture DIR --run BASE" in many.describe()
+    mixed = find_regressions(compare_reports(better_head[0], with_fixture[1]))
+    assert "`evalkit pool --qrels FILE" in mixed.describe()  # the qrels that scored one side hold the judgments
