@@ -1,6 +1,7 @@
-"""IDs as every reader holds them: no control or bidirectional-control character, valid UTF-8; and, for IDs given
-in Python, not empty and without whitespace (they could not be written to a TREC file). Whole columns are checked at
-C speed (:func:`has_bad_ids`); single values name the item and the field (:func:`id_problem`)."""
+"""IDs as every reader holds them: no control or bidirectional-control character, no space beyond ASCII, valid UTF-8;
+and, for IDs given in Python, not empty and without whitespace (they could not be written to a TREC file). Whole
+columns are checked at C speed (:func:`has_bad_ids`); single values name the item and the field (:func:`id_problem`).
+"""
 
 from __future__ import annotations
 
@@ -26,6 +27,14 @@ _CONTROL = r"[\x00-\x1f\x7f\u0080-\u009f\u061c\u200e\u200f\u202a-\u202e\u2066-\u
 _SURROGATE = "[\ud800-\udfff]"
 _CONTROL_RE2 = r"[\x00-\x1f\x7f\x{80}-\x{9f}\x{61c}\x{200e}\x{200f}\x{202a}-\x{202e}\x{2066}-\x{2069}]"
 """The same class as RE2 (pyarrow) spells it."""
+_WIDE_SPACE = "[\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]"
+"""The spaces beyond ASCII that no control class above holds (no-break, ideographic, ...): a TREC line splits at
+ASCII white space only, so they would stay inside an ID that evalkit could then not write to a TREC file."""
+_REFUSED_RE2 = (
+    r"[\x00-\x1f\x7f\x{80}-\x{a0}\x{61c}\x{1680}\x{2000}-\x{200a}\x{200e}\x{200f}\x{2028}-\x{202f}\x{205f}"
+    r"\x{2066}-\x{2069}\x{3000}]"
+)
+""":data:`_CONTROL_RE2` and :data:`_WIDE_SPACE` in one class, as RE2 (pyarrow) spells it."""
 _SPACE_RE2 = r"[\s\p{Z}\x{85}\x{1c}-\x{1f}\x{0b}\x{0c}]"
 """Every character Python's ``str.isspace`` calls whitespace (a test checks each code point), as RE2 spells it."""
 
@@ -42,7 +51,8 @@ def byte_range(values: pa.Array) -> tuple[int, int]:
 
 
 def has_bad_ids(values: pa.Array) -> bool:
-    """Whether any ID is not valid UTF-8 or holds a control or bidirectional-control character.
+    """Whether any ID is not valid UTF-8 or holds a control or bidirectional-control character or a space beyond
+    ASCII (:data:`_WIDE_SPACE`).
 
     The parser leaves UTF-8 to this check: printable ASCII (the usual IDs) is confirmed from the bytes' minimum and
     maximum alone; anything else is validated, then checked character by character."""
@@ -59,8 +69,9 @@ def has_bad_ids(values: pa.Array) -> bool:
 
 
 def bad_ids(values: pa.Array) -> pa.Array:
-    """Mask of IDs with control or bidirectional-control characters (whitespace cannot occur: it separates)."""
-    return pc.match_substring_regex(values, _CONTROL_RE2)
+    """Mask of IDs with control or bidirectional-control characters or spaces beyond ASCII (ASCII white space
+    cannot occur: it separates)."""
+    return pc.match_substring_regex(values, _REFUSED_RE2)
 
 
 def given_id_problem(value: str, field: str, where: str) -> str | None:
@@ -85,9 +96,12 @@ def has_refused_given_ids(values: pa.Array) -> bool:
 
 
 def id_problem(value: str, field: str, where: str) -> str | None:
-    """A problem with one ID field (control or bidirectional characters, a lone surrogate), or None."""
+    """A problem with one ID field (control or bidirectional characters, a space beyond ASCII, a lone surrogate), or
+    None."""
     if re.search(_CONTROL, value):
         return f"{where}: field {field!r}: {clip(repr(value))} holds a control or bidirectional character"
+    if re.search(_WIDE_SPACE, value):
+        return f"{where}: field {field!r}: {clip(repr(value))} holds a space beyond ASCII (no-break, ideographic)"
     if re.search(_SURROGATE, value):  # JSON's "\ud800" escape: it has no UTF-8 form
         return f"{where}: field {field!r}: {clip(repr(value))} holds a lone surrogate (not valid Unicode text)"
     return None

@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import evalkit.data.runs as runs
-from evalkit.data.ids import given_id_problem, has_refused_given_ids
+from evalkit.data.ids import bad_ids, given_id_problem, has_refused_given_ids, id_problem
 from evalkit.data.inputs import nesting_depth
 from evalkit.data.json_lines import read_json_lines
 from evalkit.data.runs import Run, RunFileError, read_jsonl_run
@@ -185,6 +185,20 @@ def test_scores_are_the_doubles_python_reads(tmp_path: Path) -> None:
     assert {k: np.float64(v).tobytes() for k, v in got.items()} == {
         k: np.float64(v).tobytes() for k, v in expected.items()
     }
+
+
+def test_the_readers_column_check_refuses_what_their_per_id_check_refuses() -> None:
+    """TREC and TSV columns (:func:`has_bad_ids`) against :func:`id_problem`, code point by code point: the same
+    IDs, and every character ``str.isspace`` calls white space but the ASCII space among them (a TREC line could
+    not hold it, and a JSON run refuses it), so that no ID is taken in one format and refused in another."""
+    points = [c for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF]
+    refused = np.array([id_problem("a" + chr(c), "id", "here") is not None for c in points])
+    mask = np.asarray(bad_ids(pa.array(["a" + chr(c) for c in points])).to_numpy(zero_copy_only=False), dtype=bool)
+    assert np.array_equal(mask, refused)
+    assert all(refused[i] for i, c in enumerate(points) if chr(c).isspace() and c != 0x20)
+    assert id_problem("d\u00a0x", "doc_id", "run.trec line 3") == (
+        "run.trec line 3: field 'doc_id': 'd\\xa0x' holds a space beyond ASCII (no-break, ideographic)"
+    )
 
 
 def test_the_column_check_of_ids_refuses_what_the_per_id_check_refuses() -> None:
