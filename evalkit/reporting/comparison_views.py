@@ -147,8 +147,15 @@ def format_pairwise(comparison: PairwiseComparison) -> str:
     return "\n".join(lines)
 
 
+_LATEX_WORDS = {"\\": "\\textbackslash{}", "~": "\\textasciitilde{}", "^": "\\textasciicircum{}", "\n": " ", "\r": " "}
+"""What a backslash does not escape in LaTeX, as the text commands that print it; a line break as a space (two
+would end the paragraph, which a table cell cannot)."""
+
+
 def _escape_latex(text: str) -> str:
-    return "".join("\\" + c if c in "&%$#_{}" else c for c in text)
+    """`text` as literal text in LaTeX: ``& % $ # _ { }`` after a backslash, ``\\ ~ ^`` as text commands, a line
+    break (which would end the table row's line) as a space."""
+    return "".join(_LATEX_WORDS.get(c) or ("\\" + c if c in "&%$#_{}" else c) for c in text)
 
 
 def _escape_markdown(text: str) -> str:

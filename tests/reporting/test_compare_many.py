@@ -110,6 +110,13 @@ def test_a_markdown_table_keeps_its_columns_whatever_the_labels_hold(three: list
     assert "| a) a\\|b |" in table and "| b) two lines |" in table and "| c) \\*x\\_y\\* |" in table
 
 
+def test_a_latex_table_prints_a_labels_backslash_tilde_and_caret(three: list[Report]) -> None:
+    """A backslash would start a command, ``~`` is a space and ``^`` a superscript outside math: text commands."""
+    table = pairwise_table(compare_many(three, ["a\\b", "c~d", "e^f_g"]), "latex")
+    assert "a) a\\textbackslash{}b &" in table and "b) c\\textasciitilde{}d &" in table
+    assert "c) e\\textasciicircum{}f\\_g &" in table
+
+
 def test_two_reports_print_what_they_printed(three: list[Report], capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run_cli(capsys, "compare", "base.json", "worse-zh.json", "--label", "a", "--label", "b")
     assert code == 0 and out.startswith("ablation ") and "FAIL  hybrid-rerank ndcg@10 [zh]" in out
