@@ -39,8 +39,10 @@ __all__ = [
     "is_stale_temp_name",
     "output_path_from_env",
     "refuse_input_overwrite",
+    "refuse_non_empty_folder",
     "resolve_output_path",
     "write_atomic",
+    "writers_in_turn",
 ]
 
 ENV_VAR = "GOODBUDDY_RETRIEVAL_EVAL_OUTPUT"
@@ -229,6 +231,18 @@ def refuse_input_overwrite(target: Path, inputs: Iterable[Path], requested: str 
             raise OutputPathError(
                 requested or str(target), f"it is an input of this run ({source.name!r}) and would overwrite it"
             )
+
+
+def refuse_non_empty_folder(requested: str, folder: Path) -> None:
+    """Refuse an output folder that exists and holds anything (``OutputPathError`` naming `requested`): a new
+    fixture never mixes with older files (another fixture's baselines.json or gates.json would be checked against
+    it)."""
+    try:
+        status = folder.lstat()
+    except FileNotFoundError:
+        return
+    if not stat.S_ISDIR(status.st_mode) or os.listdir(folder):
+        raise OutputPathError(requested, "the output folder exists and is not empty: give a new or empty folder")
 
 
 def is_stale_temp_name(name: str, alive: frozenset[int] = frozenset()) -> bool:

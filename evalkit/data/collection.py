@@ -22,7 +22,8 @@ Mapping (what the writers produce and the readers read back):
 - **Language** of a record: ``metadata.language`` when present, else the ``language`` option: ``en``, ``zh`` or
   ``auto`` (:func:`evalkit.data.language.detect_language`, per record).
 - **IDs** with characters outside ``A-Z a-z 0-9 . _ : -`` have each such character replaced by ``_``
-  (``id_rewritten``); two IDs that become equal are refused.
+  (``id_rewritten``); an ID that so loses letters or digits also gets ``-`` and 8 hex digits of their SHA-256
+  (:func:`evalkit.data.assembly.replace_id_characters`); two IDs that still become equal are refused.
 - **Queries without a qrel** become no-answer queries (``unjudged_queries="no-answer"``) or are left out
   (``"skip"``).
 """

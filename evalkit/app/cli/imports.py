@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from evalkit.app.cli.options import EXIT_OK, Commands, add_input_limit, max_bytes
-from evalkit.common.output import refuse_input_overwrite, resolve_output_path, write_atomic
+from evalkit.common.output import refuse_input_overwrite, refuse_non_empty_folder, resolve_output_path, write_atomic
 from evalkit.data.collection import COLLECTION_KINDS, CollectionOptions
 from evalkit.data.fixture import FIXTURE_FILE, Fixture, fixture_json
 from evalkit.data.inputs import clip
@@ -39,7 +39,6 @@ def _import_outputs(output_dir: str, inputs: Sequence[Path]) -> tuple[Path, Path
     checked before anything is read: refused when unsafe, when either is one of the import's `inputs`, or when the
     folder exists and is not empty (as ``evalkit labels merge`` refuses it: a fixture.json written beside another
     fixture's baselines.json or gates.json would be checked against them)."""
-    from evalkit.app.cli.labels import _refuse_non_empty
     from evalkit.data.repairs import SUMMARY_FILE
 
     targets = []
@@ -48,7 +47,7 @@ def _import_outputs(output_dir: str, inputs: Sequence[Path]) -> tuple[Path, Path
         target = resolve_output_path(requested, Path.cwd())
         refuse_input_overwrite(target, inputs, requested)
         targets.append(target)
-    _refuse_non_empty(output_dir, targets[0].parent)  # after the input checks, whose refusal says more
+    refuse_non_empty_folder(output_dir, targets[0].parent)  # after the input checks, whose refusal says more
     return targets[0], targets[1]
 
 

@@ -12,12 +12,10 @@ written, so a refusal writes nothing.
 from __future__ import annotations
 
 import argparse
-import os
-import stat
 from pathlib import Path
 
 from evalkit.app.cli.options import EXIT_OK, Commands, add_input_limit, fixture_inputs, max_bytes
-from evalkit.common.output import OutputPathError, refuse_input_overwrite, resolve_output_path, write_atomic
+from evalkit.common.output import refuse_input_overwrite, refuse_non_empty_folder, resolve_output_path, write_atomic
 from evalkit.data.fixture import ALIASES_FILE, FIXTURE_FILE, Fixture, fixture_json, load_fixture
 from evalkit.data.inputs import clip, read_input_bytes
 from evalkit.data.label_merge import DEFAULT_OVERLAP_BOUND, check_overlap_bound, merge_labels
@@ -105,16 +103,6 @@ def agree(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _refuse_non_empty(requested: str, folder: Path) -> None:
-    """Refuse an output folder that exists and holds anything (a merge never mixes with older files)."""
-    try:
-        status = folder.lstat()
-    except FileNotFoundError:
-        return
-    if not stat.S_ISDIR(status.st_mode) or os.listdir(folder):
-        raise OutputPathError(requested, "the output folder exists and is not empty: give a new or empty folder")
-
-
 def _outputs(args: argparse.Namespace, merged: Fixture, source: Path, limit: int) -> dict[Path, bytes]:
     """Every file the merge writes, by vetted target: the merged fixture.json and the copied files."""
     folder = source if source.is_dir() else source.parent
@@ -128,7 +116,7 @@ def _outputs(args: argparse.Namespace, merged: Fixture, source: Path, limit: int
         requested = f"{args.output_dir.rstrip('/')}/{name}"
         target = resolve_output_path(requested, Path.cwd())
         refuse_input_overwrite(target, inputs, requested)
-        _refuse_non_empty(args.output_dir, target.parent)
+        refuse_non_empty_folder(args.output_dir, target.parent)
         targets[target] = data
     return targets
 
