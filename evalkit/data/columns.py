@@ -136,9 +136,13 @@ _TAIL: Final = np.array([(1 << (8 * n)) - 1 for n in range(8)] + [(1 << 64) - 1]
 
 
 def string_hashes(values: pa.Array) -> npt.NDArray[np.uint64]:
-    """A 64-bit hash of each string, computed with numpy eight bytes at a time (equal strings hash equal; unequal
-    ones almost never do, so a caller that must be exact checks the strings of equal hashes). About half the time
-    of a dictionary encoding of short IDs, which builds a table of every distinct one."""
+    """A 64-bit hash of each string, computed with numpy eight bytes at a time (equal strings hash equal, in any
+    array and any call; unequal ones almost never do, so a caller that must be exact checks the strings of equal
+    hashes). About half the time of a dictionary encoding of short IDs, which builds a table of every distinct one.
+
+    A string's hash is mixed once per eight of its own bytes, never more: mixed once per eight bytes of the longest
+    string in the array, ``"d"`` hashed apart from ``"dxxxxxxxx"`` differed from ``"d"`` hashed beside it, so a
+    judged ID and the same ID in a run block holding a longer one did not meet (the position was taken unjudged)."""
     count = len(values)
     hashes = np.zeros(count, dtype=np.uint64)
     if count == 0:
@@ -154,12 +158,13 @@ def string_hashes(values: pa.Array) -> npt.NDArray[np.uint64]:
     starts = (offsets[:-1] - low).astype(np.int64)
     lengths = np.diff(offsets).astype(np.int64)
     hashes += lengths.astype(np.uint64) * _MIX
-    longest = int(lengths.max())
+    shortest, longest = int(lengths.min()), int(lengths.max())
     for at in range(0, longest, 8):
         word = words[np.minimum(starts + at, high - low)] & _TAIL[np.clip(lengths - at, 0, 8)]  # shorter: 0
-        hashes ^= word
-        hashes *= _MIX
-        hashes ^= hashes >> np.uint64(29)
+        mixed = hashes ^ word
+        mixed *= _MIX
+        mixed ^= mixed >> np.uint64(29)
+        hashes = mixed if at < shortest else np.where(lengths > at, mixed, hashes)  # only strings this long
     return hashes
 
 

@@ -33,6 +33,38 @@ def test_equal_ids_hash_equal_and_unequal_ones_apart(texts: list[str], cut: int)
             assert (hashes[i] == hashes[j]) == (a == b), (a, b)
 
 
+@given(st.lists(st.text(max_size=30), min_size=1, max_size=40))
+def test_a_strings_hash_is_its_own_whatever_else_the_array_holds(texts: list[str]) -> None:
+    """The judgments and the run lines are hashed apart: an ID must hash alike in both, whatever the longest ID
+    beside it (mixing once per eight bytes of the longest string in the array, "d" hashed apart from "d" beside
+    "dxxxxxxxx")."""
+    together = string_hashes(pa.array(texts)).tolist()
+    assert together == [int(string_hashes(pa.array([text]))[0]) for text in texts]
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_short_judged_ids_are_found_among_longer_ids_of_the_run(monkeypatch: pytest.MonkeyPatch, seed: int) -> None:
+    """Judgments of IDs of up to eight bytes, runs that also return IDs past eight (and past sixteen): the hashed
+    join and the recip_rank probe find every judged line, as the exact join does."""
+    rng = np.random.default_rng(seed)
+    short = [f"d{i}" for i in range(40)]
+    longer = [f"doc-{i:06d}" for i in range(30)] + [f"document-{i:012d}" for i in range(30)]
+    judgments, rankings = {}, {}
+    for q in range(30):
+        judged = rng.choice(len(short), size=int(rng.integers(1, 6)), replace=False)
+        judgments[f"q{q}"] = {short[d]: int(g) for d, g in zip(judged, rng.integers(0, 4, len(judged)), strict=True)}
+        docs = [*(short[d] for d in rng.choice(len(short), 20)), *(longer[d] for d in rng.choice(len(longer), 60))]
+        order = rng.permutation(len(docs))
+        rankings[f"q{q}"] = [(docs[i], float(np.round(rng.random(), 1))) for i in order]
+    with monkeypatch.context() as exact:
+        _exact(exact)
+        expected = _scores(judgments, rankings)
+    assert _scores(judgments, rankings) == expected
+    tied = run_from_rankings("a", {"q": [("d", 0.5)] * 4 + [("dxxxxxxxx", 0.5)]})
+    values = score_run(qrels_from_mapping({"q": {"d": 1}}), tied, parse_measures(["P_1", "recip_rank"]), "trec_eval")
+    assert (values.values["P_1"][0], values.values["recip_rank"][0]) == (0.0, 0.5)  # dxxxxxxxx first: ID descending
+
+
 def _case(seed: int) -> tuple[dict[str, dict[str, int]], dict[str, list[tuple[str, float]]]]:
     """Judgments of 40 queries and a run of many lines a query: repeats, ties, the same IDs in several queries,
     IDs past eight bytes, Chinese ones."""
