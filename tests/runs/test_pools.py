@@ -255,10 +255,11 @@ def _reference_pool(
     qrels: Qrels, runs: list[Run], depth: int, ties: str, languages: dict[str, str], chunk_ids: bool
 ) -> tuple[bytes, list[PoolEntry], list[tuple[str, int, int, int]], list[float | None]]:
     """The pool one pair at a time, in Python objects, as evalkit built it before its pools were columns: each
-    run's top `depth` as the scoring core orders and joins it (`rank_run` with IDs: a position is judged when the
-    join found a grade of 0 or more), a dict of pairs, a sort by a Python key, `json.dumps` per line. Returns the
-    JSON lines, the entries, each run's (name, pairs, only, left out) and its judged@k today (judged results in
-    the top k over how many there are, over the queries with a relevant judgment)."""
+    run's top `depth` as the scoring core orders it (`rank_run` with IDs; a position is judged when its query's
+    judgments give its ID a grade of 0 or more, read from a dict, not from the join), a dict of pairs, a sort by a
+    Python key, `json.dumps` per line. Returns the JSON lines, the entries, each run's (name, pairs, only, left
+    out) and its judged@k today (judged results in the top k over how many there are, over the queries with a
+    relevant judgment)."""
     query_ids = qrels.queries.to_pylist()
     brought: dict[tuple[str, str], list[tuple[str, int]]] = {}
     named: dict[str, list[tuple[str, str]]] = {}
@@ -269,11 +270,10 @@ def _reference_pool(
         for rows, ranked in ranked_run.blocks():
             for local, row in enumerate(rows.tolist()):
                 at = np.flatnonzero(ranked.row == local).tolist()
-                top = [
-                    ((ranked.doc_ids or [])[i], int(ranked.rank[i]), bool(ranked.judged[i] and ranked.grade[i] >= 0))
-                    for i in at
-                ]
-                if max((ranked.judgments or [])[local].values()) >= 1:
+                grades = (ranked.judgments or [])[local]
+                ids = ranked.doc_ids or []
+                top = [(ids[i], int(ranked.rank[i]), grades.get(ids[i], -1) >= 0) for i in at]
+                if max(grades.values()) >= 1:
                     shares.append(sum(judged for _, _, judged in top) / len(top) if top else 0.0)
                 for doc, rank, judged in top:
                     if not judged:
