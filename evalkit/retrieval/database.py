@@ -58,8 +58,9 @@ _INDEX_BLOCKS = 8
 """Analyzed blocks whose stored tokens FTS5 indexes in one statement. FTS5 writes its pending terms out as a new
 segment at the start of every statement (its savepoint), whatever ``hashsize`` allows: a statement per block wrote
 25 segments for 100,000 chunks and merged them (about 1.6 to 2.1 s of FTS5 CPU), one per 8 blocks 4 (about 1.1 s).
-The blocks after the last whole group are indexed one at a time, so the statement left to wait for when the analysis
-ends is at most one block long; the grouping depends on the number of chunks only."""
+The last 8 to 15 blocks are indexed one at a time: the writer finishes the last whole group while they are analyzed,
+so what is left to wait for when the analysis ends is one block's statement (it was a whole group's when only the
+blocks after the last whole group went one at a time). The grouping depends on the number of chunks only."""
 _INSERT_CHUNKS = "INSERT INTO chunks (rowid, chunk_id, doc_id, text) VALUES (?, ?, ?, ?)"
 _INSERT_TOKENS = "INSERT INTO chunk_tokens (rowid, tokens, content) VALUES (?, ?, ?)"
 _INDEX_TOKENS = (
@@ -141,7 +142,7 @@ class KnowledgeDatabase(StoredVectors):
                 _INSERT_CHUNKS, [(first + i, c.chunk_id, c.doc_id, c.text) for i, c in enumerate(ordered)]
             )
             group = _ANALYZE_BLOCK_ROWS * _INDEX_BLOCKS
-            grouped = len(ordered) - len(ordered) % group  # the chunks indexed in whole groups of blocks
+            grouped = max(len(ordered) - group, 0) // group * group  # the chunks indexed in whole groups
             indexing: Future[object] | None = None
             rows: list[tuple[int, str, str]] = []
             for start in range(0, len(ordered), _ANALYZE_BLOCK_ROWS):

@@ -60,8 +60,8 @@ def test_schema_creates_fts5_and_vocab_tables(tmp_path: Path) -> None:
 
 
 def test_fts5_indexes_the_stored_tokens_of_every_block(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("evalkit.retrieval.database._ANALYZE_BLOCK_ROWS", 3)  # several blocks, a short last one
-    monkeypatch.setattr("evalkit.retrieval.database._INDEX_BLOCKS", 2)  # two blocks in one statement, then one alone
+    monkeypatch.setattr("evalkit.retrieval.database._ANALYZE_BLOCK_ROWS", 2)  # several blocks, a short last one
+    monkeypatch.setattr("evalkit.retrieval.database._INDEX_BLOCKS", 2)  # the first two in one statement, then alone
     rows = [(f"c{i:02d}", "en", f"word{i} shared shared") for i in range(8)] + [("z1", "zh", "导出笔记，导出")]
     database = _database(rows)
     database.add_chunks([Chunk(chunk_id="b0", doc_id="doc-en", text="word0 later")])  # into a filled database

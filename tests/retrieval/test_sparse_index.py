@@ -229,7 +229,7 @@ def test_the_counts_kept_while_adding_give_the_index_of_the_stored_tokens(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr("evalkit.retrieval.database._ANALYZE_BLOCK_ROWS", 7)  # many blocks, a short last one
-    monkeypatch.setattr("evalkit.retrieval.database._INDEX_BLOCKS", 3)  # indexed 3 blocks a statement, then 1 each
+    monkeypatch.setattr("evalkit.retrieval.database._INDEX_BLOCKS", 3)  # 3 blocks a statement, the last 6 alone
     rows = _random_corpus(np.random.default_rng(11), 120)
     rows += [("odd-1", "en", "Café ＰＤＦ ﬁnal ½ x86_64"), ("odd-2", "zh", "笔记本，召回率（Recall）是 3.5")]
     database = _database(rows)
