@@ -24,7 +24,7 @@ from evalkit.data.schema import Matrix
 from evalkit.retrieval.hits import Hit, order_hits
 from evalkit.retrieval.sparse_index import IndexMismatchError, SparseBm25Index, TermCounter, TermCounts
 from evalkit.retrieval.stored_vectors import EMBEDDINGS_SCHEMA, StoredVectors
-from evalkit.retrieval.text import analyze_block
+from evalkit.retrieval.text import analyze
 from evalkit.retrieval.vector_index import RECALL_K, IndexPlan, row_scores
 
 __all__ = ["Hit", "KnowledgeDatabase", "KnowledgeStore", "StoredChunk", "order_hits", "row_scores"]
@@ -125,17 +125,16 @@ class KnowledgeDatabase(StoredVectors):
     def add_chunks(self, chunks: Iterable[Chunk]) -> None:
         """Insert chunks and index their analyzed text in FTS5 (in chunk ID order, for a stable layout).
 
-        The text is analyzed a block at a time (a block's Han runs segmented on a thread of their own while its other
-        texts are analyzed: :func:`~evalkit.retrieval.text.analyze_block`); each block's tokens and content tokens
-        (stopwords removed, for :meth:`content_tokens`) are stored in one row per chunk, and a writer thread indexes
-        a group of blocks (:data:`_INDEX_BLOCKS`) in FTS5 with one statement while the next blocks are analyzed, so
-        the analyzer and FTS5 use a core each. One pass of the analyzer serves FTS5 and a provider that embeds the
-        content tokens. Into an empty database, the tokens' counts are kept as well, so that the sparse BM25 index is
-        computed without reading the stored tokens back.
+        The text is analyzed a block at a time; each block's tokens and content tokens (stopwords removed, for
+        :meth:`content_tokens`) are stored in one row per chunk, and a writer thread indexes a group of blocks
+        (:data:`_INDEX_BLOCKS`) in FTS5 with one statement while the next blocks are analyzed, so the analyzer and
+        FTS5 use a core each. One pass of the analyzer serves FTS5 and a provider that embeds the content tokens.
+        Into an empty database, the tokens' counts are kept as well, so that the sparse BM25 index is computed without
+        reading the stored tokens back.
         """
         ordered = sorted(chunks, key=lambda c: c.chunk_id)
         self._lexical_index = self._counted = None
-        with self._connection, ThreadPoolExecutor(1) as writer, ThreadPoolExecutor(1) as segmenter:
+        with self._connection, ThreadPoolExecutor(max_workers=1) as writer:
             first = int(self._connection.execute("SELECT coalesce(max(rowid), 0) + 1 FROM chunks").fetchone()[0])
             counter = TermCounter() if first == 1 else None  # chunk ID order is the stored order
             self._connection.executemany(
@@ -146,7 +145,7 @@ class KnowledgeDatabase(StoredVectors):
             indexing: Future[object] | None = None
             rows: list[tuple[int, str, str]] = []
             for start in range(0, len(ordered), _ANALYZE_BLOCK_ROWS):
-                block = analyze_block([c.text for c in ordered[start : start + _ANALYZE_BLOCK_ROWS]], segmenter)
+                block = [analyze(c.text) for c in ordered[start : start + _ANALYZE_BLOCK_ROWS]]
                 rows += [
                     (first + start + i, " ".join(tokens), " ".join(content))
                     for i, (tokens, content) in enumerate(block)

@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Sequence
-from concurrent.futures import Executor
 from functools import lru_cache
 from typing import Any, cast
 
@@ -116,17 +114,7 @@ def tokenize(text: str, *, drop_stopwords: bool = False) -> tuple[str, ...]:
     return analyze(text)[1 if drop_stopwords else 0]
 
 
-Analyzed = tuple[tuple[str, ...], tuple[str, ...]]
-"""A text's tokens and its content tokens (stopwords removed): what :func:`analyze` gives."""
-_Read = tuple[list[tuple[str, str]], list[str], list[str]]
-"""A normalized text's pieces (Han run or word, in order; left empty when it has no Han run), runs and words."""
-
-_TEXT_SEPARATOR = "\x00"
-"""Joins the texts' Han runs for one rjieba call over a block: rjieba yields it alone, as it does a newline, and no
-run holds it."""
-
-
-def analyze(text: str) -> Analyzed:
+def analyze(text: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """``(tokenize(text), tokenize(text, drop_stopwords=True))`` from one pass of the analyzer.
 
     One pass over the normalized text finds the Han runs and the other words in order (ASCII text: its runs of
@@ -135,60 +123,21 @@ def analyze(text: str) -> Analyzed:
     newline and yields it alone, so each run is segmented as if alone). A run holding unassigned code points (not
     word characters) keeps only the words with a word character.
     """
-    read = _read(text)
-    joined = "\n".join(read[1])
-    return _analyzed(read, joined, _jieba().cut_for_search(joined, False) if joined else [])
-
-
-def analyze_block(texts: Sequence[str], pool: Executor | None = None) -> list[Analyzed]:
-    """``[analyze(text) for text in texts]``, with every text's Han runs segmented by one rjieba call.
-
-    Given a pool, the call runs on it while the texts without Han runs are analyzed here: rjieba does not hold the
-    GIL while it segments, so on a machine with a free core the segmentation costs this thread nothing but the
-    conversion of its words.
-    """
-    read = [_read(text) for text in texts]
-    joined = ["\n".join(runs) for _, runs, _ in read]
-    han = [runs for runs in joined if runs]
-    cutting = pool.submit(_cuts, han) if pool is not None and han else None
-    done = [None if runs else _analyzed(one, "", []) for one, runs in zip(read, joined, strict=True)]
-    cuts = iter(cutting.result() if cutting is not None else _cuts(han))
-    return [
-        _analyzed(one, runs, next(cuts)) if result is None else result
-        for one, runs, result in zip(read, joined, done, strict=True)
-    ]
-
-
-def _cuts(joined: list[str]) -> list[list[str]]:
-    """Each text's runs (joined by newlines) segmented: one rjieba call over them all, split at the separator."""
-    if not joined:
-        return []
-    cut: list[str] = _jieba().cut_for_search(_TEXT_SEPARATOR.join(joined), False)
-    parts, start = [], 0
-    for _ in range(len(joined) - 1):
-        end = cut.index(_TEXT_SEPARATOR, start)
-        parts.append(cut[start:end])
-        start = end + 1
-    parts.append(cut[start:])
-    return parts
-
-
-def _read(text: str) -> _Read:
     normalized = normalize(text)
+    pieces: list[tuple[str, str]] = []
+    runs: list[str] = []
     if normalized.isascii():
-        return [], [], normalized.translate(_ASCII_SEPARATORS).split()
-    if _IS_HAN.search(normalized) is None:  # no Han run: _PIECES would find these words, in tuples
-        return [], [], _OTHER_WORDS.findall(normalized)
-    pieces: list[tuple[str, str]] = _PIECES.findall(normalized)
-    return pieces, [han for han, _ in pieces if han], [word for _, word in pieces if word]
-
-
-def _analyzed(read: _Read, joined: str, cut: list[str]) -> Analyzed:
-    """Both token forms of a read text, from its runs joined by newlines and their rjieba cut."""
-    pieces, runs, words = read
+        words = normalized.translate(_ASCII_SEPARATORS).split()
+    elif _IS_HAN.search(normalized) is None:  # no Han run: _PIECES would find these words, in tuples
+        words = _OTHER_WORDS.findall(normalized)
+    else:
+        pieces = _PIECES.findall(normalized)
+        runs, words = [han for han, _ in pieces if han], [word for _, word in pieces if word]
     stems = _stems(words) if words else []
     if not runs:
         return tuple(stems), tuple([s for s, w in zip(stems, words, strict=True) if w not in STOPWORDS])
+    joined = "\n".join(runs)
+    cut: list[str] = _jieba().cut_for_search(joined, False)
     if _ODD.search(joined):
         cut = [word if word == "\n" or _WORD.search(word) else "" for word in cut]
     tokens = _in_order(cut, stems, pieces)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from hypothesis import given
@@ -23,7 +22,6 @@ from evalkit.retrieval.text import (
     _stemmer,
     _stems,
     analyze,
-    analyze_block,
     is_han,
     normalize,
     tokenize,
@@ -151,18 +149,3 @@ def test_remembered_stems_are_the_stemmers_stems(monkeypatch: pytest.MonkeyPatch
 )
 def test_texts_of_each_path_give_the_reference_tokens(text: str) -> None:
     assert analyze(text) == (reference_tokenize(text), reference_tokenize(text, drop_stopwords=True))
-
-
-@given(st.lists(st.lists(st.one_of(_PIECES, st.text(max_size=6)), max_size=12).map("".join), max_size=12))
-def test_a_block_analyzed_together_gives_each_texts_tokens(texts: list[str]) -> None:
-    # One rjieba call over every text's runs, split again at the separator; on a pool thread or here.
-    expected = [analyze(text) for text in texts]
-    assert analyze_block(texts) == expected
-    with ThreadPoolExecutor(1) as pool:
-        assert analyze_block(texts, pool) == expected
-
-
-def test_a_block_of_han_texts_and_others_keeps_each_texts_tokens_in_place() -> None:
-    texts = ["召回率是", "", "Recall ＰＤＦ", "导出笔记，2024 年", "\ufada的", "the 的", "笔记本"]
-    assert analyze_block(texts) == [analyze(text) for text in texts]
-    assert analyze_block(texts)[3] == (("导出", "笔记", "2024", "年"), ("导出", "笔记", "2024", "年"))
