@@ -44,6 +44,11 @@ OUTPUT_PARAMETERS = {
 }
 """Output parameters a notebook may declare, and where a headless run puts them inside reports/<run-id>/."""
 FOLDER_PARAMETERS = frozenset({"figures_dir", "cache_dir"})
+INPUT_FOLDERS = frozenset({"fixture", "data_dir"})
+"""Input parameters naming a folder that must exist when the run starts."""
+INPUT_FILES = frozenset({"tasks", "labels_a", "labels_b", "base", "head"})
+"""Input parameters naming a file that must exist when the run starts (``retriever`` too, when it is a .json
+HTTP config: otherwise it names Python code)."""
 PARAMETER_MODELS: dict[str, type[NotebookParameters]] = {
     "retrieval_evaluation.ipynb": EvaluationParameters,
     "failure_analysis.ipynb": FailureAnalysisParameters,
@@ -162,14 +167,32 @@ def _check_outputs(root: Path, values: Mapping[str, Any]) -> None:
             raise NotebookParameterError(f"parameter {name}: {exc}") from None
 
 
+def _check_inputs(root: Path, values: Mapping[str, Any], declared: Mapping[str, Any]) -> None:
+    """Refuse a missing input folder or file now, naming the parameter, rather than in a cell after the run folder
+    and its notebook exist."""
+    merged = {**_declared_defaults(declared), **values}
+    for name, value in merged.items():
+        if not isinstance(value, str) or name not in declared:
+            continue
+        folder = name in INPUT_FOLDERS
+        if not (folder or name in INPUT_FILES or (name == "retriever" and value.endswith(".json"))):
+            continue
+        path = root / value
+        if not (path.is_dir() if folder else path.is_file()):
+            kind = "folder" if folder else "file"
+            raise NotebookParameterError(
+                f"parameter {name}: {value!r} is no {kind} (paths are relative to the project root)"
+            )
+
+
 def check_notebook_run(
     root: Path, source: Path, parameters: Mapping[str, Any], run_id: str, replace: bool = False
 ) -> dict[str, Any]:
     """Check everything a run needs before anything is created; return the parameter values to inject.
 
     Raises:
-        NotebookParameterError: an undeclared name, an invalid value, an unsafe output path, an invalid run ID,
-            or a run ID whose folder exists (unless `replace`).
+        NotebookParameterError: an undeclared name, an invalid value, an unsafe output path, a missing input
+            folder or file, an invalid run ID, or a run ID whose folder exists (unless `replace`).
     """
     check_parameters(source, parameters)
     if not is_identifier(run_id):
@@ -184,6 +207,7 @@ def check_notebook_run(
             values.setdefault(name, f"{relative_dir}/{default}")
     _check_values(source, values, declared)
     _check_outputs(root, values)
+    _check_inputs(root, values, declared)
     try:
         run_dir = resolve_output_path(f"{relative_dir}/{source.name}", root).parent
     except OutputPathError as exc:

@@ -102,6 +102,32 @@ def test_runner_refuses_undeclared_parameters_before_running() -> None:
         run_notebook(ROOT, {"min_mrr": 0.9}, run_id=f"pytest-{uuid.uuid4().hex[:8]}")
 
 
+@pytest.mark.parametrize(
+    ("parameters", "message"),
+    [
+        ({"fixture": "../no-such-fixture"}, "parameter fixture: '../no-such-fixture' is no folder"),
+        ({"fixture": "fixtures/no-such"}, "parameter fixture: 'fixtures/no-such' is no folder"),
+        ({"retriever": "no-such-http.json"}, "parameter retriever: 'no-such-http.json' is no file"),
+    ],
+)
+def test_a_missing_input_is_refused_before_anything_is_written(parameters: dict[str, str], message: str) -> None:
+    """Each of these failed in a cell, exit 2, after reports/<run-id>/ and its notebook were written."""
+    run_id = f"pytest-{uuid.uuid4().hex[:8]}"
+    with pytest.raises(NotebookParameterError, match=message):
+        run_notebook(ROOT, parameters, run_id=run_id)
+    assert not (ROOT / "reports" / run_id).exists()
+
+
+def test_the_command_refuses_a_folder_that_is_no_evalkit_project(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "notebooks").mkdir()  # a notebooks/ folder, but no pyproject.toml beside evalkit/
+    monkeypatch.chdir(tmp_path)
+    assert main(["notebook", "--run-id", "elsewhere"]) == 2
+    assert "no evalkit project (pyproject.toml beside evalkit/)" in capsys.readouterr().err
+    assert not (tmp_path / "reports").exists()
+
+
 @pytest.fixture
 def run_id() -> Iterator[str]:
     name = f"pytest-{uuid.uuid4().hex[:8]}"

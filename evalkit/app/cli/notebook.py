@@ -8,6 +8,7 @@ from pathlib import Path
 
 from evalkit.app.cli.options import EXIT_GATE, EXIT_INPUT, EXIT_OK, Commands
 from evalkit.app.headless import DEFAULT_NOTEBOOK, parse_value, run_notebook
+from evalkit.app.notebook import project_root
 from evalkit.reporting.report import parse_report
 from evalkit.reporting.summary import format_outcome
 
@@ -17,7 +18,7 @@ CHECK_FAILURES = frozenset({"GateFailure", "DeterminismError"})
 
 def notebook(args: argparse.Namespace) -> int:
     """``evalkit notebook``: the notebook run headless into reports/<run-id>/, its summary and files listed."""
-    root = Path.cwd()
+    root = project_root()  # as the kernel finds it: the folder with pyproject.toml beside evalkit/
     parameters = {name: parse_value(value) for name, value in args.parameter}
     run = run_notebook(root, parameters, notebook=Path(args.notebook), run_id=args.run_id, replace=args.replace_run)
     if run.report is not None:
