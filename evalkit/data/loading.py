@@ -4,17 +4,19 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from evalkit.data.field_names import FRAME_DOC_COLUMNS, FRAME_GRADE_COLUMNS, FRAME_QUERY_COLUMNS, FRAME_SCORE_COLUMNS
 from evalkit.data.ids import given_id_problem
 from evalkit.data.inputs import clip
-from evalkit.data.qrels import Qrels, qrels_from_mapping, read_qrels_file
+from evalkit.data.qrels import Qrels, QrelsError, qrels_from_mapping, read_qrels_file
 from evalkit.data.runs import Run, RunFileError, given_score_problem, read_run, run_from_rankings
 from evalkit.data.schema import LANGUAGES, Language
 from evalkit.data.tables import DEFAULT_MAX_TABLE_BYTES
@@ -44,7 +46,15 @@ def load_qrels(qrels: QrelsInput, max_bytes: int = DEFAULT_MAX_TABLE_BYTES) -> Q
         table: dict[str, dict[str, int]] = {}
         queries = _column(qrels, FRAME_QUERY_COLUMNS, "qrels").astype(str)
         docs = _column(qrels, FRAME_DOC_COLUMNS, "qrels").astype(str)
-        for q, d, g in zip(queries, docs, _column(qrels, FRAME_GRADE_COLUMNS, "qrels"), strict=True):
+        grades = _column(qrels, FRAME_GRADE_COLUMNS, "qrels")
+        for row, (q, d, g) in enumerate(zip(queries, docs, grades, strict=True)):
+            if isinstance(g, (float, np.floating)) and math.isfinite(g) and g == int(g):
+                g = int(g)  # a column pandas made float (one missing grade turns every grade into a float)
+            elif not isinstance(g, (int, np.integer)) or isinstance(g, bool):
+                raise QrelsError(
+                    f"qrels DataFrame row {row}: query {clip(repr(q))} document {clip(repr(d))}: "
+                    f"grade {clip(repr(g))} is not an integer"
+                )
             if d in table.setdefault(q, {}) and table[q][d] != g:
                 raise ValueError(f"qrels: query {q!r} document {d!r}: judged twice with different grades")
             table[q][d] = g

@@ -574,11 +574,26 @@ def test_notes_say_what_was_left_uncounted() -> None:
             pd.DataFrame({"query_id": ["q1", "q1"], "doc_id": ["d1", "d2"], "score": [True, False]}),
             "run DataFrame row 0: score True is not a number",
         ),
+        (  # a missing grade makes pandas turn the column to floats: the row at fault is named, not the first
+            pd.DataFrame({"query_id": ["q1", "q1", "q1"], "doc_id": ["d1", "d2", "d3"], "grade": [1, 2, None]}),
+            {"q1": {"d1": 1.0}},
+            "qrels DataFrame row 2: query 'q1' document 'd3': grade nan is not an integer",
+        ),
+        (
+            pd.DataFrame({"query_id": ["q1"], "doc_id": ["d1"], "grade": [1.5]}),
+            {"q1": {"d1": 1.0}},
+            "qrels DataFrame row 0: query 'q1' document 'd1': grade 1.5 is not an integer",
+        ),
     ],
 )
 def test_wrongly_typed_python_input_is_a_clear_value_error(qrels: object, run: object, message: str) -> None:
     with pytest.raises(ValueError, match=re.escape(message)):
         evalkit.score(qrels, run)  # type: ignore[arg-type]
+
+
+def test_a_grade_column_pandas_made_float_is_read_as_integers() -> None:
+    frame = pd.DataFrame({"query_id": ["q1", "q1"], "doc_id": ["d1", "d2"], "grade": [1.0, 0.0]})
+    assert evalkit.score(frame, {"q1": {"d1": 2.0, "d2": 1.0}}, measures=["P_1"]).aggregate == {"P_1": 1.0}
 
 
 def test_means_under_the_trec_eval_policy_add_query_by_query_as_trec_eval() -> None:
