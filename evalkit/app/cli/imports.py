@@ -17,6 +17,7 @@ from evalkit.data.fixture import FIXTURE_FILE, Fixture, fixture_json
 from evalkit.data.inputs import clip
 from evalkit.data.repairs import KIND_ACTIONS, RepairKind, RepairLog, RepairPolicy
 from evalkit.data.schema import validation_problems
+from evalkit.data.squad.importing import SQUAD_KINDS
 
 if TYPE_CHECKING:
     from evalkit.data.schema import Language
@@ -180,18 +181,7 @@ def add_parser(commands: Commands) -> None:
         default="error",
         help="a paragraph the privacy rules refuse: fail, or remove it like a held-out one (default: %(default)s)",
     )
-    _add_policy_flags(
-        squad,
-        [
-            "unknown_key",
-            "answer_offset",
-            "answer_missing",
-            "question_without_answer",
-            "blank_question",
-            "blank_title",
-            "id_rewritten",
-        ],
-    )
+    _add_policy_flags(squad, SQUAD_KINDS)
     add_input_limit(squad)
     squad.set_defaults(handler=_import_squad)
     _add_collection_import_parsers(formats)
