@@ -54,7 +54,13 @@ _HOST = re.compile(r"[a-z0-9._:\-]{1,253}")
 _READ_CHUNK = 1 << 16
 
 
+_PLACEHOLDER = re.compile(r"\{(text|language|k)\}")
+
+
 def _fill(template: Any, values: Mapping[str, str], k: int) -> Any:
+    """The template with its placeholders filled: a string ``"{k}"`` becomes the integer k; in other strings every
+    ``{text}``, ``{language}`` and ``{k}`` is replaced in one pass, so an inserted value (a query's text holding
+    ``{k}``, say) is never scanned again."""
     if isinstance(template, dict):
         return {key: _fill(value, values, k) for key, value in template.items()}
     if isinstance(template, list):
@@ -62,8 +68,7 @@ def _fill(template: Any, values: Mapping[str, str], k: int) -> Any:
     if template == "{k}":
         return k
     if isinstance(template, str):
-        for name, value in values.items():
-            template = template.replace("{" + name + "}", value)
+        return _PLACEHOLDER.sub(lambda match: values[match[1]], template)
     return template
 
 
