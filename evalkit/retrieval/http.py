@@ -15,7 +15,8 @@ The endpoint is treated as hostile, as well-kept HTTP clients treat it:
 - header values holding control characters are refused when the adapter is made, naming the header, never the
   value; no message ever holds a header value;
 - responses are parsed as strictly as input files (duplicate keys, ``NaN``/``Infinity`` refused), with a nesting
-  limit and a size limit on numbers; scores must be finite.
+  limit and a size limit on numbers; chunk IDs must be ones a run file could hold (not empty, no whitespace or
+  control character) and scores finite.
 
 A timeout, a connection error, an HTTP error or a malformed response is a :class:`QueryFailed` of that query (kind,
 status, attempts and a detail naming the config field at fault), never a crash. Timeouts, connection errors, HTTP
@@ -43,6 +44,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from evalkit.common.hashing import sha256_of
+from evalkit.data.ids import given_id_problem
 from evalkit.data.inputs import clip, loads_strict
 from evalkit.data.inputs import nesting_depth as nesting_depth  # the limits are shared with every input file
 from evalkit.data.schema import Language
@@ -284,6 +286,9 @@ class HttpRetriever:
         chunk_id = _field(item, self.config.id_field, "id_field", index)
         if not isinstance(chunk_id, str):
             raise _failure("malformed_response", f"result {index}: id_field is not a string")
+        if given_id_problem(chunk_id, "id_field", "response") is not None:  # the rule of run files
+            problem = "is empty or holds whitespace or a control character"
+            raise _failure("malformed_response", f"result {index}: id_field {problem}")
         score = _field(item, self.config.score_field, "score_field", index)
         if isinstance(score, bool) or not isinstance(score, (int, float)) or not math.isfinite(score):
             raise _failure("malformed_response", f"result {index}: score_field is not a finite number")

@@ -1,10 +1,11 @@
 """The protocol every system under test implements, and the replay of a precomputed run.
 
 A :class:`Retriever` answers ``search(text, language, k)`` with a sequence of ``(chunk_id, score)`` pairs (checked
-and kept as a :data:`~evalkit.data.runs.Ranking`; a score must be a finite number). It may
-also define ``index(chunks)``, called once with the fixture's chunks before any query, and ``search_all(requests)``,
-which answers a batch of :class:`SearchRequest` at once (concurrently, say) and times each query itself. evalkit
-orders every returned ranking by its declared tie policy, so a retriever need not sort.
+and kept as a :data:`~evalkit.data.runs.Ranking`; a chunk ID must be one a run file could hold: not empty, no
+whitespace or control character; a score must be a finite number). It may also define ``index(chunks)``, called once
+with the fixture's chunks before any query, and ``search_all(requests)``, which answers a batch of
+:class:`SearchRequest` at once (concurrently, say) and times each query itself. evalkit orders every returned
+ranking by its declared tie policy, so a retriever need not sort.
 
 A retriever reports a failure of one query (a timeout, an HTTP error, a malformed response) by raising
 :class:`QueryFailed`: the query scores as an empty ranking, the failure is recorded by kind, status and attempt
@@ -26,6 +27,7 @@ from typing import Literal, Protocol, runtime_checkable
 
 from evalkit.common.progress import progress
 from evalkit.data.fixture import Chunk
+from evalkit.data.ids import given_id_problem
 from evalkit.data.inputs import shorten
 from evalkit.data.runs import Ranking, Run, given_score_problem
 from evalkit.data.schema import Language, is_identifier
@@ -162,14 +164,18 @@ def _bad_results(retriever: Retriever, query_id: str, problem: str) -> ValueErro
 
 
 def _checked_hits(results: object, query_id: str, retriever: Retriever) -> Ranking:
-    """The results as (str, float) pairs with finite scores; anything else is a bug in the `retriever`, named by
-    system, query, result and field."""
+    """The results as (str, float) pairs, each ID one a run file could hold (not empty, no whitespace or control
+    character) and each score finite; anything else is a bug in the `retriever`, named by system, query, result and
+    field."""
     if isinstance(results, (str, bytes)) or not isinstance(results, Sequence):
         raise _bad_results(retriever, query_id, f"the retriever returned {type(results).__name__}, not a sequence")
     hits: list[tuple[str, float]] = []
     for index, item in enumerate(results):
         if not (isinstance(item, (tuple, list)) and len(item) == 2 and isinstance(item[0], str)):
             raise _bad_results(retriever, query_id, f"result {index} is not a (chunk_id, score) pair")
+        problem = given_id_problem(item[0], "chunk_id", f"result {index}")  # the rule of run files
+        if problem is not None:
+            raise _bad_results(retriever, query_id, problem)
         where = f"result {index} (chunk {shorten(item[0])}): field score is {shorten(item[1])}"
         if given_score_problem(item[1]) == "is not a number":  # numpy scalars are numbers, as evalkit.score takes them
             raise _bad_results(retriever, query_id, f"{where}, not a number")
