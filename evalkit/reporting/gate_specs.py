@@ -1,6 +1,7 @@
 """What a quality gate is and how gates are read: :class:`GateSpec` (a bound on one measure of one system over one
 slice: ``min``, ``max``, ``max_drop_vs`` or ``baseline``), the fixture's ``gates.json`` (:func:`load_gate_file`), the
-named thresholds (:class:`GateThresholds`) and ``--gate`` options (:func:`parse_gate`, :func:`merge_gates`).
+named thresholds (:class:`GateThresholds`) and ``--gate`` options (:func:`parse_gate`, :func:`distinct_gates`,
+:func:`merge_gates`).
 Collecting an evaluation's gates and checking them is :mod:`evalkit.reporting.gates`.
 """
 
@@ -45,7 +46,7 @@ GATE_FORM = "SYSTEM MEASURE[SLICE] >= X"  # a --gate option (<= X for an upper b
 GATE_OPTION_HELP = (
     f"a gate '{GATE_FORM}' or '... <= X', SLICE all (the default), en or zh, e.g. 'hybrid-rerank ndcg@10 >= 0.8' "
     f"or 'lexical recall@10[zh] >= 0.9'; replaces the {GATES_FILE} gate of the same system, measure, slice and "
-    "direction, else adds one (repeatable)"
+    "direction, else adds one (repeatable; two options setting one gate, this or a threshold option, are refused)"
 )
 
 _Model = TypeVar("_Model", bound=StrictModel)
@@ -197,7 +198,15 @@ class GateThresholds(StrictModel):
 
     def gates(self) -> tuple[GateSpec, ...]:
         """The seed gates whose bound is set here (the drop gate named ``rerank ndcg@10 drop vs hybrid``)."""
-        return tuple(_threshold_gate(name, value) for name, value in self if value is not None)
+        return tuple(gate for _, gate in self.flagged_gates())
+
+    def flagged_gates(self) -> tuple[tuple[str, GateSpec], ...]:
+        """Each seed gate set here with its option as given, ``--min-reranked-mrr-at-10 0.99``."""
+        return tuple(
+            (f"--{name.replace('_', '-')} {value!r}", _threshold_gate(name, value))
+            for name, value in self
+            if value is not None
+        )
 
 
 def _threshold_problems(error: ValidationError) -> list[str]:
@@ -244,9 +253,28 @@ def parse_gate(text: str, option: str = "--gate") -> GateSpec:
         raise ValueError(describe_validation_error(exc, f"{option} {shorten(text)}")) from None
 
 
+def distinct_gates(flagged: Sequence[tuple[str, GateSpec]]) -> tuple[GateSpec, ...]:
+    """The gates of the command line (each with its option as given), refused when two are the same gate.
+
+    Raises:
+        ValueError: naming both options of each pair with one :attr:`~GateSpec.key` (system, measure, slice and
+            direction): of ``>= 0.99`` and ``>= 0.5`` on one measure, which was meant is not evalkit's to guess.
+    """
+    first: dict[tuple[str, str, str, str], int] = {}  # each key's first option
+    problems = [
+        f"{flagged[first[gate.key]][0]} and {option} set the same gate ({gate.label} {gate.comparison} ...); give one"
+        for index, (option, gate) in enumerate(flagged)
+        if first.setdefault(gate.key, index) != index
+    ]
+    if problems:
+        raise ValueError("conflicting gate options: " + "; ".join(problems))
+    return tuple(gate for _, gate in flagged)
+
+
 def merge_gates(gates: Sequence[GateSpec], overrides: Iterable[GateSpec]) -> tuple[GateSpec, ...]:
     """`gates` with each override in place of the gate with its :attr:`~GateSpec.key` (keeping that gate's name
-    when the override has none), the others appended in order; of two overrides of one gate the later wins."""
+    when the override has none), the others appended in order; of two overrides of one gate the later wins, so
+    the command line's gates are first checked by :func:`distinct_gates`."""
     merged = list(gates)
     for override in overrides:
         index = next((i for i, gate in enumerate(merged) if gate.key == override.key), None)

@@ -17,7 +17,7 @@ from pathlib import Path
 from pydantic import Field, ValidationError
 
 from evalkit.data.fixture import Fixture
-from evalkit.data.inputs import DEFAULT_MAX_INPUT_BYTES, clip
+from evalkit.data.inputs import DEFAULT_MAX_INPUT_BYTES, clip, shorten
 from evalkit.data.schema import (
     Identifier,
     SemanticVersion,
@@ -38,6 +38,7 @@ from evalkit.reporting.gate_specs import (
     GateSpec,
     GateThresholds,
     Tolerance,
+    distinct_gates,
     load_gate_file,
     locate_field,
     merge_gates,
@@ -93,22 +94,25 @@ def collect_gates(
 ) -> tuple[GateSpec, ...]:
     """Every gate of an evaluation of `fixture`: the entries of ``gates.json`` in the fixture's folder (`fixture_path`
     itself, or the folder of a fixture file; none without the file, or when `fixture_path` is None), with the bounds
-    set in `thresholds` and then the ``--gate`` `options` in place of the entries they name (or added), followed by
-    the floors of ``baselines.json``.
+    set in `thresholds` and the ``--gate`` `options` in place of the entries they name (or added), followed by the
+    floors of ``baselines.json``.
 
     Raises:
-        ValueError: a malformed option, an invalid gate file, baselines of another fixture, or (when `systems`, the
-            systems to evaluate, is given) an option naming a system outside it: it would be skipped unseen.
+        ValueError: a malformed option, two options (thresholds or ``--gate``) setting the same gate, an invalid gate
+            file, baselines of another fixture, or (when `systems`, the systems to evaluate, is given) an option
+            naming a system outside it: it would be skipped unseen.
     """
     parsed = tuple(parse_gate(text) for text in options)
     strangers = [gate.label for gate in parsed if systems is not None and gate.system not in systems]
     if systems is not None and strangers:
         evaluated = ", ".join(sorted(systems)) or "none"
         raise ValueError(f"--gate {'; '.join(strangers)}: no such system is evaluated here (systems: {evaluated})")
+    seeds = () if thresholds is None else thresholds.flagged_gates()
+    flagged = ((f"--gate {shorten(text)}", gate) for text, gate in zip(options, parsed, strict=True))
+    overrides = distinct_gates([*seeds, *flagged])
     fixture_dir = None if fixture_path is None else fixture_path if fixture_path.is_dir() else fixture_path.parent
     gate_file = None if fixture_dir is None else load_gate_file(fixture_dir, max_bytes)
-    gates = () if gate_file is None else gate_file.gates
-    gates = merge_gates(merge_gates(gates, () if thresholds is None else thresholds.gates()), parsed)
+    gates = merge_gates(() if gate_file is None else gate_file.gates, overrides)
     baselines = None if fixture_dir is None else load_baselines(fixture_dir, max_bytes)
     if baselines is None:
         return gates

@@ -243,14 +243,76 @@ def test_an_override_keeps_the_name_of_the_entry_it_replaces() -> None:
     assert (merged[3].label, merged[3].threshold) == ("rerank ndcg@10 drop vs hybrid", 0.1)
 
 
-def test_thresholds_override_the_file_and_gate_options_override_thresholds(synthetic: LoadedFixture) -> None:
+def test_thresholds_and_gate_options_override_the_file(synthetic: LoadedFixture) -> None:
     thresholds = GateThresholds(min_reranked_mrr_at_10=0.9, max_rerank_ndcg_drop=0.01)
     gates = collect_gates(SYNTHETIC_DIR, synthetic.fixture, thresholds=thresholds)
     assert [g.threshold for g in gates[:4]] == [0.9, 0.75, 0.34, 0.01]
     gates = collect_gates(
-        SYNTHETIC_DIR, synthetic.fixture, thresholds=thresholds, options=["hybrid-rerank mrr@10 >= 0.5"]
+        SYNTHETIC_DIR, synthetic.fixture, thresholds=thresholds, options=["hybrid-rerank ndcg@10 >= 0.5"]
     )
-    assert [g.threshold for g in gates[:4]] == [0.5, 0.75, 0.34, 0.01]
+    assert [g.threshold for g in gates[:4]] == [0.9, 0.5, 0.34, 0.01]
+
+
+@pytest.mark.parametrize(
+    ("thresholds", "options", "named"),
+    [
+        (
+            GateThresholds(min_reranked_mrr_at_10=0.99),
+            ["hybrid-rerank mrr@10 >= 0.5"],
+            "--min-reranked-mrr-at-10 0.99 and --gate 'hybrid-rerank mrr@10 >= 0.5'",
+        ),
+        (
+            GateThresholds(),
+            ["hybrid ndcg@10 >= 0.9", "lexical ndcg@10 >= 0.1", "hybrid ndcg@10 >= 0.5"],
+            "--gate 'hybrid ndcg@10 >= 0.9' and --gate 'hybrid ndcg@10 >= 0.5'",
+        ),
+        (
+            GateThresholds(max_no_answer_fpr=0.3),
+            ["hybrid-rerank no_answer_fpr <= 0.3"],
+            "--max-no-answer-fpr 0.3 and --gate 'hybrid-rerank no_answer_fpr <= 0.3'",
+        ),
+    ],
+)
+def test_two_options_setting_one_gate_are_refused_naming_both(
+    synthetic: LoadedFixture, thresholds: GateThresholds, options: list[str], named: str
+) -> None:
+    # The later one used to replace the earlier without a word, so a stricter bound could vanish.
+    with pytest.raises(ValueError, match="conflicting gate options") as info:
+        collect_gates(SYNTHETIC_DIR, synthetic.fixture, thresholds=thresholds, options=options)
+    assert named in str(info.value)
+
+
+def test_options_on_one_measure_in_either_direction_or_slice_are_distinct_gates(synthetic: LoadedFixture) -> None:
+    options = ["hybrid-rerank mrr@10 <= 0.99", "hybrid-rerank mrr@10[zh] >= 0.5"]
+    gates = collect_gates(
+        SYNTHETIC_DIR, synthetic.fixture, thresholds=GateThresholds(min_reranked_mrr_at_10=0.6), options=options
+    )
+    assert [g.label for g in gates[4:6]] == ["hybrid-rerank mrr@10", "hybrid-rerank mrr@10 [zh]"]
+    assert (gates[0].threshold, gates[4].threshold, gates[5].threshold) == (0.6, 0.99, 0.5)
+
+
+@pytest.mark.parametrize(
+    "flags",
+    [
+        ["--min-reranked-mrr-at-10", "0.99", "--gate", "hybrid-rerank mrr@10 >= 0.5"],
+        ["--gate", "hybrid-rerank mrr@10 >= 0.5", "--min-reranked-mrr-at-10", "0.99"],
+        ["--gate", "hybrid-rerank mrr@10 >= 0.9", "--gate", "hybrid-rerank mrr@10 >= 0.5"],
+    ],
+)
+def test_cli_run_and_score_refuse_two_options_setting_one_gate(
+    capsys: pytest.CaptureFixture[str], workspace: Path, flags: list[str]
+) -> None:
+    run_file = workspace / "hybrid-rerank.trec"
+    run_file.write_text("q-en-001 Q0 en-trash-01 1 1.0 hybrid-rerank\n", encoding="utf-8")
+    commands = (
+        ["run", "--fixture", "fx", "--runs", "1", "--no-cache", "--ablations", "hybrid-rerank"],
+        ["score", "--fixture", "fx", "--run", str(run_file)],
+    )
+    for argv in commands:
+        assert main([*argv, *flags]) == 2
+        out, err = capsys.readouterr()
+        assert "PASS" not in out and "FAIL" not in out and err.count("conflicting gate options") == 1
+        assert "hybrid-rerank mrr@10 >= 0.5'" in err and "0.9" in err
 
 
 def test_without_gates_file_only_thresholds_options_and_baselines_apply(tiny: LoadedFixture, tmp_path: Path) -> None:
