@@ -9,7 +9,8 @@ A Python retriever is user code, so everything evalkit calls in it (the import, 
 ``search``, ``search_all``, ``provenance``) runs behind a guard: any exception it raises, ``SystemExit`` included,
 becomes a :class:`PluginError` naming the retriever and the exception's type and message (bad input: exit 2).
 :class:`~evalkit.retrieval.retriever.QueryFailed` raised by ``search`` keeps its meaning (one failed query,
-recorded), and ``KeyboardInterrupt`` and the CLI's termination still stop the run.
+recorded), an :class:`~evalkit.retrieval.retriever.InvalidQueryError` raised by ``search`` is refused naming the
+query, and ``KeyboardInterrupt`` and the CLI's termination still stop the run.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from evalkit.data.fixture import Chunk
 from evalkit.data.inputs import clip
 from evalkit.data.schema import Language, is_identifier
 from evalkit.retrieval.retriever import (
+    InvalidQueryError,
     Provenance,
     QueryFailed,
     Retriever,
@@ -53,7 +55,8 @@ def _describe(exc: BaseException) -> str:
 @contextmanager
 def _guard(spec: str, what: str, queries: bool = False) -> Iterator[None]:
     """Run user code: any exception it raises (``SystemExit`` too) is a :class:`PluginError`, except
-    :class:`QueryFailed` when ``queries`` (the code answers one query), which is passed on; other
+    :class:`QueryFailed` and :class:`InvalidQueryError` when ``queries`` (the code answers one query: the caller
+    records the failure, or refuses the invalid one naming the query), which are passed on; other
     ``BaseException`` (Ctrl-C, termination) is left alone."""
     try:
         yield
@@ -62,6 +65,8 @@ def _guard(spec: str, what: str, queries: bool = False) -> Iterator[None]:
             raise
         raise PluginError(f"retriever {spec!r}: {what} failed: QueryFailed outside a query") from None
     except (Exception, SystemExit) as exc:
+        if queries and isinstance(exc, InvalidQueryError):
+            raise
         raise PluginError(f"retriever {spec!r}: {what} failed: {_describe(exc)}") from None
 
 

@@ -8,8 +8,9 @@ with the fixture's chunks before any query, and ``search_all(requests)``, which 
 ranking by its declared tie policy, so a retriever need not sort.
 
 A retriever reports a failure of one query (a timeout, an HTTP error, a malformed response) by raising
-:class:`QueryFailed`: the query scores as an empty ranking, the failure is recorded by kind, status and attempt
-count, and the run goes on. Any other exception is a bug in the retriever and stops the run (behind
+:class:`QueryFailed` (with a :class:`QueryError`, or just a message): the query scores as an empty ranking, the
+failure is recorded by kind, status and attempt count, and the run goes on; a :class:`QueryError` with a field out of
+its domain is refused when it is made. Any other exception is a bug in the retriever and stops the run (behind
 ``--retriever module:factory`` as :class:`evalkit.app.plugins.PluginError`: bad input, exit 2).
 
 :class:`RunRetriever` replays a precomputed run file. This module imports nothing of the built-in knowledge
@@ -23,16 +24,19 @@ import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Literal, Protocol, runtime_checkable
+from typing import Literal, Protocol, get_args, runtime_checkable
 
 from evalkit.common.progress import progress
 from evalkit.data.fixture import Chunk
 from evalkit.data.ids import given_id_problem
-from evalkit.data.inputs import shorten
+from evalkit.data.inputs import clip, shorten
 from evalkit.data.runs import Ranking, Run, given_score_problem
 from evalkit.data.schema import Language, is_identifier
 
 FailureKind = Literal["timeout", "connection_error", "http_error", "malformed_response"]
+FAILURE_KINDS: tuple[FailureKind, ...] = get_args(FailureKind)
+MESSAGE_FAILURE_KIND: FailureKind = "connection_error"
+"""The kind of ``QueryFailed("a message")``: the retriever could not get an answer from its system."""
 
 
 @runtime_checkable
@@ -58,6 +62,11 @@ class QueryError:
     attempts: int
     detail: str | None = field(default=None, compare=False)
 
+    def __post_init__(self) -> None:
+        problem = _query_error_problem(self)
+        if problem is not None:
+            raise InvalidQueryError(f"QueryError field {problem}")
+
     def describe(self, query_id: str) -> str:
         """One ID-only line (no URL, header or body)."""
         status = f", status {self.status}" if self.status is not None else ""
@@ -65,10 +74,42 @@ class QueryError:
         return f"query {query_id}: {self.kind}{status} after {self.attempts} attempt(s){detail}"
 
 
-class QueryFailed(Exception):
-    """Raised by a retriever for a failure of one query that the run records and survives."""
+class InvalidQueryError(ValueError):
+    """A :class:`QueryError` with a field out of its domain, or a :class:`QueryFailed` given neither a QueryError nor
+    a message: a bug in the retriever, refused when it is made (the run names the system and the query)."""
 
-    def __init__(self, error: QueryError) -> None:
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _query_error_problem(error: QueryError) -> str | None:
+    """What is wrong with one field of `error`, as "'field' is VALUE, not ...", or None."""
+    if error.kind not in FAILURE_KINDS:
+        return f"'kind' is {shorten(error.kind)}, not one of {', '.join(FAILURE_KINDS)}"
+    if error.status is not None and not (_is_int(error.status) and 100 <= error.status <= 999):
+        return f"'status' is {shorten(error.status)}, not None or an HTTP status (an integer from 100 to 999)"
+    if not (_is_int(error.attempts) and error.attempts >= 1):
+        return f"'attempts' is {shorten(error.attempts)}, not an integer of at least 1"
+    if error.detail is not None and not isinstance(error.detail, str):
+        return f"'detail' is {shorten(error.detail)}, not None or text"
+    return None
+
+
+class QueryFailed(Exception):
+    """Raised by a retriever for a failure of one query that the run records and survives.
+
+    ``QueryFailed(QueryError(kind, status, attempts, detail))`` says what failed; ``QueryFailed("a message")`` or
+    ``QueryFailed()`` records a :data:`MESSAGE_FAILURE_KIND` failure after one attempt, with the message (on one
+    line, cut to 300 characters) as its detail. Anything else raises :class:`InvalidQueryError`.
+    """
+
+    def __init__(self, error: QueryError | str | None = None) -> None:
+        if error is None or isinstance(error, str):
+            message = " ".join((error or "").split())
+            error = QueryError(MESSAGE_FAILURE_KIND, None, 1, clip(message, 300) if message else None)
+        elif not isinstance(error, QueryError):
+            raise InvalidQueryError(f"QueryFailed takes a QueryError or a message, not {type(error).__name__}")
         self.error = error
         detail = f": {error.detail}" if error.detail else ""
         super().__init__(f"{error.kind} (status {error.status}, {error.attempts} attempt(s)){detail}")
@@ -186,13 +227,25 @@ def _checked_hits(results: object, query_id: str, retriever: Retriever) -> Ranki
     return tuple(hits)
 
 
+def _recorded(failed: QueryFailed, query_id: str, retriever: Retriever) -> QueryError:
+    """The error a :class:`QueryFailed` carries (a subclass may not have set one: a bug in the `retriever`)."""
+    error = getattr(failed, "error", None)
+    if not isinstance(error, QueryError):
+        raise _bad_results(retriever, query_id, f"{type(failed).__name__} carries no QueryError")
+    return error
+
+
 def timed_search(retriever: Retriever, request: SearchRequest) -> SearchOutcome:
-    """Run one query through ``retriever.search``, timing the call; a :class:`QueryFailed` is recorded."""
+    """Run one query through ``retriever.search``, timing the call; a :class:`QueryFailed` is recorded, and an
+    :class:`InvalidQueryError` is refused naming the system and the query."""
     started = time.perf_counter_ns()
     try:
         results = retriever.search(request.text, request.language, request.k)
     except QueryFailed as failed:
-        return SearchOutcome(request.query_id, (), (time.perf_counter_ns() - started) / 1e6, failed.error)
+        error = _recorded(failed, request.query_id, retriever)
+        return SearchOutcome(request.query_id, (), (time.perf_counter_ns() - started) / 1e6, error)
+    except InvalidQueryError as exc:
+        raise _bad_results(retriever, request.query_id, str(exc)) from None
     elapsed_ms = (time.perf_counter_ns() - started) / 1e6
     return SearchOutcome(request.query_id, _checked_hits(results, request.query_id, retriever), elapsed_ms)
 
@@ -207,6 +260,9 @@ def search_all(
         outcomes = tuple(batch(requests))
         if [o.query_id for o in outcomes] != [r.query_id for r in requests]:
             raise ValueError(f"system {system_name(retriever)}: search_all did not answer the requests in order")
+        for outcome in outcomes:
+            if outcome.error is not None and not isinstance(outcome.error, QueryError):
+                raise _bad_results(retriever, outcome.query_id, f"the error is {type(outcome.error).__name__}")
         return tuple(
             SearchOutcome(o.query_id, _checked_hits(o.hits, o.query_id, retriever), o.latency_ms, o.error)
             for o in outcomes

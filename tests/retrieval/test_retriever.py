@@ -26,9 +26,11 @@ from evalkit.reporting.run_files import ranked_results
 from evalkit.retrieval.adapters import KnowledgeServiceRetriever
 from evalkit.retrieval.database import KnowledgeDatabase
 from evalkit.retrieval.retriever import (
+    InvalidQueryError,
     QueryError,
     QueryFailed,
     Retriever,
+    SearchOutcome,
     SearchRequest,
     search_all,
 )
@@ -178,6 +180,79 @@ def test_a_failed_query_scores_empty_and_is_recorded(tiny: LoadedFixture) -> Non
     errors = build_report(evaluation).ablations["down"].query_errors
     assert len(errors) == len(tiny.fixture.queries)
     assert (errors[0].kind, errors[0].status, errors[0].attempts) == ("timeout", None, 3)
+
+
+def test_a_query_failed_with_a_message_is_recorded_and_reported(tiny: LoadedFixture) -> None:
+    class Down:
+        def search(self, text: str, language: str, k: int) -> list[tuple[str, float]]:
+            raise QueryFailed("index offline")
+
+    evaluation = evaluate(tiny, (external_ablation("down", "retriever"),), runs=1, systems={"down": Down()})
+    errors = build_report(evaluation).ablations["down"].query_errors
+    assert len(errors) == len(tiny.fixture.queries)
+    assert {(e.kind, e.status, e.attempts) for e in errors} == {("connection_error", None, 1)}
+
+
+@pytest.mark.parametrize(
+    ("fields", "field"),
+    [
+        (("backend-down", None, 1), "kind"),
+        (("http_error", 99, 1), "status"),
+        (("http_error", 1000, 1), "status"),
+        (("http_error", True, 1), "status"),
+        (("http_error", "500", 1), "status"),
+        (("timeout", None, 0), "attempts"),
+        (("timeout", None, True), "attempts"),
+        (("timeout", None, 1.0), "attempts"),
+        (("timeout", None, 1, b"bytes"), "detail"),
+    ],
+)
+def test_an_invalid_query_error_is_refused_when_made(fields: tuple[object, ...], field: str) -> None:
+    with pytest.raises(InvalidQueryError, match=f"^QueryError field '{field}' is "):
+        QueryError(*fields)  # type: ignore[arg-type]
+    assert issubclass(InvalidQueryError, ValueError)
+
+
+def test_valid_query_errors_are_kept() -> None:
+    assert QueryError("http_error", 999, 2, "HTTP status 999").status == 999
+    assert QueryFailed().error == QueryError("connection_error", None, 1)
+    assert QueryFailed("  two\n lines ").error.detail == "two lines"
+    assert QueryFailed("x" * 400).error.detail == "x" * 300 + "... (400 characters)"
+
+
+def test_a_retriever_raising_an_invalid_failure_is_refused_naming_system_and_query() -> None:
+    class Invalid:
+        name = "invalid"
+
+        def search(self, text: str, language: str, k: int) -> list[tuple[str, float]]:
+            raise QueryFailed(QueryError("oops", None, 1))  # type: ignore[arg-type]
+
+    class Hollow(QueryFailed):
+        def __init__(self) -> None:
+            Exception.__init__(self, "no error set")
+
+    class RaisesHollow:
+        name = "hollow"
+
+        def search(self, text: str, language: str, k: int) -> list[tuple[str, float]]:
+            raise Hollow
+
+    with pytest.raises(ValueError, match=r"^system invalid: query q1: QueryError field 'kind' is 'oops', not one"):
+        search_all(Invalid(), [SearchRequest("q1", "text", "en", 10)])
+    with pytest.raises(ValueError, match=r"^system hollow: query q1: Hollow carries no QueryError$"):
+        search_all(RaisesHollow(), [SearchRequest("q1", "text", "en", 10)])
+
+    class StringError:
+        name = "string-error"
+
+        def search_all(self, requests: Sequence[SearchRequest]) -> list[SearchOutcome]:
+            return [SearchOutcome(r.query_id, (), 0.0, "timeout") for r in requests]  # type: ignore[arg-type]
+
+        def search(self, text: str, language: str, k: int) -> list[tuple[str, float]]:
+            return []
+
+    with pytest.raises(ValueError, match=r"^system string-error: query q1: the error is str$"):
+        search_all(StringError(), [SearchRequest("q1", "text", "en", 10)])
 
 
 @pytest.mark.parametrize("bad", [None, [("c", "high")], [("c",)], "abc", [(1, 2.0)]])
