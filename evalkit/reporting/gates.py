@@ -17,7 +17,7 @@ from pathlib import Path
 from pydantic import Field, ValidationError
 
 from evalkit.data.fixture import Fixture
-from evalkit.data.inputs import DEFAULT_MAX_INPUT_BYTES, clip, shorten
+from evalkit.data.inputs import DEFAULT_MAX_INPUT_BYTES, cap_problems, clip, shorten
 from evalkit.data.schema import (
     Identifier,
     SemanticVersion,
@@ -46,6 +46,10 @@ from evalkit.reporting.gate_specs import (
     read_fixture_file,
 )
 from evalkit.reporting.report import GateOutcome, Report
+
+BASELINE_SLACK = 1.5e-6
+"""How far a committed floor may be from its regenerated value and still match: one unit in the sixth place, where
+floors are rounded (a value on a rounding boundary may round either way on another machine), and some for binary."""
 
 
 class Baselines(StrictModel):
@@ -239,6 +243,31 @@ def load_baselines(fixture_dir: Path, max_bytes: int = DEFAULT_MAX_INPUT_BYTES) 
         ValueError: naming the file and each problem with its field.
     """
     return read_fixture_file(fixture_dir / BASELINES_FILE, Baselines, max_bytes, locate_field)
+
+
+def check_baselines_regenerated(committed: Baselines, regenerated: Baselines) -> None:
+    """Refuse `committed` floors that differ from the `regenerated` ones (:func:`baselines_from_report` of the
+    fixture they are for) by more than :data:`BASELINE_SLACK`, naming each with both values.
+
+    Only the floors `committed` holds are compared: a floor left out gates nothing, a wrong one gates the wrong value
+    (an edited judgment moves a floor by less than its tolerance, so the gate alone does not see it).
+    """
+    floors = regenerated.ablations
+    problems = [
+        f"{clip(ablation)} [{clip(slice_name)}] {clip(measure)}: {floor:.6f} in the file, "
+        + ("not regenerated" if again is None else f"{again:.6f} regenerated")
+        for ablation, slices in sorted(committed.ablations.items())
+        for slice_name, measures in sorted(slices.items())
+        for measure, floor in sorted(measures.items())
+        for again in [floors.get(ablation, {}).get(slice_name, {}).get(measure)]
+        if again is None or abs(again - floor) > BASELINE_SLACK
+    ]
+    if problems:
+        listing = "\n".join(f"  - {problem}" for problem in cap_problems(problems))
+        raise ValueError(
+            f"{BASELINES_FILE} does not match the fixture: {len(problems)} floor(s) differ from what `evalkit "
+            f"baseline` regenerates; review them and rewrite the file with `evalkit baseline --write`\n{listing}"
+        )
 
 
 def check_baselines_match(baselines: Baselines, fixture_id: str, fixture_version: str) -> None:

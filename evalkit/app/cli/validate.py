@@ -8,11 +8,12 @@ from pathlib import Path
 from evalkit.app.cli.options import EXIT_OK, Commands, add_input_limit, max_bytes
 from evalkit.data.fixture import load_fixture
 from evalkit.reporting.gate_specs import BASELINES_FILE, GATES_FILE, load_gate_file
-from evalkit.reporting.gates import check_baselines_match, load_baselines
+from evalkit.reporting.gates import check_baselines_match, check_baselines_regenerated, load_baselines
 
 
 def validate(args: argparse.Namespace) -> int:
-    """``evalkit validate``: the fixture, its baselines.json and gates.json checked; a one-line description."""
+    """``evalkit validate``: the fixture, its baselines.json (each floor as ``evalkit baseline`` regenerates it) and
+    gates.json checked; a one-line description."""
     location = Path(args.path)
     loaded = load_fixture(location, max_bytes(args))
     fixture = loaded.fixture
@@ -22,12 +23,17 @@ def validate(args: argparse.Namespace) -> int:
     if baselines is not None:
         check_baselines_match(baselines, fixture.fixture_id, fixture.fixture_version)
     gate_file = load_gate_file(folder, max_bytes(args))
+    if baselines is not None:  # the floors regenerated as `evalkit baseline` does: seconds at a thousand queries
+        from evalkit.app.cli.baseline import regenerate_baselines  # only with a baselines.json: the retrieval path
+
+        check_baselines_regenerated(baselines, regenerate_baselines(loaded, runs=1))
+    floors = 0 if baselines is None else sum(len(m) for s in baselines.ablations.values() for m in s.values())
     answerable = sum(1 for q in fixture.queries if q.answerable)
     print(
         f"fixture {fixture.fixture_id} {fixture.fixture_version} is valid: {len(fixture.documents)} documents, "
         f"{len(fixture.chunks)} chunks, {len(fixture.queries)} queries ({answerable} answerable, "
         f"{len(fixture.queries) - answerable} no-answer), {len(loaded.aliases.groups)} alias groups"
-        + ("" if baselines is None else f", {BASELINES_FILE} matches")
+        + ("" if baselines is None else f", {BASELINES_FILE} matches ({floors} floor(s))")
         + ("" if gate_file is None else f", {GATES_FILE} holds {len(gate_file.gates)} gate(s)")
     )
     return EXIT_OK
