@@ -207,7 +207,6 @@ def check_notebook_run(
             values.setdefault(name, f"{relative_dir}/{default}")
     _check_values(source, values, declared)
     _check_outputs(root, values)
-    _check_inputs(root, values, declared)
     try:
         run_dir = resolve_output_path(f"{relative_dir}/{source.name}", root).parent
     except OutputPathError as exc:
@@ -217,6 +216,7 @@ def check_notebook_run(
             f"run ID {run_id!r} was used before ({relative_dir}/ exists): choose another --run-id, "
             "or pass --replace-run to overwrite its files"
         )
+    _check_inputs(root, values, declared)
     return values
 
 

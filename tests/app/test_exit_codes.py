@@ -74,6 +74,14 @@ def _write(path: Path, data: str | bytes) -> str:
     return str(path)
 
 
+def _as_project(folder: Path) -> list[str]:
+    """Make `folder` an evalkit project, as `evalkit notebook` and its kernel find one (pyproject.toml beside
+    evalkit/); no argument."""
+    _write(folder / "pyproject.toml", "")
+    _write(folder / "evalkit" / "__init__.py", "")
+    return []
+
+
 def _export(folder: Path, files: dict[str, bytes]) -> str:
     for name, data in files.items():
         _write(folder / name, data)
@@ -237,6 +245,7 @@ REFUSED: dict[str, tuple[Setup, str]] = {
     "notebook": (
         lambda ws: [
             "notebook",
+            *_as_project(ws),
             *("--notebook", _write(ws / DEFAULT_NOTEBOOK, (ROOT / DEFAULT_NOTEBOOK).read_bytes())),
             *("--run-id", "refused", "-p", "runs", "0"),
         ],

@@ -329,6 +329,7 @@ def test_run_id_reuse_is_refused_unless_asked(tmp_path: Path) -> None:
     (project / "notebooks").mkdir(parents=True)
     shutil.copy(ROOT / "notebooks" / "retrieval_evaluation.ipynb", project / "notebooks")
     (project / "reports" / "earlier").mkdir(parents=True)
+    (project / "fixtures" / "synthetic-bilingual-v1").mkdir(parents=True)  # the default fixture parameter's folder
     source = project / "notebooks" / "retrieval_evaluation.ipynb"
     with pytest.raises(NotebookParameterError, match="was used before"):
         check_notebook_run(project, source, {}, "earlier")
@@ -420,9 +421,9 @@ def test_notebook_runs_an_ablation_subset_without_gates(notebook_run_id: str) ->
 
 @pytest.mark.slow  # executes a notebook
 def test_failing_cell_traceback_shows_no_absolute_workspace_path(notebook_run_id: str) -> None:
-    run = run_notebook(ROOT, {"fixture": "no-such-fixture"}, run_id=notebook_run_id)
+    run = run_notebook(ROOT, {"fixture": "docs/reference"}, run_id=notebook_run_id)  # a folder, but no fixture
     assert run.error_name == "FixtureError"
     private = str(ROOT.resolve())
     assert private not in run.notebook.read_text(encoding="utf-8")
     assert private not in run.html.read_text(encoding="utf-8")
-    assert "no-such-fixture" in run.notebook.read_text(encoding="utf-8")
+    assert "docs/reference" in run.notebook.read_text(encoding="utf-8")
