@@ -315,6 +315,20 @@ def test_cli_run_and_score_refuse_two_options_setting_one_gate(
         assert "hybrid-rerank mrr@10 >= 0.5'" in err and "0.9" in err
 
 
+def test_score_against_qrels_refuses_two_gate_options_and_fixture_thresholds(
+    capsys: pytest.CaptureFixture[str], workspace: Path
+) -> None:
+    """With --qrels there is no gates.json: a threshold option would replace nothing, and was ignored."""
+    (workspace / "q.txt").write_text("q1 0 d1 1\n", encoding="utf-8")
+    (workspace / "r.trec").write_text("q1 Q0 d1 1 1.0 sys\n", encoding="utf-8")
+    base = ["score", "--qrels", "q.txt", "--run", "r.trec"]
+    assert main([*base, "--gate", "sys ndcg@10 >= 0.5", "--gate", "sys ndcg@10 >= 0.1"]) == 2
+    assert "--gate 'sys ndcg@10 >= 0.5' and --gate 'sys ndcg@10 >= 0.1' set the same gate" in capsys.readouterr().err
+    assert main([*base, "--min-reranked-mrr-at-10", "0.99"]) == 2
+    assert "--min-reranked-mrr-at-10 0.99 replaces a fixture's gates.json entry" in capsys.readouterr().err
+    assert main([*base, "--gate", "sys ndcg@10 >= 0.5", "--gate", "sys ndcg@10 <= 1"]) == 0  # two directions
+
+
 def test_without_gates_file_only_thresholds_options_and_baselines_apply(tiny: LoadedFixture, tmp_path: Path) -> None:
     assert collect_gates(TINY_DIR, tiny.fixture) == ()
     options = ["lexical recall@10 >= 0.5"]

@@ -26,13 +26,13 @@ from evalkit.app.cli.options import (
 from evalkit.app.cli.options import max_bytes as input_limit
 from evalkit.common.output import ENV_VAR
 from evalkit.data.fixture import Fixture, load_fixture
-from evalkit.data.inputs import clip
+from evalkit.data.inputs import clip, shorten
 from evalkit.data.run_coverage import check_run
 from evalkit.data.runs import Run, read_run
 from evalkit.data.tables import DEFAULT_MAX_TABLE_BYTES
 from evalkit.measures.core import MISSING_POLICIES
 from evalkit.measures.registry import measure_list
-from evalkit.reporting.gate_specs import GATE_OPTION_HELP, GateThresholds, parse_gate
+from evalkit.reporting.gate_specs import GATE_OPTION_HELP, GateThresholds, distinct_gates, parse_gate
 from evalkit.reporting.gates import collect_gates, format_gates
 from evalkit.reporting.report import SystemReport, report_json
 from evalkit.runs.pipeline import Outcome, ScoreRequest, report_target, run_pipeline
@@ -138,6 +138,13 @@ def score_qrels(args: argparse.Namespace) -> int:
     twice = sorted({str(p) for p in given if given.count(p) > 1})
     if twice:
         raise ValueError(f"the same run file is given twice: {clip(twice[0])}")
+    flagged = GateThresholds.from_values(args).flagged_gates()
+    if flagged:
+        raise ValueError(
+            f"{flagged[0][0]} replaces a fixture's gates.json entry, and --qrels has no fixture: give --fixture, "
+            f"or write the bound as --gate (e.g. '{flagged[0][1].label} {flagged[0][1].comparison} ...')"
+        )
+    gates = distinct_gates([(f"--gate {shorten(text)}", parse_gate(text)) for text in args.gate])
     run_input = Path(args.run[0]) if len(args.run) == 1 else _named_runs(args.run, max_bytes)
     request = ScoreRequest(
         Path(args.qrels),
@@ -148,7 +155,7 @@ def score_qrels(args: argparse.Namespace) -> int:
         missing=args.missing,
         max_bytes=max_bytes,
         floor=args.floor,
-        gates=tuple(parse_gate(text) for text in args.gate),
+        gates=gates,
     )
     outcome = run_pipeline(request)
     if target is not None or request.gates:
