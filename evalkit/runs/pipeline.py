@@ -29,12 +29,12 @@ from evalkit.data.loading import QrelsInput
 from evalkit.data.tables import DEFAULT_MAX_TABLE_BYTES
 from evalkit.measures.registry import display_order
 from evalkit.measures.ties import DEFAULT_TIE_POLICY
-from evalkit.reporting.gate_specs import GateSpec
-from evalkit.reporting.gates import assess, check_gates
+from evalkit.reporting.gate_specs import BASELINE_ABLATIONS, GateSpec
+from evalkit.reporting.gates import Baselines, assess, baselines_from_report, check_gates
 from evalkit.reporting.report import Report, SystemReport, write_report
 from evalkit.reporting.summary import NO_GATES, format_outcome, format_summary
 from evalkit.retrieval.presets import DEFAULT_PRESET, PRESETS
-from evalkit.runs.ablations import Ablation, ExternalMode, external_ablation
+from evalkit.runs.ablations import Ablation, ExternalMode, external_ablation, select_ablations
 from evalkit.runs.calibration import calibrated_evaluation
 from evalkit.runs.cluster import evaluate_on_ray
 from evalkit.runs.evaluation import evaluate
@@ -58,6 +58,7 @@ __all__ = [
     "enforce_gates",
     "evaluate_request",
     "format_settings",
+    "regenerate_baselines",
     "report_target",
     "run_pipeline",
     "systems_of",
@@ -279,3 +280,10 @@ def enforce_gates(outcome: Outcome, no_gates: bool = False) -> bool:
         return False
     check_gates(outcome.report.gates)
     return True
+
+
+def regenerate_baselines(loaded: LoadedFixture, runs: int = 2) -> Baselines:
+    """The floors ``evalkit baseline`` writes for `loaded`: its baseline ablations evaluated `runs` times (two check
+    that they are deterministic; the floors are the same with one, as ``evalkit validate`` uses)."""
+    outcome = run_pipeline(Request(loaded, select_ablations(BASELINE_ABLATIONS), runs=runs))
+    return baselines_from_report(outcome.report)

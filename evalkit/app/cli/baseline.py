@@ -8,18 +8,10 @@ from pathlib import Path
 
 from evalkit.app.cli.options import DEFAULT_FIXTURE, EXIT_OK, Commands, add_input_limit, max_bytes
 from evalkit.common.output import write_atomic
-from evalkit.data.fixture import LoadedFixture, load_fixture
-from evalkit.reporting.gate_specs import BASELINE_ABLATIONS, BASELINES_FILE
-from evalkit.reporting.gates import Baselines, baselines_from_report, baselines_json
-from evalkit.runs.ablations import select_ablations
-from evalkit.runs.pipeline import Request, run_pipeline
-
-
-def regenerate_baselines(loaded: LoadedFixture, runs: int = 2) -> Baselines:
-    """The floors ``evalkit baseline`` writes for `loaded`: its baseline ablations evaluated `runs` times (two check
-    that they are deterministic; the floors are the same with one, as ``evalkit validate`` uses)."""
-    outcome = run_pipeline(Request(loaded, select_ablations(BASELINE_ABLATIONS), runs=runs))
-    return baselines_from_report(outcome.report)
+from evalkit.data.fixture import load_fixture
+from evalkit.reporting.gate_specs import BASELINES_FILE
+from evalkit.reporting.gates import baselines_json
+from evalkit.runs.pipeline import regenerate_baselines
 
 
 def baseline(args: argparse.Namespace) -> int:

@@ -24,7 +24,7 @@ def validate(args: argparse.Namespace) -> int:
         check_baselines_match(baselines, fixture.fixture_id, fixture.fixture_version)
     gate_file = load_gate_file(folder, max_bytes(args))
     if baselines is not None:  # the floors regenerated as `evalkit baseline` does: seconds at a thousand queries
-        from evalkit.app.cli.baseline import regenerate_baselines  # only with a baselines.json: the retrieval path
+        from evalkit.runs.pipeline import regenerate_baselines  # only with a baselines.json: the retrieval path
 
         check_baselines_regenerated(baselines, regenerate_baselines(loaded, runs=1))
     floors = 0 if baselines is None else sum(len(m) for s in baselines.ablations.values() for m in s.values())
