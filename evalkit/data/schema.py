@@ -32,6 +32,10 @@ Slice = Literal["all", "en", "zh"]
 
 SLICES: tuple[Slice, ...] = ("all", *LANGUAGES)
 
+QueryFailureKind = Literal["timeout", "connection_error", "http_error", "malformed_response", "retriever_error"]
+"""Why an external system gave a query no ranking (``retriever_error``: a Python retriever's own failure, raised as
+``QueryFailed`` with a message); the one declaration the retriever, the scores and the report share."""
+
 AblationId = Literal[
     "lexical",
     "token-hash-vector",

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Literal, Protocol
 
 from evalkit.data.fixture import Fixture, Query
-from evalkit.data.schema import Language
+from evalkit.data.schema import Language, QueryFailureKind
 from evalkit.measures.metrics import LatencySummary
 from evalkit.measures.ranked import dedupe_ranking
 
@@ -39,8 +39,6 @@ CONTEXT_K = 5
 """The returned context of a query: its first CONTEXT_K results (what a RAG prompt would receive)."""
 FAILURE_CUTOFF = 10
 """A relevant chunk not within the first FAILURE_CUTOFF results is reported as a failure."""
-QueryFailureKind = Literal["timeout", "connection_error", "http_error", "malformed_response"]
-"""Why a system gave a query no ranking."""
 
 
 class FailedQuery(Protocol):

@@ -35,6 +35,7 @@ from evalkit.data.schema import (
     Identifier,
     Language,
     PositiveInt,
+    QueryFailureKind,
     Sha256,
     Slice,
     StrictModel,
@@ -111,7 +112,9 @@ class ReportQueryError(StrictModel):
     """A query an external system failed to answer (scored as an empty ranking): kind, status, attempts."""
 
     query_id: Identifier
-    kind: Literal["timeout", "connection_error", "http_error", "malformed_response"]
+    kind: QueryFailureKind = Field(
+        description="retriever_error: a Python retriever's own failure (QueryFailed with a message)"
+    )
     status: int | None = Field(description="HTTP status, when there was one")
     attempts: int = Field(ge=1, description="requests made, retries included")
 

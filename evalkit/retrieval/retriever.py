@@ -31,12 +31,12 @@ from evalkit.data.fixture import Chunk
 from evalkit.data.ids import given_id_problem
 from evalkit.data.inputs import clip, shorten
 from evalkit.data.runs import Ranking, Run, given_score_problem
-from evalkit.data.schema import Language, is_identifier
+from evalkit.data.schema import Language, QueryFailureKind, is_identifier
 
-FailureKind = Literal["timeout", "connection_error", "http_error", "malformed_response"]
+FailureKind = QueryFailureKind
 FAILURE_KINDS: tuple[FailureKind, ...] = get_args(FailureKind)
-MESSAGE_FAILURE_KIND: FailureKind = "connection_error"
-"""The kind of ``QueryFailed("a message")``: the retriever could not get an answer from its system."""
+MESSAGE_FAILURE_KIND: FailureKind = "retriever_error"
+"""The kind of ``QueryFailed("a message")``: a Python retriever's own failure, of no kind evalkit can tell."""
 
 
 @runtime_checkable

@@ -128,7 +128,7 @@ def test_query_failed_with_a_message_or_nothing_records_the_query(
     _, retriever = load_retriever(f"{HERE}:{factory}")
     en, zh = search_all(retriever, [SearchRequest("q-en", "t", "en", 3), SearchRequest("q-zh", "t", "zh", 3)])
     assert en.error is None and en.hits == (("en-sync-01", 1.0),)
-    assert zh.hits == () and zh.error == QueryError("connection_error", None, 1)
+    assert zh.hits == () and zh.error == QueryError("retriever_error", None, 1)
     assert zh.error.detail == detail
     assert main(_run(factory)) == 0
     captured = capsys.readouterr()
@@ -143,7 +143,7 @@ def test_query_failed_with_a_message_or_nothing_records_the_query(
             "fails_unknown_kind",
             "fails-kind",
             "QueryError field 'kind' is 'backend-down', not one of timeout, connection_error, http_error, "
-            "malformed_response",
+            "malformed_response, retriever_error",
         ),
         (
             "fails_negative_attempts",
@@ -165,3 +165,26 @@ def test_an_invalid_query_error_is_refused_at_once_naming_system_query_and_field
     captured = capsys.readouterr()
     assert captured.err == f"evalkit: system {name}: query {_zh_queries()[0]}: {problem}\n"
     assert "all " not in captured.out  # refused before any summary
+
+
+class _FailsByKind:
+    """Fails every Chinese query with a timeout and the first English one with a message (in each run)."""
+
+    name = "fails-mixed"
+
+    def search(self, text: str, language: str, k: int) -> list[tuple[str, float]]:
+        if language == "zh":
+            raise QueryFailed(QueryError("timeout", None, 2))
+        if text == next(q.text for q in load_fixture(TINY_DIR).fixture.queries if q.language == "en"):
+            raise QueryFailed("index offline")
+        return [("en-sync-01", 1.0)]
+
+
+def fails_mixed() -> _FailsByKind:
+    return _FailsByKind()
+
+
+def test_the_failed_queries_line_counts_them_by_kind(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(_run("fails_mixed")) == 0
+    line = f"fails-mixed: {len(_zh_queries()) + 1} query(ies) failed and scored as empty rankings"
+    assert f"{line} (timeout {len(_zh_queries())}, retriever_error 1)\n" in capsys.readouterr().out

@@ -190,7 +190,7 @@ def test_a_query_failed_with_a_message_is_recorded_and_reported(tiny: LoadedFixt
     evaluation = evaluate(tiny, (external_ablation("down", "retriever"),), runs=1, systems={"down": Down()})
     errors = build_report(evaluation).ablations["down"].query_errors
     assert len(errors) == len(tiny.fixture.queries)
-    assert {(e.kind, e.status, e.attempts) for e in errors} == {("connection_error", None, 1)}
+    assert {(e.kind, e.status, e.attempts) for e in errors} == {("retriever_error", None, 1)}
 
 
 @pytest.mark.parametrize(
@@ -215,7 +215,7 @@ def test_an_invalid_query_error_is_refused_when_made(fields: tuple[object, ...],
 
 def test_valid_query_errors_are_kept() -> None:
     assert QueryError("http_error", 999, 2, "HTTP status 999").status == 999
-    assert QueryFailed().error == QueryError("connection_error", None, 1)
+    assert QueryFailed().error == QueryError("retriever_error", None, 1)
     assert QueryFailed("  two\n lines ").error.detail == "two lines"
     assert QueryFailed("x" * 400).error.detail == "x" * 300 + "... (400 characters)"
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -133,7 +134,11 @@ def _failed_queries_within(report: Report, bound: int | None) -> bool:
     within = True
     for system_id, result in sorted(report.ablations.items(), key=lambda item: ablation_order(item[0])):
         if result.query_errors:
-            print(f"{system_id}: {len(result.query_errors)} query(ies) failed and scored as empty rankings")
+            kinds = Counter(error.kind for error in result.query_errors)
+            by_kind = ", ".join(
+                f"{kind} {n}" for kind, n in sorted(kinds.items(), key=lambda item: (-item[1], item[0]))
+            )
+            print(f"{system_id}: {len(result.query_errors)} query(ies) failed and scored as empty rankings ({by_kind})")
             if bound is not None and len(result.query_errors) > bound:
                 print(
                     f"evalkit: {system_id} failed {len(result.query_errors)} queries (> --max-failed-queries {bound})"
