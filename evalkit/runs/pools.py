@@ -30,6 +30,7 @@ import pyarrow.compute as pc
 from evalkit.data.columns import IntArray, encode, lookup, position_ranges, sort_pairs
 from evalkit.data.inputs import clip
 from evalkit.data.qrels import Qrels
+from evalkit.data.run_coverage import refuse_unscorable
 from evalkit.data.runs import Run
 from evalkit.measures.core import score_ranked
 from evalkit.measures.ranked import BoolArray, FloatArray, Ranked
@@ -157,12 +158,9 @@ def _check_run(run: Run, names: Sequence[str], qrels: Qrels) -> None:
     (``ValueError`` naming the run)."""
     if run.name in names:
         raise ValueError(f"two runs are named {clip(repr(run.name))}; rename a file or change a tag")
-    if not (lookup(run.queries, qrels.queries) >= 0).any():
-        first = f" (the first: {clip(repr(run.queries[0].as_py()))})" if len(run.queries) else ""
-        raise ValueError(
-            f"run {clip(repr(run.name))}: none of its {len(run.queries)} query(ies) is in the judgments "
-            f"({clip(qrels.source)}){first}; is it the run of another collection?"
-        )
+    judged = lookup(run.queries, qrels.queries) >= 0
+    first = run.queries[:1].to_pylist()
+    refuse_unscorable(run.name, len(run.queries), int((~judged).sum()), f"the judgments ({clip(qrels.source)})", first)
 
 
 def _judged(ranked: Ranked) -> BoolArray:

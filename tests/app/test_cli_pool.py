@@ -87,7 +87,7 @@ def _run_file(workspace: Path, name: str, text: str) -> str:
 REFUSED: dict[str, tuple[list[str], str]] = {
     "depth 0": (["--depth", "0"], "--depth must be at least 1, got 0"),
     "negative depth": (["--depth", "-2"], "--depth must be at least 1, got -2"),
-    "unknown queries only": (["--run", "in/other.trec"], "run 'other': none of its 1 query(ies) is in the judgments"),
+    "unknown queries only": (["--run", "in/other.trec"], "run other: none of its 1 query(ies) is in the judgments"),
     "run that does not parse": (["--run", "in/bad.trec"], "bad.trec line 2: score 'not-a-number' is not a number"),
     "same run twice": (["--run", "in/a.trec"], "the same run file is given twice"),
     "output onto an input": (["--output", "in/qrels.txt"], "it is an input of this run"),

@@ -141,9 +141,9 @@ def test_a_depth_below_one_is_refused(depth: int) -> None:
 
 def test_a_run_with_no_judged_query_is_refused() -> None:
     stranger = run_from_rankings("stranger", {"p1": [("x", 1.0)], "p2": [("y", 1.0)]})
-    with pytest.raises(ValueError, match=r"run 'stranger': none of its 2 query\(ies\) is in the judgments"):
+    with pytest.raises(ValueError, match=r"run stranger: none of its 2 query\(ies\) is in the judgments"):
         build_pool(QRELS, [A, stranger], 3)
-    with pytest.raises(ValueError, match="none of its 0 query"):
+    with pytest.raises(ValueError, match="run empty: holds no result line"):  # as evalkit score refuses it
         build_pool(QRELS, [run_from_rankings("empty", {})], 3)
 
 
