@@ -30,11 +30,14 @@ _CONTROL_RE2 = r"[\x00-\x1f\x7f\x{80}-\x{9f}\x{61c}\x{200e}\x{200f}\x{202a}-\x{2
 _WIDE_SPACE = "[\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]"
 """The spaces beyond ASCII that no control class above holds (no-break, ideographic, ...): a TREC line splits at
 ASCII white space only, so they would stay inside an ID that evalkit could then not write to a TREC file."""
+_INVISIBLE = "[\u00ad\u180e\u200b-\u200d\u2060-\u2064\u206a-\u206f\ufeff\U000e0001-\U000e007f]"
+"""Characters that print as nothing (soft hyphen, zero-width space and joiners, word joiner, byte order mark, tags):
+two IDs that differ only by one look alike, and no TREC file could be written with them."""
 _REFUSED_RE2 = (
-    r"[\x00-\x1f\x7f\x{80}-\x{a0}\x{61c}\x{1680}\x{2000}-\x{200a}\x{200e}\x{200f}\x{2028}-\x{202f}\x{205f}"
-    r"\x{2066}-\x{2069}\x{3000}]"
+    r"[\x00-\x1f\x7f\x{80}-\x{a0}\x{ad}\x{61c}\x{1680}\x{180e}\x{2000}-\x{200f}\x{2028}-\x{202f}\x{205f}-\x{2064}"
+    r"\x{2066}-\x{206f}\x{3000}\x{feff}\x{e0001}-\x{e007f}]"
 )
-""":data:`_CONTROL_RE2` and :data:`_WIDE_SPACE` in one class, as RE2 (pyarrow) spells it."""
+""":data:`_CONTROL_RE2`, :data:`_WIDE_SPACE` and :data:`_INVISIBLE` in one class, as RE2 (pyarrow) spells it."""
 _SPACE_RE2 = r"[\s\p{Z}\x{85}\x{1c}-\x{1f}\x{0b}\x{0c}]"
 """Every character Python's ``str.isspace`` calls whitespace (a test checks each code point), as RE2 spells it."""
 
@@ -102,6 +105,8 @@ def id_problem(value: str, field: str, where: str) -> str | None:
         return f"{where}: field {field!r}: {clip(repr(value))} holds a control or bidirectional character"
     if re.search(_WIDE_SPACE, value):
         return f"{where}: field {field!r}: {clip(repr(value))} holds a space beyond ASCII (no-break, ideographic)"
+    if re.search(_INVISIBLE, value):
+        return f"{where}: field {field!r}: {clip(repr(value))} holds an invisible character (zero-width, soft hyphen)"
     if re.search(_SURROGATE, value):  # JSON's "\ud800" escape: it has no UTF-8 form
         return f"{where}: field {field!r}: {clip(repr(value))} holds a lone surrogate (not valid Unicode text)"
     return None

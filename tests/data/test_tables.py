@@ -242,7 +242,15 @@ def test_fields_split_only_where_the_columnar_parser_splits() -> None:
 
 @pytest.mark.parametrize(
     ("char", "why"),
-    [("\x1f", "control"), ("\x1c", "control"), ("\x85", "control"), ("\xa0", "beyond ASCII"), ("\u3000", "space")],
+    [
+        ("\x1f", "control"),
+        ("\x1c", "control"),
+        ("\x85", "control"),
+        ("\xa0", "beyond ASCII"),
+        ("\u3000", "space"),
+        ("\u200b", "invisible"),
+        ("\xad", "invisible"),
+    ],
 )
 def test_unicode_whitespace_inside_an_id_is_one_field_wherever_the_line_is(tmp_path: Path, char: str, why: str) -> None:
     # Regression: the line-by-line paths split at these characters where the columnar one does not, so
