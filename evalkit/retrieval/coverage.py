@@ -42,13 +42,13 @@ class TermCoverage:
         the query has no terms or the ranking is empty. Unknown chunk IDs raise ValueError naming them."""
         if depth < 1:
             raise ValueError(f"coverage depth must be at least 1, got {depth}")
-        terms = set(query_terms(query))
+        terms = query_terms(query)  # distinct, in the query's order: a set's order moves with the hash seed
         top = list(ranking[:depth])
         if not terms or not top:
             return math.nan
         unknown = [c for c in top if c not in self._terms]
         if unknown:
             raise ValueError(f"ranking names chunk(s) not in the corpus: {', '.join(unknown)}")
-        weights = {t: self.idf(t) for t in terms}
+        weights = {t: self.idf(t) for t in terms}  # summed in the query's order, the same in every process
         total = sum(weights.values())
         return max(sum(w for t, w in weights.items() if t in self._terms[c]) for c in top) / total
