@@ -124,9 +124,10 @@ def _definition_note(base: Report, head: Report) -> str | None:
 def left_out_notes(reports: Sequence[Report], labels: Sequence[str], shared: QueryIndex) -> list[str]:
     """A note for each report holding queries some other report does not (left out of the comparison, which reads
     the `shared` queries), naming the reports they are missing from and why, as those reports record it: scored
-    with ``--missing skip`` (a judged query a run does not name is left out), or calibrated (only the queries kept
-    for evaluation are evaluated); else the queries have no judgments (a fixture's no-answer queries, which TREC
-    qrels cannot hold), unless some of them have relevant judgments."""
+    with ``--missing skip`` (a judged query a run does not name is left out); else the queries have no judgments (a
+    fixture's no-answer queries, which TREC qrels cannot hold), unless some of them have relevant judgments. (A
+    calibrated report evaluates only its evaluation part, so its judgments hash differs from a full report's and
+    the two are not compared at all.)"""
     kept = set(shared.query_ids)
     notes = []
     for label, report in zip(labels, reports, strict=True):
@@ -138,11 +139,6 @@ def left_out_notes(reports: Sequence[Report], labels: Sequence[str], shared: Que
             f"{n} was scored with --missing skip, which leaves out each query one of its runs does not name"
             for n, r in lacking
             if r.missing_queries == "skip"
-        ]
-        reasons += [
-            f"{n} was calibrated, and evaluates only the queries its calibration kept for evaluation"
-            for n, r in lacking
-            if r.calibration is not None
         ]
         judged = sum(a for q, a in zip(report.queries.query_ids, report.queries.answerable, strict=True) if q in extra)
         missing_from = ", ".join(n for n, _ in lacking)
