@@ -126,7 +126,7 @@ class CalibrationParameters(NotebookParameters):
         description="share of the queries (in the benchmark: of each setting's) fusion and floors are chosen on "
         "(CLI --calibrate); None: none",
     )
-    calibrate_seed: int = Field(default=0, description="seed of the calibration split (CLI --calibrate-seed)")
+    calibrate_seed: int = Field(default=0, ge=0, description="seed of the calibration split (CLI --calibrate-seed)")
 
     @field_validator("calibrate")
     @classmethod

@@ -125,7 +125,7 @@ class CalibrationOptions(StrictModel):
     """How to calibrate: the share of queries chosen on, the split's seed, and the abstention floor's recall budget."""
 
     fraction: float = Field(gt=0.0, lt=1.0, description="share of each stratum's queries in the calibration part")
-    seed: int = Field(default=0, description="seed of the split (numpy.random.default_rng)")
+    seed: int = Field(default=0, ge=0, description="seed of the split (numpy.random.default_rng: 0 or more)")
     max_recall_loss: UnitFloat = Field(
         default=DEFAULT_MAX_RECALL_LOSS, description="recall@10 a floor may cost on the calibration part"
     )
@@ -157,6 +157,8 @@ def calibration_options(fraction: float | None, seed: int | None) -> Calibration
         if seed is not None:
             raise ValueError("--calibrate-seed needs --calibrate FRACTION")
         return None
+    if seed is not None and seed < 0:
+        raise ValueError(f"--calibrate-seed must be a whole number of at least 0, got {seed}")
     return CalibrationOptions(fraction=check_fraction(fraction), seed=0 if seed is None else seed)
 
 

@@ -38,6 +38,7 @@ def out() -> Iterator[str]:
         (["--calibrate", "nan"], "--calibrate must be a fraction strictly between 0 and 1, got nan"),
         (["--calibrate", "0.01"], "--calibrate 0.01: the en no-answer queries (8) would leave the calibration part"),
         (["--calibrate-seed", "4"], "--calibrate-seed needs --calibrate FRACTION"),
+        (["--calibrate", "0.5", "--calibrate-seed", "-1"], "--calibrate-seed must be a whole number of at least 0"),
         (["--calibrate", "0.5", "--ray", "local"], "--calibrate runs in this process"),
     ],
 )
