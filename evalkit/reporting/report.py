@@ -41,6 +41,7 @@ from evalkit.data.schema import (
     StrictModel,
     absent,
     character_problem,
+    describe_validation_error,
     refusing,
 )
 from evalkit.data.settings import RetrievalSettings, VectorIndexRecord
@@ -434,7 +435,7 @@ def parse_report(text: str | bytes) -> Report:
     try:
         return Report.model_validate_json(text)
     except ValidationError as exc:
-        raise ValueError(f"invalid report: {exc}") from None
+        raise ValueError(describe_validation_error(exc, "invalid report")) from None
 
 
 def _check_strings(raw: Any) -> None:

@@ -100,7 +100,10 @@ def setter(*path: str | int, value: Any) -> Edit:
     [
         (set_per_query(5.0), r"ablation lexical: per_query\['ndcg@10'\] value 5\.0 for query \S+ is not in \[0, 1\]"),
         (set_per_query(-1e308), r"per_query\['ndcg@10'\] value -1e\+308 for query"),
-        (set_per_query_and_means(5.0), r"lexical\.metrics\.all\.ndcg@10\s+Input should be less than or equal to 1"),
+        (
+            set_per_query_and_means(5.0),
+            r"field 'ablations\.lexical\.metrics\.all\.ndcg@10': Input should be less than or equal to 1",
+        ),
         (set_per_query(0.0), r"metrics\[all\]\['ndcg@10'\] = \S+ is not the mean of per_query\['ndcg@10'\]"),
         (setter("ablations", "lexical", "metrics", "en", "recall@5", value=0.0), r"metrics\[en\]\['recall@5'\]"),
         (setter("ablations", "lexical", "query_counts", "zh", "answerable", value=99), r"query_counts\[zh\] says 99"),
@@ -115,6 +118,13 @@ def test_a_report_with_numbers_evalkit_cannot_write_is_refused_naming_the_field(
 ) -> None:
     with pytest.raises(ValueError, match=message):
         parse_report(edited(report_data, edit))
+
+
+def test_a_refused_report_is_told_in_sentences_not_a_validation_dump(report_data: bytes) -> None:
+    with pytest.raises(ValueError) as refused:
+        parse_report(edited(report_data, set_per_query_and_means(5.0)))
+    assert "errors.pydantic.dev" not in str(refused.value) and "input_value=" not in str(refused.value)
+    assert str(refused.value).startswith("invalid report: field 'ablations.lexical.metrics.")
 
 
 def test_infinite_numbers_are_refused(report_data: bytes, tiny_evaluation: Evaluation) -> None:
