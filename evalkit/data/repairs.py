@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Literal
+from typing import Literal, get_args
 
 from pydantic import Field
 
@@ -21,6 +21,7 @@ from evalkit.data.schema import StrictModel, model_json, privacy_problem
 
 __all__ = [
     "KIND_ACTIONS",
+    "SQUAD_KINDS",
     "SUMMARY_FILE",
     "Action",
     "CollectionKind",
@@ -30,6 +31,7 @@ __all__ = [
     "RepairLog",
     "RepairPolicy",
     "SourceFormatError",
+    "SquadKind",
     "format_import_summary",
     "write_import_summary",
 ]
@@ -54,16 +56,19 @@ CollectionKind = Literal[
 ]
 """The kinds a collection import (BEIR, TREC: :mod:`evalkit.data.collection`) reports."""
 
-RepairKind = Literal[
+SquadKind = Literal[
     "unknown_key",
     "answer_offset",
     "answer_missing",
     "question_without_answer",
     "blank_question",
     "blank_title",
-    CollectionKind,
-    "links_in_text",
+    "id_rewritten",
 ]
+"""The kinds a SQuAD import (:mod:`evalkit.data.squad`) reports, each with its ``--on-<kind>`` flag."""
+SQUAD_KINDS: tuple[SquadKind, ...] = get_args(SquadKind)
+
+RepairKind = Literal[SquadKind, CollectionKind, "links_in_text"]
 """Every kind of problem a reader of an outside format reports: a SQuAD import's, the rest of a collection's, links."""
 
 KIND_ACTIONS: dict[RepairKind, tuple[tuple[Action, ...], str]] = {

@@ -15,9 +15,8 @@ from evalkit.common.output import refuse_input_overwrite, refuse_non_empty_folde
 from evalkit.data.collection import COLLECTION_KINDS, CollectionOptions
 from evalkit.data.fixture import FIXTURE_FILE, Fixture, fixture_json
 from evalkit.data.inputs import clip
-from evalkit.data.repairs import KIND_ACTIONS, RepairKind, RepairLog, RepairPolicy
+from evalkit.data.repairs import KIND_ACTIONS, SQUAD_KINDS, RepairKind, RepairLog, RepairPolicy
 from evalkit.data.schema import validation_problems
-from evalkit.data.squad.importing import SQUAD_KINDS
 
 if TYPE_CHECKING:
     from evalkit.data.schema import Language

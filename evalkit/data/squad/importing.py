@@ -46,7 +46,7 @@ from evalkit.data.assembly import ImportOptions, assemble_fixture, replace_id_ch
 from evalkit.data.chunking import chunk_ranges
 from evalkit.data.fixture import Fixture
 from evalkit.data.inputs import shorten
-from evalkit.data.repairs import RepairKind, RepairLog, RepairPolicy
+from evalkit.data.repairs import RepairLog, RepairPolicy
 from evalkit.data.schema import MAX_ID_LENGTH, Language, PositiveInt, privacy_problem
 from evalkit.data.squad.records import (
     SquadAnswer,
@@ -59,24 +59,12 @@ from evalkit.data.squad.records import (
 )
 
 __all__ = [
-    "SQUAD_KINDS",
     "SquadImportOptions",
     "find_private_paragraphs",
     "import_cross_lingual",
     "import_squad",
     "query_id",
 ]
-
-SQUAD_KINDS: tuple[RepairKind, ...] = (
-    "unknown_key",
-    "answer_offset",
-    "answer_missing",
-    "question_without_answer",
-    "blank_question",
-    "blank_title",
-    "id_rewritten",
-)
-"""The kinds of problem a SQuAD import reports, each with its ``--on-<kind>`` flag."""
 
 
 class SquadImportOptions(ImportOptions):
