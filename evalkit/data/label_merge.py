@@ -211,6 +211,7 @@ def _merged(
     """The merged (grade, spans) of every pair, and the description of every pair left undecided."""
     merged: dict[Key, tuple[int, tuple[tuple[int, int], ...]]] = {}
     undecided: list[str] = []
+    answered = {q for (q, chunk), d in adjudicated.items() if chunk is not None and d.grade >= 1}  # by the adjudicator
     for key in sorted(a.keys() | b.keys() | adjudicated.keys(), key=pair_order):
         one, other = a.get(key), b.get(key)
         if key in adjudicated:
@@ -218,7 +219,7 @@ def _merged(
         elif one is not None and other is not None and decisions_agree(one, other, texts.get(key[1] or "", ""), bound):
             merged[key] = (one.grade, _union((*one.spans, *other.spans)))
         elif key[1] is None:  # one reviewer's no-answer decision: kept unless the adjudicator answered the query
-            if not any(q == key[0] and c is not None and d.grade >= 1 for (q, c), d in adjudicated.items()):
+            if key[0] not in answered:
                 merged[key] = (0, ())
         else:
             undecided.append(_describe(key, one, other))
