@@ -213,17 +213,23 @@ def cohen_kappa_quadratic(a: Grades, b: Grades) -> Statistic:
     return _single_pair(x, 1.0 - float((weights * observed).sum()) / float((weights * expected).sum()))
 
 
-def _pairs(a: Sequence[LabelDecision], b: Sequence[LabelDecision]) -> list[tuple[Key, LabelDecision, LabelDecision]]:
-    left, right = reviewer_pair(a, b)
+Indexed = dict[Key, LabelDecision]
+"""One reviewer's decisions by pair (:func:`~evalkit.data.label_merge.reviewer_pair`)."""
+
+
+def _pairs(left: Indexed, right: Indexed) -> list[tuple[Key, LabelDecision, LabelDecision]]:
     return [(key, left[key], right[key]) for key in sorted(left.keys() & right.keys(), key=pair_order)]
 
 
-def _one_sided(a: Sequence[LabelDecision], b: Sequence[LabelDecision], fixture: Fixture) -> tuple[Disagreement, ...]:
+def _names(a: Sequence[LabelDecision], b: Sequence[LabelDecision]) -> tuple[str, str]:
+    return (a[0].reviewer if a else "A", b[0].reviewer if b else "B")
+
+
+def _one_sided(
+    left: Indexed, right: Indexed, names: tuple[str, str], languages: dict[str, Language]
+) -> tuple[Disagreement, ...]:
     """The chunks only one reviewer decided (a no-answer decision of one reviewer needs no adjudication: see
     :func:`~evalkit.data.label_merge.merge_labels`), each with the other's grade None."""
-    left, right = reviewer_pair(a, b)
-    names = (a[0].reviewer if a else "A", b[0].reviewer if b else "B")
-    languages = _languages(fixture)
     found = []
     for key in sorted(left.keys() ^ right.keys(), key=pair_order):
         query_id, chunk_id = key
@@ -292,7 +298,7 @@ def disagreements(
     Raises:
         ValueError: both sides by one reviewer, a side with two reviewers or a pair twice, a bound outside [0, 1].
     """
-    return _disagreements(_pairs(a, b), fixture, check_overlap_bound(overlap_bound))
+    return _disagreements(_pairs(*reviewer_pair(a, b)), fixture, check_overlap_bound(overlap_bound))
 
 
 def to_adjudicate(
@@ -307,7 +313,10 @@ def to_adjudicate(
     Raises:
         ValueError: as :func:`disagreements`.
     """
-    found = (*disagreements(a, b, fixture, overlap_bound), *_one_sided(a, b, fixture))
+    bound = check_overlap_bound(overlap_bound)
+    left, right = reviewer_pair(a, b)
+    one_sided = _one_sided(left, right, _names(a, b), _languages(fixture))
+    found = (*_disagreements(_pairs(left, right), fixture, bound), *one_sided)
     return tuple(sorted(found, key=lambda d: pair_order((d.query_id, d.chunk_id))))
 
 
@@ -355,9 +364,10 @@ def agreement(
             or a query the fixture does not hold.
     """
     bound = check_overlap_bound(overlap_bound)
-    pairs = _pairs(a, b)
+    left, right = reviewer_pair(a, b)
+    pairs = _pairs(left, right)
     languages = _languages(fixture)
-    unknown = sorted({key[0] for key, _, _ in pairs} - languages.keys())
+    unknown = sorted({key[0] for key in left.keys() | right.keys()} - languages.keys())
     if unknown:
         raise ValueError(f"the labels name queries the fixture does not hold: {', '.join(unknown[:5])}")
     overall = _slice(pairs, fixture, bound)
@@ -365,5 +375,5 @@ def agreement(
     return Agreement(
         **{name: getattr(overall, name) for name in SliceAgreement.model_fields},
         by_language=by_language,
-        one_sided=_one_sided(a, b, fixture),
+        one_sided=_one_sided(left, right, _names(a, b), languages),
     )

@@ -361,3 +361,11 @@ def test_one_reviewer_on_both_sides_or_a_bad_bound_is_refused(fixture: Fixture) 
     for bound in (-0.1, 1.5, float("nan")):
         with pytest.raises(ValueError, match=r"in \[0, 1\]"):
             disagreements(a, [_d("q-en-001", "en-trash-01", 0, who="ben")], fixture, overlap_bound=bound)
+
+
+def test_a_query_the_fixture_does_not_hold_is_refused_even_when_one_reviewer_alone_decided_it(fixture: Fixture) -> None:
+    """Decisions given in Python skip the label file's checks: a one-sided pair of an unknown query was a KeyError."""
+    a = [_d("q-en-001", "en-trash-01", 0, who="ana")]
+    b = [_d("q-en-001", "en-trash-01", 0, who="bo"), _d("q-nowhere", "en-trash-01", 0, who="bo")]
+    with pytest.raises(ValueError, match="the labels name queries the fixture does not hold: q-nowhere"):
+        agreement(a, b, fixture)
