@@ -101,27 +101,37 @@ def has_refused_given_ids(values: pa.Array) -> bool:
 def id_problem(value: str, field: str, where: str) -> str | None:
     """A problem with one ID field (control or bidirectional characters, a space beyond ASCII, a lone surrogate), or
     None."""
+    reason = _refused_because(value)
+    return None if reason is None else f"{where}: field {field!r}: {clip(repr(value))} {reason}"
+
+
+def _refused_because(value: str) -> str | None:
+    """Why every reader refuses an ID holding what ``value`` holds (as :func:`has_bad_ids` finds in a column), or
+    None."""
     if re.search(_CONTROL, value):
-        return f"{where}: field {field!r}: {clip(repr(value))} holds a control or bidirectional character"
+        return "holds a control or bidirectional character"
     if re.search(_WIDE_SPACE, value):
-        return f"{where}: field {field!r}: {clip(repr(value))} holds a space beyond ASCII (no-break, ideographic)"
+        return "holds a space beyond ASCII (no-break, ideographic)"
     if re.search(_INVISIBLE, value):
-        return f"{where}: field {field!r}: {clip(repr(value))} holds an invisible character (zero-width, soft hyphen)"
+        return "holds an invisible character (zero-width, soft hyphen)"
     if re.search(_SURROGATE, value):  # JSON's "\ud800" escape: it has no UTF-8 form
-        return f"{where}: field {field!r}: {clip(repr(value))} holds a lone surrogate (not valid Unicode text)"
+        return "holds a lone surrogate (not valid Unicode text)"
     return None
 
 
 def check_trec_field(value: str, field: str) -> str:
     """`value` when it can stand as one column of a TREC line (run or qrels): not empty, no whitespace (which
-    separates columns) and no control, format or bidirectional character (a newline would start a forged line).
+    separates columns) and nothing else the readers refuse in an ID (a control or bidirectional character, a space
+    beyond ASCII, an invisible character, a lone surrogate): so every ID a reader takes can be written, and a newline
+    can never start a forged line.
 
     Raises:
         ValueError: naming `field` and the value, quoted with every such character escaped.
     """
-    if not isinstance(value, str) or not value or not value.isprintable() or " " in value:
-        raise ValueError(
-            f"{field} {clip(repr(value))} cannot be written to a TREC file: it is empty or holds whitespace or a "
-            "control character, which would break or forge lines"
-        )
+    if not isinstance(value, str) or not value or any(c.isspace() for c in value):
+        reason: str | None = "it is empty or holds whitespace, which would break or forge lines"
+    else:
+        reason = _refused_because(value)
+    if reason is not None:
+        raise ValueError(f"{field} {clip(repr(value))} cannot be written to a TREC file: {reason}")
     return value

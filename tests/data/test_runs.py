@@ -5,10 +5,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
+import pyarrow as pa
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from evalkit.data.ids import bad_ids, check_trec_field
 from evalkit.data.run_coverage import check_run
 from evalkit.data.runs import (
     RunFileError,
@@ -172,3 +175,34 @@ def test_query_lines_grouped_in_some_blocks_and_scattered_in_others_read_the_sam
     run = read_trec_run(path)
     assert {query: list(ranking) for query, ranking in run.rankings.items()} == expected
     assert run.lines == len(lines) and len(run.queries) == 1600 + 7
+
+
+def _every_code_point() -> list[str]:
+    """Every code point a UTF-8 file can hold: the BMP whole, and every 17th code point above it (the planes of
+    emoji, rare scripts, tags and private use), surrogates left out (they have no UTF-8 form)."""
+    return [chr(c) for c in (*range(0x10000), *range(0x10000, 0x110000, 17)) if not 0xD800 <= c <= 0xDFFF]
+
+
+def test_the_trec_writer_writes_every_id_the_readers_take() -> None:
+    """One rule for IDs: a character the column check lets into a run (unassigned, private use, Arabic number
+    signs) can be written back to a TREC file, and one the writer refuses is refused by the readers too."""
+    characters = [c for c in _every_code_point() if c != " "]  # an ASCII space separates columns: never read in
+    ids = [f"a{c}b" for c in characters]
+    taken = ~np.asarray(bad_ids(pa.array(ids, type=pa.string())).to_numpy(zero_copy_only=False), dtype=bool)
+    written = np.zeros(len(ids), dtype=bool)
+    for i, value in enumerate(ids):
+        try:
+            written[i] = check_trec_field(value, "chunk ID") == value
+        except ValueError:
+            written[i] = False
+    differ = [f"U+{ord(characters[i]):04X}" for i in np.flatnonzero(taken != written)]
+    assert differ == [], f"readers and the TREC writer disagree on {len(differ)} characters: {differ[:20]}"
+    assert taken.sum() > 100_000  # the comparison saw the characters taken, not only the refused ones
+
+
+@pytest.mark.parametrize("character", ["\ue000", "\U000f0000", "\u0378", "\u0600", "\U0001d173", "\u06dd"])
+def test_a_run_with_rare_id_characters_is_written_back_as_read(tmp_path: Path, character: str) -> None:
+    path = _write(tmp_path, "rare.trec", f"q{character}1 Q0 c{character}1 1 2.5 sys\nq{character}1 Q0 c2 2 1 sys\n")
+    run = read_trec_run(path)
+    again = _write(tmp_path, "again.trec", trec_run_bytes(dict(run.rankings), run.name).decode("utf-8"))
+    assert read_trec_run(again).rankings == run.rankings == {f"q{character}1": ((f"c{character}1", 2.5), ("c2", 1.0))}
