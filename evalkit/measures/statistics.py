@@ -15,7 +15,7 @@ functions against ``scipy.stats.bootstrap`` and ``scipy.stats.permutation_test``
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from statistics import NormalDist
 from typing import Final, Literal
 
@@ -341,19 +341,33 @@ def _upper_tail(x: float, kurtosis: float) -> float:
     return 0.5 * math.erfc(x / math.sqrt(2.0)) + density * kurtosis * (x**3 - 3.0 * x) / 24.0
 
 
-def holm_adjust(p_values: npt.ArrayLike) -> FloatArray:
+def holm_adjust(p_values: npt.ArrayLike, same_as: Sequence[int] | None = None) -> FloatArray:
     """Holm's step-down adjustment, controlling the family-wise error rate under any dependence (Holm 1979).
 
     With the ``m`` p-values sorted ascending, ``p_(1) <= ... <= p_(m)``, the adjusted values are
     ``q_(i) = max_{j <= i} min(1, (m - j + 1) p_(j))``, returned in the input order. Rejecting every hypothesis with
     ``q < alpha`` keeps the chance of any false rejection at most ``alpha``. Ties keep the input order (a stable
     sort). An empty input gives an empty output; a value outside ``[0, 1]`` or NaN -> ``ValueError``.
+
+    ``same_as`` gives, per p-value, the position of the p-value whose hypothesis it tests again (its own position when
+    none; a language slice that holds every query of ``all`` tests what ``all`` tests): each hypothesis counts once in
+    ``m``, and a repeat gets the adjusted value of the one it repeats.
     """
     p = np.asarray(p_values, dtype=np.float64)
     if p.ndim != 1:
         raise ValueError(f"p-values must be a vector, got {p.ndim} dimensions")
     if p.size and not ((p >= 0.0) & (p <= 1.0)).all():
         raise ValueError("p-values must lie in [0, 1]")
+    if same_as is not None:
+        first = np.asarray(same_as, dtype=np.int64)
+        if first.shape != p.shape or (first.size and ((first < 0) | (first >= p.size)).any()):
+            raise ValueError(f"same_as must give one position in [0, {p.size}) per p-value")
+        if (first[first] != first).any():
+            raise ValueError("same_as must point at p-values that repeat no other (their own position)")
+        distinct = np.flatnonzero(first == np.arange(p.size))
+        adjusted_distinct = np.empty(p.size, dtype=np.float64)
+        adjusted_distinct[distinct] = holm_adjust(p[distinct])
+        return adjusted_distinct[first]
     order = np.argsort(p, kind="stable")
     factors = np.arange(p.size, 0, -1, dtype=np.float64)
     stepped = np.maximum.accumulate(np.minimum(1.0, factors * p[order]))

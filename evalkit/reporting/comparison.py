@@ -58,6 +58,8 @@ from evalkit.reporting.power import (
     RowPower,
     check_gate_arguments,
     disagreement,
+    family_sizes,
+    repeated_hypotheses,
     row_power,
 )
 from evalkit.reporting.report import REGENERATE, Report
@@ -320,15 +322,19 @@ def gate_measures(pairs: Sequence[Pair], measures: Sequence[str] | None) -> tupl
 def _families(
     rows: Sequence[ComparisonRow], gated: Collection[str], alpha: float, max_drop: float, settings: StatisticsSettings
 ) -> tuple[ComparisonRow, ...]:
-    """Mark the gated rows, Holm-adjust each family on its own p-values, and give every gated row its power."""
+    """Mark the gated rows, Holm-adjust each family on its own p-values (each hypothesis counted once:
+    :func:`repeated_hypotheses`), and give every gated row its power."""
     marked = [r.model_copy(update={"gated": r.measure in gated and r.slice in GATED_SLICES}) for r in rows]
-    family = [i for i, r in enumerate(marked) if r.gated]
-    others = [i for i, r in enumerate(marked) if not r.gated]
     updates: dict[int, dict[str, object]] = {}
-    for i, p in zip(family, holm_adjust([marked[i].p_one_sided for i in family]), strict=True):
-        updates[i] = {"p_holm": float(p), "power": row_power(marked[i], len(family), alpha, max_drop, settings)}
-    for i, p in zip(others, holm_adjust([marked[i].p_value for i in others]), strict=True):
-        updates[i] = {"p_holm": float(p), "power": None}
+    for is_gated in (True, False):
+        family = [i for i, r in enumerate(marked) if r.gated is is_gated]
+        members = [marked[i] for i in family]
+        same_as = repeated_hypotheses(members)
+        p_values = [r.p_one_sided if is_gated else r.p_value for r in members]
+        size = len(set(same_as))
+        for i, p in zip(family, holm_adjust(p_values, same_as), strict=True):
+            power = row_power(marked[i], size, alpha, max_drop, settings) if is_gated else None
+            updates[i] = {"p_holm": float(p), "power": power}
     return tuple(r.model_copy(update=updates[i]) for i, r in enumerate(marked))
 
 
@@ -390,8 +396,8 @@ def compare_reports(
         gate_measures=gate_measures(pairs, gated),
         alpha=alpha,
         max_drop=max_drop,
-        family_size=sum(r.gated for r in rows),
-        exploratory_family_size=sum(not r.gated for r in rows),
+        family_size=family_sizes(rows)[0],
+        exploratory_family_size=family_sizes(rows)[1],
         rows=rows,
         unjudged=(
             *unjudged_shares(base, "base", index, base_rows, shared),
@@ -405,7 +411,8 @@ def _two_sided_holm(rows: Sequence[ComparisonRow]) -> list[float]:
     """Per row: gated rows Holm-adjusted over the gated family's two-sided p; exploratory rows their p_holm."""
     family = [k for k, r in enumerate(rows) if r.gated]
     adjusted = [r.p_holm for r in rows]
-    for k, p in zip(family, holm_adjust([rows[k].p_value for k in family]), strict=True):
+    members = [rows[k] for k in family]
+    for k, p in zip(family, holm_adjust([r.p_value for r in members], repeated_hypotheses(members)), strict=True):
         adjusted[k] = float(p)
     return adjusted
 
@@ -467,8 +474,8 @@ def compare_many(
         gate_measures=gate_measures(pairs, gated),
         alpha=alpha,
         max_drop=max_drop,
-        family_size=sum(r.gated for r in rows),
-        exploratory_family_size=sum(not r.gated for r in rows),
+        family_size=family_sizes(rows)[0],
+        exploratory_family_size=family_sizes(rows)[1],
         rows=tuple(out),
         unjudged=tuple(
             share

@@ -295,12 +295,14 @@ def retest_on_judged(
     max_unjudged_gap: float,
     alpha: float,
     max_drop: float,
+    same_as: Sequence[int] | None = None,
 ) -> tuple[dict[int, Retest], list[float]]:
     """The gated rows (each with its ``(base, head)`` side labels in `sides`) whose head is more unjudged than its
     base by over `max_unjudged_gap` and which the plain test would call a regression (a drop over `max_drop` with a
     Holm p below `alpha`), each retested on judged evidence (its test in `tests`,
     keyed ``(base, head, ablation, measure, slice)``); and the Holm p of every gated row over the family with the
-    retested rows' one-sided p in place of their own."""
+    retested rows' one-sided p in place of their own (each hypothesis counted once: `same_as`, as
+    :func:`~evalkit.measures.statistics.holm_adjust` reads it)."""
     if not 0.0 <= max_unjudged_gap <= 1.0:
         raise ValueError(f"max_unjudged_gap must be in [0, 1], got {max_unjudged_gap}")
     suspects: dict[int, tuple[UnjudgedShare, UnjudgedShare, JudgedTest | None]] = {}
@@ -317,7 +319,7 @@ def retest_on_judged(
         else r.p_one_sided
         for i, r in enumerate(rows)
     ]
-    adjusted = [float(p) for p in holm_adjust(p_values)] if rows else []
+    adjusted = [float(p) for p in holm_adjust(p_values, same_as)] if rows else []
     retests = {
         i: Retest(
             base,

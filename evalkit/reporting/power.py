@@ -3,12 +3,14 @@
 :class:`RowPower` says what the test on one gated row could have seen: the minimum detectable effect and the
 smallest p-value the sign-flip test can reach with the queries that differ (:func:`row_power`). :func:`disagreement`
 says why a row's interval and two-sided test disagree. A comparison (:mod:`evalkit.reporting.comparison`) gives each
-row these as it makes it; the gate (:mod:`evalkit.reporting.regression`) reads them.
+row these as it makes it; the gate (:mod:`evalkit.reporting.regression`) reads them. :func:`repeated_hypotheses`
+says which rows of a family test what another row tests, so that Holm and the power level count each once.
 """
 
 from __future__ import annotations
 
-from typing import Final, Protocol
+from collections.abc import Callable, Sequence
+from typing import Final, Protocol, TypeVar
 
 from pydantic import Field
 
@@ -28,11 +30,50 @@ __all__ = [
     "RowPower",
     "check_gate_arguments",
     "disagreement",
+    "family_sizes",
+    "repeated_hypotheses",
     "row_power",
 ]
 
 DEFAULT_ALPHA: Final = 0.05
 DEFAULT_MAX_DROP: Final = 0.01
+
+
+class FamilyRow(Protocol):
+    """What :func:`repeated_hypotheses` reads of a compared row."""
+
+    @property
+    def ablation(self) -> str: ...
+    @property
+    def measure(self) -> str: ...
+    @property
+    def slice(self) -> str: ...
+    @property
+    def queries(self) -> int: ...
+    @property
+    def gated(self) -> bool: ...
+
+
+Row = TypeVar("Row", bound=FamilyRow)
+
+
+def repeated_hypotheses(rows: Sequence[Row], key: Callable[[Row], tuple[str, ...]] | None = None) -> list[int]:
+    """Per row, the position of the row whose hypothesis it tests again (its own when none): a language slice whose
+    row holds as many queries as the ``all`` row of the same ablation and measure holds the same queries (a slice is
+    a subset of all), so on a one-language fixture its test is the ``all`` row's. ``key`` tells the rows of one
+    ablation and measure apart (default: both; the pairs of several reports add their systems)."""
+
+    def same(row: Row) -> tuple[str, ...]:
+        return (row.ablation, row.measure) if key is None else key(row)
+
+    whole = {(same(r), r.queries): i for i, r in enumerate(rows) if r.slice == "all"}
+    return [i if r.slice == "all" else whole.get((same(r), r.queries), i) for i, r in enumerate(rows)]
+
+
+def family_sizes(rows: Sequence[FamilyRow]) -> tuple[int, int]:
+    """``family_size`` and ``exploratory_family_size``: the hypotheses each family tests, a repeat counted once."""
+    gated, exploratory = ([r for r in rows if r.gated is g] for g in (True, False))
+    return len(set(repeated_hypotheses(gated))), len(set(repeated_hypotheses(exploratory)))
 
 
 class PairedRow(Protocol):
@@ -126,9 +167,13 @@ class GateFamilies(StrictModel):
     alpha: UnitFloat = Field(description="the gate's significance level, used for every row's power")
     max_drop: float = Field(ge=0.0, description="the gate's tolerated drop, used for every row's power")
     family_size: int = Field(
-        ge=0, description="gated rows (of every pair), corrected together by Holm over one-sided p"
+        ge=0,
+        description="gated hypotheses (of every pair), corrected together by Holm over one-sided p; a language "
+        "slice that holds every query of all (a one-language fixture) tests what all tests and counts once",
     )
-    exploratory_family_size: int = Field(ge=0, description="the other rows, corrected together over two-sided p")
+    exploratory_family_size: int = Field(
+        ge=0, description="the other rows' hypotheses, corrected together over two-sided p (a repeat counted once)"
+    )
 
 
 def check_gate_arguments(alpha: float, max_drop: float) -> None:

@@ -22,7 +22,7 @@ from evalkit.reporting.comparison import Comparison, ComparisonRow, PairRow, Pai
 from evalkit.reporting.formatting import signed
 from evalkit.reporting.gates import GateFailure
 from evalkit.reporting.holes import DEFAULT_MAX_UNJUDGED_GAP, GatedRow, Retest, retest_on_judged
-from evalkit.reporting.power import RowPower, check_gate_arguments, row_power
+from evalkit.reporting.power import RowPower, check_gate_arguments, repeated_hypotheses, row_power
 from evalkit.reporting.report import GateOutcome
 
 
@@ -217,7 +217,8 @@ def _retests(
         for row in gated
     ]
     sides = [_sides(row) for row in gated]
-    return retest_on_judged(plain, sides, tests, shares, max_unjudged_gap, alpha, max_drop)
+    same_as = repeated_hypotheses(gated, lambda r: (r.ablation, r.measure, *_sides(r)))
+    return retest_on_judged(plain, sides, tests, shares, max_unjudged_gap, alpha, max_drop, same_as)
 
 
 def find_regressions(

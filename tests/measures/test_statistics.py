@@ -102,6 +102,18 @@ def test_holm_adjustment_is_hand_computed() -> None:
     assert holm_adjust([]).tolist() == []
 
 
+def test_holm_counts_a_repeated_hypothesis_once() -> None:
+    # Positions 1 and 3 test again what 0 and 2 test: Holm over [0.01, 0.03] (m = 2), each repeat given its first's.
+    once = holm_adjust([0.01, 0.01, 0.03, 0.03], same_as=[0, 0, 2, 2])
+    assert once.tolist() == pytest.approx([0.02, 0.02, 0.03, 0.03])
+    assert holm_adjust([0.01, 0.01, 0.03, 0.03]).tolist() == pytest.approx([0.04, 0.04, 0.06, 0.06])  # counted twice
+    assert holm_adjust([0.2, 0.01], same_as=[0, 1]).tolist() == holm_adjust([0.2, 0.01]).tolist()
+    with pytest.raises(ValueError, match="one position"):
+        holm_adjust([0.1, 0.2], same_as=[0, 2])
+    with pytest.raises(ValueError, match="repeat no other"):
+        holm_adjust([0.1, 0.2, 0.3], same_as=[0, 0, 1])
+
+
 def test_holm_never_lowers_a_p_value_and_keeps_the_order() -> None:
     p = np.random.default_rng(6).random(50) ** 3
     adjusted = holm_adjust(p)

@@ -84,12 +84,14 @@ def small_drop() -> tuple[Report, Report]:
 
 def test_a_real_drop_on_few_discordant_queries_is_underpowered(small_drop: tuple[Report, Report]) -> None:
     comparison = compare_reports(*small_drop)
-    assert comparison.gate_measures == ("ndcg@10", "recall@10") and comparison.family_size == 4  # all and en
+    # All queries are English: the en rows test what the all rows test, so the family holds two hypotheses.
+    assert comparison.gate_measures == ("ndcg@10", "recall@10") and comparison.family_size == 2
+    assert sum(r.gated for r in comparison.rows) == 4
     row = next(r for r in comparison.rows if r.measure == "recall@10" and r.slice == "en")
     assert (row.difference, row.losses, row.ties) == (pytest.approx(-5 / 35), 5, 30)
-    assert row.power is not None and row.power.alpha == 0.05 / 4
+    assert row.power is not None and row.power.alpha == 0.05 / 2
     assert row.power.p_floor == 2**-5 and row.power.underpowered
-    assert "5 discordant queries cannot reach p < 0.0125" in row.power.reason
+    assert "5 discordant queries cannot reach p < 0.025" in row.power.reason
     # The interval excludes 0 but the two-sided test cannot reach 0.05: the table says why.
     assert row.ci_high < 0 and row.p_value >= 0.05
     assert row.disagreement is not None and "only 5 queries differ" in row.disagreement
@@ -162,3 +164,27 @@ def test_aa_false_alarm_rate_under_the_gated_family_and_the_one_sided_test() -> 
     assert alarms / simulations <= alpha + 0.03
     # The one-sided test alone is calibrated: it rejects about alpha of the time per row.
     assert 0.025 <= raw / tests <= 0.075, raw / tests
+
+
+def test_a_one_language_fixture_counts_each_gated_hypothesis_once() -> None:
+    """30 Chinese queries, 6 lost and none won: one-sided p about 2**-6 for ndcg@10 and recall@10. The zh rows hold
+    the all rows' queries, so Holm adjusts over two hypotheses (2 x 0.014 = 0.028 < 0.05), not four (0.056), and
+    the gate sees the drop that it missed while it counted each twice."""
+    base_hits = [True] * 30
+    head_hits = [i >= 6 for i in range(30)]
+    comparison = compare_reports(*_reports(base_hits, head_hits, ["zh"] * 30))
+    gated = {(r.measure, r.slice): r for r in comparison.rows if r.gated}
+    assert set(gated) == {(m, s) for m in ("ndcg@10", "recall@10") for s in ("all", "zh")}
+    assert comparison.family_size == 2
+    for measure in ("ndcg@10", "recall@10"):
+        whole, chinese = gated[(measure, "all")], gated[(measure, "zh")]
+        assert whole.p_one_sided == chinese.p_one_sided == pytest.approx(2**-6, abs=0.003)  # drawn sign flips
+        assert whole.p_holm == chinese.p_holm == pytest.approx(2 * whole.p_one_sided)
+        assert 2 * whole.p_holm >= 0.05  # what counting each hypothesis twice gave
+    verdict = find_regressions(comparison)
+    assert not verdict.passed and len(verdict.regressions) == 4
+    with pytest.raises(GateFailure, match=r"sys recall@10 \[zh\]"):
+        check_regressions(verdict)
+    # Beside English queries the zh slice is a hypothesis of its own: six gated hypotheses.
+    bilingual = compare_reports(*_reports(base_hits * 2, head_hits * 2, ["zh"] * 30 + ["en"] * 30))
+    assert bilingual.family_size == 6 == sum(r.gated for r in bilingual.rows)
