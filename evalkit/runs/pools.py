@@ -160,7 +160,8 @@ def _check_run(run: Run, names: Sequence[str], qrels: Qrels) -> None:
         raise ValueError(f"two runs are named {clip(repr(run.name))}; rename a file or change a tag")
     judged = lookup(run.queries, qrels.queries) >= 0
     first = run.queries[:1].to_pylist()
-    refuse_unscorable(run.name, len(run.queries), int((~judged).sum()), f"the judgments ({clip(qrels.source)})", first)
+    source = f"the judgments ({clip(qrels.source)})"
+    refuse_unscorable(run.name, len(run.queries), int((~judged).sum()), source, first, run.lines)
 
 
 def _judged(ranked: Ranked) -> BoolArray:

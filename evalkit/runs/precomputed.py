@@ -452,7 +452,8 @@ def _score(
     for one in scored:
         counts = one.scores.counts
         if counts is not None:
-            refuse_unscorable(one.name, one.queries, counts.unjudged_queries, f"the judgments ({judged.source})")
+            source = f"the judgments ({judged.source})"
+            refuse_unscorable(one.name, one.queries, counts.unjudged_queries, source, lines=counts.lines)
     scores = tuple(one.scores for one in scored)
     query_languages = load_languages(languages, max_bytes)
     notes = [*scoring_notes(scores, dropped, missing), *coverage_notes(judged, scores, query_languages, languages)]

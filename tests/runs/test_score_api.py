@@ -174,6 +174,27 @@ def test_an_empty_run_file_is_refused_not_scored_zero(
         evalkit.score("qrels.txt", {"a": name})
 
 
+def test_a_run_naming_queries_with_no_result_under_any_is_refused(
+    files: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Queries listed with empty rankings and nothing else (a JSONL job that wrote `"results": []` for every query,
+    a mapping of empty dicts) are refused as an empty file is, on every path: there is nothing to score."""
+    blank = "".join(json.dumps({"query_id": q, "results": []}) + "\n" for q in ("q1", "q2"))
+    _write(files, "blank.jsonl", blank)
+    assert main(["score", "--qrels", "qrels.txt", "--run", "blank.jsonl"]) == 2
+    assert "run blank: holds no result line (2 query(ies) named, none with a result)" in capsys.readouterr().err
+    assert main(["score", "--fixture", str(TINY_DIR), "--run", "blank.jsonl"]) == 2
+    assert "holds no result line (2 query(ies) named" in capsys.readouterr().err
+    pool = ["pool", "--qrels", "qrels.txt", "--run", "blank.jsonl", "--depth", "10", "--output", "pool.jsonl"]
+    assert main(pool) == 2
+    assert "run blank: holds no result line" in capsys.readouterr().err and not (files / "pool.jsonl").exists()
+    with pytest.raises(ValueError, match="run b: holds no result line"):
+        evalkit.score(QRELS, {"a": {"q1": {"d1": 1.0}}, "b": {"q1": {}}})
+    # One query without results beside others with some is a run that answered that query with nothing: scored.
+    kept = evalkit.score(QRELS, {"a": {"q1": {"d1": 1.0}, "q2": {}}}, measures=["recall@10"])
+    assert kept.runs[0].counts is not None and kept.runs[0].counts.lines == 1
+
+
 def test_numpy_scalar_scores_are_numbers() -> None:
     """Scores computed with numpy (float32, int64) are real numbers: taken, not refused as not finite."""
     import numpy as np
