@@ -46,6 +46,7 @@ __all__ = [
     "check_overlap_bound",
     "decisions_agree",
     "merge_labels",
+    "overruled_no_answers",
     "pair_order",
     "reviewer_pair",
     "span_exact_f1",
@@ -211,7 +212,7 @@ def _merged(
     """The merged (grade, spans) of every pair, and the description of every pair left undecided."""
     merged: dict[Key, tuple[int, tuple[tuple[int, int], ...]]] = {}
     undecided: list[str] = []
-    answered = {q for (q, chunk), d in adjudicated.items() if chunk is not None and d.grade >= 1}  # by the adjudicator
+    overruled = overruled_no_answers(a, b, adjudicated, texts, bound)
     for key in sorted(a.keys() | b.keys() | adjudicated.keys(), key=pair_order):
         one, other = a.get(key), b.get(key)
         if key in adjudicated:
@@ -219,11 +220,31 @@ def _merged(
         elif one is not None and other is not None and decisions_agree(one, other, texts.get(key[1] or "", ""), bound):
             merged[key] = (one.grade, _union((*one.spans, *other.spans)))
         elif key[1] is None:  # one reviewer's no-answer decision: kept unless the adjudicator answered the query
-            if key[0] not in answered:
+            if key not in overruled:
                 merged[key] = (0, ())
         else:
             undecided.append(_describe(key, one, other))
     return merged, undecided
+
+
+def overruled_no_answers(
+    a: dict[Key, LabelDecision],
+    b: dict[Key, LabelDecision],
+    adjudicated: dict[Key, LabelDecision],
+    texts: dict[str, str],
+    bound: float = DEFAULT_OVERLAP_BOUND,
+) -> set[Key]:
+    """The no-answer decisions the merge drops: those the two reviewers do not share (or not alike) and the
+    adjudicator did not decide, of queries where the adjudicator graded a chunk 1-3."""
+    answered = {q for (q, chunk), d in adjudicated.items() if chunk is not None and d.grade >= 1}
+    return {
+        key
+        for key in a.keys() | b.keys()
+        if key[1] is None
+        and key[0] in answered
+        and key not in adjudicated
+        and not (key in a and key in b and decisions_agree(a[key], b[key], texts.get(key[1] or "", ""), bound))
+    }
 
 
 def _query_judgments(

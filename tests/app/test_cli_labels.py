@@ -134,6 +134,24 @@ def test_agree_refusals_exit_2_and_write_nothing(
     assert _snapshot(workspace) == before
 
 
+def test_merge_counts_a_no_answer_decision_the_adjudicator_overruled_as_dropped(
+    workspace: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """ben says no chunk answers q-zh-002; cy grades its chunk 3: ben's decision is dropped, not counted as merged."""
+    with (workspace / "ben.jsonl").open("a", encoding="utf-8") as ben:
+        ben.write(_line("q-zh-002", None, 0, [], "ben"))
+    with (workspace / "cy.jsonl").open("a", encoding="utf-8") as cy:
+        cy.write(_line("q-zh-002", "zh-billing-02", 3, [[0, 4]], "cy"))
+    assert main([*MERGE, "--adjudicated", "cy.jsonl"]) == 0
+    out = capsys.readouterr().out
+    assert (
+        "5 pair(s) merged, 3 of them adjudicated; 1 no-answer decision(s) dropped, the adjudicator having graded a "
+        "chunk of the query"
+    ) in out
+    merged = next(q for q in load_fixture(workspace / "new").fixture.queries if q.query_id == "q-zh-002")
+    assert [(j.chunk_id, j.grade) for j in merged.judgments][:1] == [("zh-billing-02", 3)]
+
+
 def test_merge_writes_the_new_fixture_folder(workspace: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main([*MERGE, "--adjudicated", "cy.jsonl"]) == 0
     out = capsys.readouterr().out

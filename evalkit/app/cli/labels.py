@@ -18,7 +18,13 @@ from evalkit.app.cli.options import EXIT_OK, Commands, add_input_limit, fixture_
 from evalkit.common.output import refuse_input_overwrite, refuse_non_empty_folder, resolve_output_path, write_atomic
 from evalkit.data.fixture import ALIASES_FILE, FIXTURE_FILE, Fixture, fixture_json, load_fixture
 from evalkit.data.inputs import clip, read_input_bytes
-from evalkit.data.label_merge import DEFAULT_OVERLAP_BOUND, check_overlap_bound, merge_labels
+from evalkit.data.label_merge import (
+    DEFAULT_OVERLAP_BOUND,
+    check_overlap_bound,
+    merge_labels,
+    overruled_no_answers,
+    reviewer_pair,
+)
 from evalkit.data.labels import LabelDecision, read_labels
 from evalkit.data.schema import model_json
 from evalkit.measures.agreement import Agreement, Disagreement, SliceAgreement, Statistic, agreement, reading
@@ -135,10 +141,14 @@ def merge(args: argparse.Namespace) -> int:
     for target, data in targets.items():
         write_atomic(target, data)
         print(f"wrote {target.relative_to(workspace)}")
-    pairs = {d.key for d in (*first, *second, *(adjudicated or ()))}
+    left, right = reviewer_pair(first, second)
+    judged = {d.key: d for d in adjudicated or ()}
+    overruled = overruled_no_answers(left, right, judged, {c.chunk_id: c.text for c in fixture.chunks}, bound)
+    pairs = (left.keys() | right.keys() | judged.keys()) - overruled
+    dropped = f"; {len(overruled)} no-answer decision(s) dropped, the adjudicator having graded a chunk of the query"
     print(
         f"fixture {merged.fixture_id} {merged.fixture_version} (from {fixture.fixture_version}): {len(pairs)} "
-        f"pair(s) merged, {len(adjudicated or ())} of them adjudicated"
+        f"pair(s) merged, {len(judged)} of them adjudicated" + (dropped if overruled else "")
     )
     folder = source if source.is_dir() else source.parent
     if (folder / BASELINES_FILE).exists():
