@@ -57,8 +57,8 @@ class RunFile:
 
 @dataclass(frozen=True)
 class Scored:
-    """One source's scores and what was read: its name, hash, distinct queries, the queries its floor withheld, and
-    a note when a streamed file had to be read whole."""
+    """One source's scores and what was read: its name, hash, distinct queries, the queries its floor withheld, its
+    result lines as read (before the floor), and a note when a streamed file had to be read whole."""
 
     scores: RunScores
     name: str
@@ -66,6 +66,7 @@ class Scored:
     """Its hash when reading it gave one (a run file read a segment at a time); None for a run in memory."""
     queries: int
     withheld: int
+    lines: int
     note: str | None = None
 
 
@@ -119,7 +120,7 @@ class Scoring:
         """A run in memory, its floor applied."""
         floored, withheld = abstain_below(run, self.floor)
         scores = score_run(self.qrels, floored, self.measures, self.ties, self.missing, unjudged_k=self.unjudged_k)
-        return Scored(scores, run.name, None, len(run.queries), withheld, note)  # hashed when a report asks
+        return Scored(scores, run.name, None, len(run.queries), withheld, len(run.query), note)  # hashed on demand
 
     def streamed(self, source: RunFile) -> Scored:
         """A run file a segment at a time, or read whole when its lines are not grouped by query or the streamed
@@ -153,7 +154,7 @@ class Scoring:
         except (pa.ArrowInvalid, Refused, TableError):
             return self._read_whole(source)
         name = source.name or read.name
-        return Scored(scorer.result(name), name, read.sha256, read.queries, withheld[0])
+        return Scored(scorer.result(name), name, read.sha256, read.queries, withheld[0], read.lines)
 
     def _read_whole(self, source: RunFile, note: str | None = None) -> Scored:
         """A run file read whole (its source stays the file: hashed now, since it is not kept in memory)."""

@@ -18,6 +18,7 @@ import evalkit
 from evalkit.app.cli import main
 from evalkit.reporting.comparison import ComparisonError, compare_reports
 from evalkit.reporting.report import parse_report, report_json
+from evalkit.runs import run_sources
 
 from ..conftest import ROOT, TINY_DIR
 
@@ -193,6 +194,21 @@ def test_a_run_naming_queries_with_no_result_under_any_is_refused(
     # One query without results beside others with some is a run that answered that query with nothing: scored.
     kept = evalkit.score(QRELS, {"a": {"q1": {"d1": 1.0}, "q2": {}}}, measures=["recall@10"])
     assert kept.runs[0].counts is not None and kept.runs[0].counts.lines == 1
+
+
+@pytest.mark.parametrize("streamed", [False, True])
+def test_a_floor_above_every_score_abstains_on_every_query_and_is_scored(
+    files: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, streamed: bool
+) -> None:
+    """The floor models a system that abstains; one above every score abstains everywhere, which is scored (all
+    zeros, no_answer_fpr 0), not refused as a run that holds nothing: the run held lines before its floor."""
+    if streamed:
+        monkeypatch.setattr(run_sources, "STREAM_SCORE_BYTES", 0)
+    _write(files, "run.trec", _trec_run({"q1": {"d1": 3.0, "d2": 2.0}, "q2": {"d4": 5.0}}, tag="sys"))
+    assert main(["score", "--qrels", "qrels.txt", "--run", "run.trec", "--floor", "6"]) == 0
+    assert "sys: floor 6: 2 query(ies) whose best score is below it return nothing" in capsys.readouterr().out
+    floored = evalkit.score(QRELS, {"q1": {"d1": 0.4}, "q3": {"d5": 0.2}}, floor=0.5)
+    assert floored.aggregate["ndcg@10"] == 0.0 and floored.aggregate["no_answer_fpr"] == 0.0
 
 
 def test_numpy_scalar_scores_are_numbers() -> None:
