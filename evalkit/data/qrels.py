@@ -184,14 +184,15 @@ def qrels_from_mapping(judgments: Mapping[str, Mapping[str, int]], source: str =
 
 def _layout(path: Path, max_bytes: int, given: Layout | None = None) -> tuple[Layout, int]:
     """``("beir" | "trec", header rows)``: the ``given`` layout, or the one the first data line tells; a BEIR header
-    line is skipped (unless the layout is given as TREC, which has no header)."""
+    line is skipped (unless the layout is given as TREC, which has no header). A first data line shaped as a run's
+    (6 columns, ``Q0`` in the second) is refused whatever the layout, as a run file given as the qrels."""
     for number, line in tables.text_lines(path, max_bytes, head=True):
         fields = tables.split_fields(line)
         if not fields:
             continue
         if given != "trec" and _is_beir_header(fields):
             return "beir", number
-        if given is None and len(fields) == 6 and fields[1].upper() == "Q0":
+        if len(fields) == 6 and fields[1].upper() == "Q0":  # whatever layout is given: a run is no qrels
             problem = (
                 f"{clip(path.name)} line {number}: has 6 columns with Q0 in the second, as a run's lines have "
                 "(query-id Q0 doc-id rank score tag), not qrels (query-id iteration doc-id grade): is it a run file "

@@ -161,6 +161,7 @@ def test_writer_is_deterministic(tmp_path: Path) -> None:
         ("1 0 D1 yes\n", TOPICS, "qrels.txt line 1: field 'grade': 'yes' is not an integer"),
         ("1 0 D1 1\n", "1\n", "topics.tsv line 1: needs 2 tab-separated fields (query-id, text), has 1"),
         ("1 0 D1 1\n", "1\tx\n\tno id\n", "topics.tsv line 2: field 'query-id': must not be blank"),
+        ("1 Q0 D1 1 9.5 sys\n", TOPICS, "qrels.txt line 1: has 6 columns with Q0 in the second, as a run's lines"),
     ],
 )
 def test_malformed_files_exit_2_naming_line_and_field(
