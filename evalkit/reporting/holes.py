@@ -7,8 +7,8 @@ share of the top k that is unjudged (``unj@k`` = 1 - ``judged@k``, the mean over
 defined, k the largest cutoff the report's measures read) and how many unjudged results the top k holds
 (:class:`~evalkit.reporting.report.UnjudgedCounts`), over the queries both sides share whose judgments hold a chunk
 judged not relevant (grade 0). Judgments of relevant chunks alone leave every other chunk unjudged by design: there
-a worse system's top k is more unjudged *because* it finds fewer relevant chunks, so the share cannot tell holes from
-misses, and such queries are left out of the check (the plain test decides).
+a worse system's top k is more unjudged *because* it finds fewer relevant chunks, so the share cannot tell holes
+from misses, and such queries are left out of the check (the plain test decides).
 
 :func:`judged_tests` and :func:`retest_on_judged` are the gate's second look (:mod:`evalkit.reporting.regression`).
 A gated row whose head share exceeds the base share by more than ``max_unjudged_gap``
@@ -16,13 +16,15 @@ A gated row whose head share exceeds the base share by more than ``max_unjudged_
 unjudged documents removed, then scored; the row's measure's ``condensed_`` form, which reports carry for this, see
 ``Report.companions``), with the head given the benefit of the doubt on every query whose top k holds an unjudged
 chunk (a query where the head scores below the base there counts as a tie: its unjudged chunks could be the relevant
-ones the judgments miss). The one-sided sign-flip p of that test takes the place of the plain one in the same Holm
-family as the other gated rows. A drop that survives (larger than ``max_drop`` with a Holm p below alpha) stays a
-regression; one that does not is a **hole**: more labels, not a worse system. Condensed lists alone cannot clear a
-better system scored against a pool of the worse one when runs are no deeper than k: the head's relevant finds are
-unjudged, and count against it on condensed lists too; the benefit of the doubt is what lets the judgments speak only
-where they can. A suspect row whose measure has no condensed form (trec_eval's names, say) cannot be retested and is
-judged on its plain test, with a note.
+ones the judgments miss). Both apply to the queries whose judgments hold a chunk judged not relevant, as the shares
+do; every other query takes part with its plain values, since there an unjudged chunk cannot be told from a miss.
+The one-sided sign-flip p of that test takes the place of the plain one in the same Holm family as the other gated
+rows. A drop that survives (larger than ``max_drop`` with a Holm p below alpha) stays a regression; one that does
+not is a **hole**: more labels, not a worse system. Condensed lists alone cannot clear a better system scored
+against a pool of the worse one when runs are no deeper than k: the head's relevant finds are unjudged, and count
+against it on condensed lists too; the benefit of the doubt is what lets the judgments speak only where they can. A
+suspect row whose measure has no condensed form (trec_eval's names, say) cannot be retested and is judged on its
+plain test, with a note.
 """
 
 from __future__ import annotations
@@ -158,9 +160,14 @@ class JudgedTest(StrictModel):
     ablation: str
     measure: str = Field(description="the gated measure")
     slice: Slice
-    condensed: str = Field(description="its condensed-list form, the values tested")
+    condensed: str = Field(
+        description="its condensed-list form, tested where the judgments hold a grade-0 chunk (elsewhere the plain "
+        "values are)"
+    )
     queries: int = Field(ge=1)
-    doubtful: int = Field(ge=0, description="queries whose head top k holds an unjudged chunk (benefit of the doubt)")
+    doubtful: int = Field(
+        ge=0, description="queries whose judgments hold a grade-0 chunk and whose head top k holds an unjudged chunk"
+    )
     drop: float = Field(description="base - head: the mean of the per-query drops, after the benefit of the doubt")
     p_one_sided: float = Field(ge=0.0, le=1.0, description='one-sided sign-flip p of "head is worse"')
 
@@ -186,17 +193,20 @@ def judged_tests(
         counts = head.ablations[ablation].unjudged
         if name is None or before is None or after is None or counts is None:
             continue
+        pooled = counts.pooled or (True,) * len(counts.per_query)
+        plain = (base.ablations[ablation].per_query.get(measure), head.ablations[ablation].per_query.get(measure))
         for slice_name in SLICES:
             keep = [
-                (b, a, counts.per_query[rows[1][r]] or 0)
+                (b, a, (counts.per_query[rows[1][r]] or 0) if pooled[rows[1][r]] else 0)
                 for r in index.members(slice_name, None)
-                if (b := before[rows[0][r]]) is not None and (a := after[rows[1][r]]) is not None
+                if (b := _value(before, plain[0], rows[0][r], pooled[rows[1][r]])) is not None
+                and (a := _value(after, plain[1], rows[1][r], pooled[rows[1][r]])) is not None
             ]
             if not keep:
                 continue
             values = np.array(keep, dtype=np.float64)
             differences = values[:, 1] - values[:, 0]
-            doubtful = values[:, 2] > 0
+            doubtful = values[:, 2] > 0  # pooled queries whose head top k holds an unjudged chunk
             differences = np.where(doubtful, np.maximum(differences, 0.0), differences)
             p = float(sign_flip_p_values(differences[:, None], settings, "less")[0])
             out.append(
@@ -214,6 +224,16 @@ def judged_tests(
                 )
             )
     return tuple(out)
+
+
+def _value(
+    condensed: Sequence[float | None], plain: Sequence[float | None] | None, row: int, pooled: bool
+) -> float | None:
+    """A query's value in the retest: its condensed value where its judgments hold a chunk judged not relevant, else
+    the plain measure's (where unjudged chunks cannot be told from misses, the plain test decides)."""
+    if pooled:
+        return condensed[row]
+    return None if plain is None else plain[row]
 
 
 def first_against_others(

@@ -146,6 +146,38 @@ def test_judgments_of_relevant_chunks_alone_are_not_read_as_holes(synthetic_eval
     assert comparison.unjudged == ()
 
 
+def test_misses_on_queries_judged_for_relevant_chunks_alone_stay_misses_in_the_retest(
+    synthetic_evaluation: Evaluation, tmp_path: Path
+) -> None:
+    """Half the queries are pooled (lexical's top 10 judged, relevant or not), half judged for their relevant chunks
+    alone. The head fills its top 10 with unjudged chunks on the pooled half (holes) and loses the relevant chunk on
+    the other half (misses): the retest gives the benefit of the doubt on the pooled half only, so the misses keep
+    the drop a regression instead of being excused as holes."""
+    queries = sorted(q.query_id for q in synthetic_evaluation.fixture.queries)
+    pooled_half = set(queries[::2])
+    relevant = {q.query_id: {j.chunk_id: j.grade for j in q.judgments} for q in synthetic_evaluation.fixture.queries}
+    pool_lines = [
+        line for line in _pool_qrels(synthetic_evaluation, "lexical").splitlines() if line.split()[0] in pooled_half
+    ]
+    rest = [f"{q} 0 {d} {g}" for q in queries if q not in pooled_half for d, g in relevant[q].items() if g >= 1]
+    qrels = tmp_path / "mixed.txt"
+    qrels.write_text("\n".join(pool_lines + rest) + "\n")
+    languages = {q.query_id: q.language for q in synthetic_evaluation.fixture.queries}
+    base_rankings = _rankings(synthetic_evaluation, "lexical")
+    head: dict[str, dict[str, float]] = {}
+    for query, ranking in sorted(base_rankings.items()):
+        if query in pooled_half:
+            head[query] = {f"unjudged-{query}-{j}": 0.5 - j / 100 for j in range(10)}
+        else:
+            head[query] = dict([(d, s) for d, s in ranking if relevant[query].get(d, 0) < 1][:10])
+    base, worse = _report(qrels, _as_run(base_rankings), languages), _report(qrels, head, languages)
+    verdict = find_regressions(compare_reports(base, worse))
+    assert not verdict.passed
+    assert {(r.measure, r.slice) for r in verdict.regressions} >= {("ndcg@10", "all"), ("recall@10", "all")}
+    tests = {(t.measure, t.slice): t for t in compare_reports(base, worse).judged_tests}
+    assert 0 < tests[("ndcg@10", "all")].doubtful <= len(pooled_half)
+
+
 def test_condensed_names() -> None:
     assert condensed_name("ndcg@10") == "condensed_ndcg@10"
     assert condensed_name("recall@5") == "condensed_recall@5"
