@@ -177,16 +177,19 @@ class KnowledgeDatabase(StoredVectors):
         found = dict(self._tokens_of("content", chunk_ids))
         return [found[chunk_id] for chunk_id in chunk_ids]
 
-    def _tokens_of(self, column: str, chunk_ids: Sequence[str]) -> Iterator[tuple[str, str]]:
+    def _tokens_of(self, column: str, chunk_ids: Sequence[str]) -> list[tuple[str, str]]:
         """(chunk ID, stored tokens) from ``column`` of ``chunk_tokens`` for these chunks, asked 30,000 at a time
-        (SQLite's limit)."""
+        (SQLite's limit). A list, not a generator: a generator left suspended by a signal (SIGTERM while the reranker
+        reads tokens) was finalized after the connection closed and printed a traceback on the way out."""
+        found: list[tuple[str, str]] = []
         for start in range(0, len(chunk_ids), 30_000):
             batch = tuple(chunk_ids[start : start + 30_000])
-            yield from self._connection.execute(
+            found += self._connection.execute(
                 f"SELECT c.chunk_id, t.{column} FROM chunks c JOIN chunk_tokens t ON t.rowid = c.rowid "
                 f"WHERE c.chunk_id IN ({','.join('?' * len(batch))})",
                 batch,
-            )
+            ).fetchall()
+        return found
 
     def chunks(self) -> list[StoredChunk]:
         """Every chunk with its language, in chunk ID order."""

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import gc
 import math
 import sqlite3
+import sys
 import tempfile
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -97,6 +99,20 @@ def test_chunk_tokens_are_the_analyzed_text(tiny_db: KnowledgeDatabase, tiny: Lo
     assert tokens == {c.chunk_id: tokenize(c.text) for c in tiny.fixture.chunks}
     assert tokens["en-trash-01"][:4] == ("delet", "note", "stay", "in")
     assert tiny_db.chunk_tokens([]) == {}
+
+
+def test_tokens_read_stopped_by_a_signal_leave_nothing_to_finalize(monkeypatch: pytest.MonkeyPatch) -> None:
+    """SIGTERM while the reranker reads tokens stops the read part-way; the connection is closed on the way out.
+    Nothing suspended may touch it afterwards: a generator left inside the cursor printed a traceback at exit."""
+    database = _database([("a", "en", "Export notes"), ("b", "zh", "导出笔记"), ("c", "en", "Delete notes")])
+    unraisable: list[object] = []
+    monkeypatch.setattr(sys, "unraisablehook", unraisable.append)
+    stopped = iter(database._tokens_of("tokens", ["a", "b", "c"]))
+    assert next(stopped)[0] in {"a", "b", "c"}  # the read stops here, as a signal would stop it
+    database.close()
+    del stopped
+    gc.collect()
+    assert unraisable == []
 
 
 def test_chunk_with_unknown_document_is_refused() -> None:
