@@ -76,11 +76,19 @@ GOOD, TENTATIVE = 0.8, 0.667
 """The usual bounds of alpha: at least 0.8 good, at least 0.667 fair (tentative conclusions only)."""
 
 
-def reading(alpha: float | None) -> str:
+_ONE_GRADE = "one grade only"
+_SINGLE_PAIR = "a single pair"
+
+
+def reading(alpha: float | None, reason: str | None = None) -> str:
     """The usual reading of an alpha value: ``good`` (>= 0.8), ``fair, tentative`` (0.667 to 0.8), ``not
-    reliable`` (below 0.667); ``nothing to read`` for None (no pairs)."""
-    if alpha is None:
+    reliable`` (below 0.667); ``nothing to read`` for None (no pairs). With the degenerate ``reason`` a
+    :class:`Statistic` gives, a 1.0 of one grade only reads ``no variation`` and a coefficient of a single pair
+    ``nothing to read``: neither is reliability."""
+    if alpha is None or (reason is not None and _SINGLE_PAIR in reason):
         return "nothing to read"
+    if reason is not None and reason.startswith(_ONE_GRADE):
+        return "no variation: agreement, not reliability"
     if alpha >= GOOD:
         return "good (>= 0.8)"
     return "fair, tentative (0.667-0.8)" if alpha >= TENTATIVE else "not reliable (< 0.667)"
@@ -149,11 +157,11 @@ def _degenerate(a: IntArray, b: IntArray) -> Statistic | None:
     """The value and reason of a degenerate grade sample, or None for an ordinary one."""
     if len(a) == 0:
         return Statistic(value=None, reason="no pairs: the two files decide no pair in common")
-    single = "; a single pair: a coefficient of one pair says nothing about reliability" if len(a) == 1 else ""
+    single = f"; {_SINGLE_PAIR}: a coefficient of one pair says nothing about reliability" if len(a) == 1 else ""
     if np.all(a == b) and np.all(a == a[0]):
         return Statistic(
             value=1.0,
-            reason=f"one grade only: both reviewers gave every pair grade {int(a[0])}, so there is no variation to "
+            reason=f"{_ONE_GRADE}: both reviewers gave every pair grade {int(a[0])}, so there is no variation to "
             f"measure reliability against (1.0 records the agreement, not reliability){single}",
         )
     if np.all(a == b):
@@ -162,7 +170,7 @@ def _degenerate(a: IntArray, b: IntArray) -> Statistic | None:
 
 
 def _single_pair(a: IntArray, value: float) -> Statistic:
-    reason = "a single pair: a coefficient of one pair says nothing about reliability" if len(a) == 1 else None
+    reason = f"{_SINGLE_PAIR}: a coefficient of one pair says nothing about reliability" if len(a) == 1 else None
     return Statistic(value=value, reason=reason)
 
 
@@ -357,7 +365,7 @@ def agreement(
     overlap_bound: float = DEFAULT_OVERLAP_BOUND,
 ) -> Agreement:
     """Agreement of reviewer A's decisions `a` and reviewer B's `b` (each as :func:`~evalkit.data.labels.read_labels`
-    returns them) over the pairs both decided, overall and per query language (``en``, ``zh``, both always present).
+    returns them) over the pairs both decided, overall and per language of the fixture's queries (``en``, ``zh``).
 
     Raises:
         ValueError: both sides by one reviewer, a side with two reviewers or a pair twice, a bound outside [0, 1],
@@ -371,7 +379,12 @@ def agreement(
     if unknown:
         raise ValueError(f"the labels name queries the fixture does not hold: {', '.join(unknown[:5])}")
     overall = _slice(pairs, fixture, bound)
-    by_language = {lang: _slice([p for p in pairs if languages[p[0][0]] == lang], fixture, bound) for lang in LANGUAGES}
+    held = set(languages.values())  # a language the fixture's queries lack has no slice, as everywhere in evalkit
+    by_language = {
+        lang: _slice([p for p in pairs if languages[p[0][0]] == lang], fixture, bound)
+        for lang in LANGUAGES
+        if lang in held
+    }
     return Agreement(
         **{name: getattr(overall, name) for name in SliceAgreement.model_fields},
         by_language=by_language,

@@ -202,6 +202,36 @@ def test_reading_of_alpha() -> None:
     assert reading(None) == "nothing to read"
 
 
+def test_a_degenerate_one_reads_as_what_it_is(fixture: Fixture) -> None:
+    """Every pair graded 0 by both: alpha 1.0 records agreement, not reliability, and is not read as good; one pair
+    alone says nothing; full agreement over varied grades is a real 1.0."""
+    zeros = [("q-en-001", "en-trash-01"), ("q-en-001", "en-trash-02"), ("q-zh-001", "zh-export-02")]
+    same = agreement([_d(q, c, 0) for q, c in zeros], [_d(q, c, 0, who="ben") for q, c in zeros], fixture)
+    alpha = same.krippendorff_alpha_ordinal
+    assert alpha.value == 1.0 and reading(alpha.value, alpha.reason) == "no variation: agreement, not reliability"
+    one = agreement(
+        [_d("q-en-001", "en-trash-01", 2, ((14, 43),))], [_d("q-en-001", "en-trash-01", 3, ((14, 43),), "ben")], fixture
+    )
+    alpha = one.krippendorff_alpha_ordinal
+    assert reading(alpha.value, alpha.reason) == "nothing to read"
+    varied = [_d(q, c, g, ((0, 4),) if g else ()) for (q, c), g in zip(zeros, (0, 2, 3), strict=True)]
+    full = agreement(varied, [d.model_copy(update={"reviewer": "ben"}) for d in varied], fixture)
+    alpha = full.krippendorff_alpha_ordinal
+    assert alpha.value == 1.0 and reading(alpha.value, alpha.reason) == "good (>= 0.8)"
+
+
+def test_a_one_language_fixture_has_one_language_slice(fixture: Fixture) -> None:
+    """Slices are the languages of the fixture's queries: a Chinese-only fixture has no en slice to report empty."""
+    chinese = fixture.model_copy(update={"queries": tuple(q for q in fixture.queries if q.language == "zh")})
+    decided = [_d("q-zh-001", "zh-export-02", 3, ((0, 18),))]
+    result = agreement(decided, [d.model_copy(update={"reviewer": "ben"}) for d in decided], chinese)
+    assert list(result.by_language) == ["zh"] and result.by_language["zh"].pairs == 1
+    assert list(agreement(decided, [decided[0].model_copy(update={"reviewer": "ben"})], fixture).by_language) == [
+        "en",
+        "zh",
+    ]
+
+
 # --- spans -------------------------------------------------------------------------------------------------------
 
 

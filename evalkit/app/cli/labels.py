@@ -66,7 +66,7 @@ def format_agreement(result: Agreement, reviewers: tuple[str, str], bound: float
         lines.append(
             f"{name:<6}{row.pairs:>7}{_figure(row.raw_agreement):>9}{_figure(row.krippendorff_alpha_ordinal):>9}"
             f"{_figure(row.cohen_kappa_quadratic):>9}{_figure(row.span_f1_exact):>9}{_figure(row.span_f1_overlap):>9}"
-            f"  {reading(row.krippendorff_alpha_ordinal.value)}"
+            f"  {reading(row.krippendorff_alpha_ordinal.value, row.krippendorff_alpha_ordinal.reason)}"
         )
     notes = [note for name, row in slices for note in _notes(name, row)]
     if notes:
