@@ -65,7 +65,7 @@ class RegressionVerdict:
     @property
     def queries_needed(self) -> int | None:
         """Most queries an underpowered row would need for an MDE of max_drop (None: none, or max_drop 0)."""
-        needed = [r.power.queries_needed for r in self.underpowered if r.power and r.power.queries_needed]
+        needed = [n for r in self.underpowered if r.power and (n := r.power.queries_needed) and n > r.queries]
         return max(needed) if needed else None
 
     @property
@@ -109,7 +109,7 @@ class RegressionVerdict:
                 threshold=self.max_drop,
                 comparison="<=",
                 passed=False,
-                detail=f"underpowered: {row.power.reason}; {_needed(row.power)}",
+                detail=f"underpowered: {row.power.reason}; {_needed(row.power, row.queries)}",
             )
             for row in self.underpowered
             if row.power is not None
@@ -158,7 +158,7 @@ class RegressionVerdict:
             lines.append(f"significant, within tolerance  {row.label()}: {self.evidence(row)}")
         for row in self.underpowered:
             if row.power is not None:
-                lines.append(f"underpowered  {row.label()}: {row.power.reason}; {_needed(row.power)}")
+                lines.append(f"underpowered  {row.label()}: {row.power.reason}; {_needed(row.power, row.queries)}")
         if self.underpowered:
             needed = self.queries_needed
             lines.append(
@@ -178,9 +178,12 @@ def _survived(retest: Retest | None) -> str:
     return f"; {retest.describe()}, yet {retest.judged_only()}: a regression, not holes"
 
 
-def _needed(power: RowPower) -> str:
+def _needed(power: RowPower, queries: int) -> str:
+    """What more queries would do for an underpowered row of ``queries`` queries."""
     if power.queries_needed is None:
         return "no number of queries detects a drop of 0"
+    if power.queries_needed <= queries:  # the spread is small enough: too few queries differ
+        return f"its {queries} queries are enough for MDE <= max drop; more of them would have to differ"
     return f"about {power.queries_needed} queries needed for MDE <= max drop"
 
 

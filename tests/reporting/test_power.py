@@ -188,3 +188,18 @@ def test_a_one_language_fixture_counts_each_gated_hypothesis_once() -> None:
     # Beside English queries the zh slice is a hypothesis of its own: six gated hypotheses.
     bilingual = compare_reports(*_reports(base_hits * 2, head_hits * 2, ["zh"] * 30 + ["en"] * 30))
     assert bilingual.family_size == 6 == sum(r.gated for r in bilingual.rows)
+
+
+def test_a_row_with_enough_queries_but_too_few_differing_is_not_told_to_add_queries() -> None:
+    """1,000 queries, 2 lost: the spread gives an MDE below max drop, and only the p floor of 2 discordant queries
+    makes the row underpowered; advising about 160 queries (fewer than it has) would be false."""
+    base_hits = [True] * 1000
+    head_hits = [i >= 2 for i in range(1000)]
+    comparison = compare_reports(*_reports(base_hits, head_hits, ["en"] * 1000))
+    row = next(r for r in comparison.rows if r.measure == "recall@10" and r.slice == "all")
+    assert row.power is not None and row.power.mde < 0.01 and row.power.underpowered
+    assert row.power.queries_needed is not None and row.power.queries_needed < 1000
+    verdict = find_regressions(comparison)
+    text = verdict.describe()
+    assert "its 1000 queries are enough for MDE <= max drop; more of them would have to differ" in text
+    assert "queries needed for MDE" not in text and verdict.queries_needed is None
