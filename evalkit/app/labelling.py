@@ -31,6 +31,7 @@ from pydantic import Field, field_validator, model_validator
 from evalkit.app.notebook import NotebookParameters, relative_to_root
 from evalkit.common.output import resolve_output_path
 from evalkit.data.fixture import Fixture, load_fixture
+from evalkit.data.label_merge import DEFAULT_OVERLAP_BOUND
 from evalkit.data.labels import LabelDecision, LabelFile, LabelTask, load_tasks, read_labels, span_text
 from evalkit.data.schema import LANGUAGES, Identifier
 
@@ -384,6 +385,13 @@ class LabelParameters(NotebookParameters):
     mode: Mode = Field(default="label", description="label: blind, own file only; adjudicate: labels_a vs labels_b")
     labels_a: str | None = Field(default=None, description="adjudicate: the first reviewer's label file")
     labels_b: str | None = Field(default=None, description="adjudicate: the second reviewer's label file")
+    overlap_bound: float = Field(
+        default=DEFAULT_OVERLAP_BOUND,
+        ge=0.0,
+        le=1.0,
+        description="adjudicate: spans of one grade agree at this token F1 or above, as `evalkit labels agree "
+        "--overlap-bound` and `labels merge --overlap-bound` read them (give the same bound to all three)",
+    )
 
     _paths_relative = field_validator("fixture", "tasks", "labels", "labels_a", "labels_b")(relative_to_root)
 
@@ -414,7 +422,7 @@ class LabelParameters(NotebookParameters):
 
         first = read_labels(self.root / str(self.labels_a), fixture)
         second = read_labels(self.root / str(self.labels_b), fixture)
-        found = to_adjudicate(first, second, fixture)
+        found = to_adjudicate(first, second, fixture, self.overlap_bound)
         if self.reviewer in {d.reviewer for d in (*first, *second)}:
             raise ValueError(f"reviewer {self.reviewer!r} labelled one of the files: the adjudicator is a third person")
         compare = {(d.query_id, d.chunk_id): d for d in found}

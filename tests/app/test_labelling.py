@@ -25,7 +25,8 @@ from evalkit.app.labelling import (
     session_view,
 )
 from evalkit.app.notebook import UnknownParameterError
-from evalkit.data.fixture import Fixture, LoadedFixture
+from evalkit.data.fixture import Fixture, LoadedFixture, load_fixture
+from evalkit.data.label_merge import span_overlap_f1
 from evalkit.data.labels import LabelDecision, LabelFileError, LabelTask, load_tasks, read_labels
 
 from ..conftest import ROOT, TINY_DIR
@@ -350,6 +351,31 @@ def test_adjudication_shows_the_chunks_only_one_reviewer_decided(
         {"reviewer": "ana", "grade": 0, "spans": []},
         {"reviewer": "bo", "grade": None, "spans": []},
     ]
+
+
+def test_adjudication_reads_spans_at_the_bound_agree_and_merge_are_given(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Grade 3 from both with spans of token F1 0.8 > 0.5 and < 0.9: agreed at the default bound (nothing to
+    adjudicate) and a pair to adjudicate at 0.9, as `labels agree` and `labels merge --overlap-bound 0.9` read it."""
+    (tmp_path / "pyproject.toml").write_text("", encoding="utf-8")  # a stand-in project root
+    (tmp_path / "evalkit").mkdir()
+    shutil.copytree(TINY_DIR, tmp_path / "fx")
+    monkeypatch.chdir(tmp_path)
+    fixture = load_fixture(tmp_path / "fx").fixture
+    common = {"query_id": "q-en-001", "chunk_id": "en-trash-01", "grade": 3}
+    (tmp_path / "labels").mkdir()
+    write_labels(tmp_path / "labels" / "ana.jsonl", [{**common, "spans": [[14, 43]], "reviewer": "ana"}])
+    write_labels(tmp_path / "labels" / "bo.jsonl", [{**common, "spans": [[21, 43]], "reviewer": "bo"}])
+    a, b = (read_labels(tmp_path / "labels" / f"{who}.jsonl", fixture) for who in ("ana", "bo"))
+    text = next(c.text for c in fixture.chunks if c.chunk_id == "en-trash-01")
+    assert 0.5 < span_overlap_f1(text, a[0].spans, b[0].spans) < 0.9
+    pairs = {"fixture": "fx", "reviewer": "cy", "mode": "adjudicate", "labels_a": "labels/ana.jsonl"}
+    for bound, expected in ((0.5, []), (0.9, [("q-en-001", "en-trash-01")])):
+        params = LabelParameters(**pairs, labels_b="labels/bo.jsonl", overlap_bound=bound)
+        assert [(t.query_id, t.chunk_id) for t in params.open_session().tasks] == expected
+    with pytest.raises(ValueError, match="overlap_bound"):
+        LabelParameters(**pairs, labels_b="labels/bo.jsonl", overlap_bound=1.5)
 
 
 def test_adjudication_parameters(tmp_path: Path) -> None:
