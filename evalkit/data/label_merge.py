@@ -190,7 +190,7 @@ def reviewer_pair(a: Sequence[LabelDecision], b: Sequence[LabelDecision]) -> tup
     return left, right
 
 
-def _describe(key: Key, a: LabelDecision | None, b: LabelDecision | None) -> str:
+def _describe(key: Key, a: LabelDecision | None, b: LabelDecision | None, text: str, bound: float) -> str:
     pair = f"query {key[0]!r}, " + ("no-answer decision" if key[1] is None else f"chunk {key[1]!r}")
     if a is None or b is None:
         only = [d for d in (a, b) if d is not None]
@@ -199,7 +199,8 @@ def _describe(key: Key, a: LabelDecision | None, b: LabelDecision | None) -> str
     if a.grade != b.grade:
         return f"{pair}: grade {a.grade} by {a.reviewer!r}, {b.grade} by {b.reviewer!r}"
     spans = f"spans {[list(x) for x in a.spans]} by {a.reviewer!r}, {[list(x) for x in b.spans]} by {b.reviewer!r}"
-    return f"{pair}: grade {a.grade} from both, {spans} (span overlap below the bound)"
+    overlap = span_overlap_f1(text, a.spans, b.spans)
+    return f"{pair}: grade {a.grade} from both, {spans} (span overlap F1 {overlap:.2f}, below the bound {bound:g})"
 
 
 def _merged(
@@ -223,7 +224,7 @@ def _merged(
             if key not in overruled:
                 merged[key] = (0, ())
         else:
-            undecided.append(_describe(key, one, other))
+            undecided.append(_describe(key, one, other, texts.get(key[1] or "", ""), bound))
     return merged, undecided
 
 

@@ -78,7 +78,7 @@ def test_undecided_pairs_are_refused_each_listed(fixture: Fixture) -> None:
         merge_labels(fixture, a, b, None, "1.1.0")
     assert caught.value.problems == [
         "query 'q-en-002', chunk 'en-sync-02': grade 3 from both, spans [[45, 87]] by 'ana', [[45, 50]] by 'ben' "
-        "(span overlap below the bound)",
+        "(span overlap F1 0.36, below the bound 0.5)",
         "query 'q-en-003', chunk 'zh-billing-01': only 'ana' (grade 3) decided it",
         "query 'q-zh-001', chunk 'zh-export-01': grade 1 by 'ana', 2 by 'ben'",
         "query 'q-zh-002': merged as no answer (chunk_id null), yet chunk 'zh-billing-02' has grade 3",
