@@ -151,8 +151,13 @@ class Scoring:
                 "(the slower path: memory grows with the file)"
             )
             return self._read_whole(source, note)
-        except (pa.ArrowInvalid, Refused, TableError):
-            return self._read_whole(source)
+        except (pa.ArrowInvalid, Refused, TableError):  # a bad file is refused by the whole read, naming its lines
+            note = (
+                f"{source.name or Path(source.path).name}: its lines could not be read a segment at a time (they do "
+                "not all have the columns or separators of its first lines), so it was read whole (the slower path: "
+                "memory grows with the file)"
+            )
+            return self._read_whole(source, note)
         name = source.name or read.name
         return Scored(scorer.result(name), name, read.sha256, read.queries, withheld[0], read.lines)
 

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import evalkit
-from evalkit.data import run_stream, tables
+from evalkit.data import run_stream, runs, tables
 from evalkit.data.runs import RunFileError
 from evalkit.measures import core
 from evalkit.reporting.report import report_json
@@ -127,6 +127,23 @@ def test_a_run_not_grouped_by_query_is_read_whole_and_says_so(tmp_path: Path, st
         run_sources.STREAM_SCORE_BYTES = run_sources_threshold  # type: ignore[misc]
     _same(whole, streamed)
     assert not any("not grouped" in n for n in whole.notes)
+
+
+def test_a_line_with_an_extra_column_is_read_whole_in_blocks_and_says_so(
+    tmp_path: Path, streaming: list[int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One line past the first segments carries a seventh column (ignored, as trec_eval ignores it): the run is read
+    whole, line by line a block at a time, with a note naming the slower path, to the scores of the same run
+    without it."""
+    monkeypatch.setattr(runs, "_IRREGULAR_BLOCK", 500)  # several blocks of the line-by-line read
+    qrels, run = _files(tmp_path, seed=5)
+    plain = _scored(qrels, run)
+    lines = run.read_text(encoding="utf-8").splitlines()
+    lines[3000] += " a-comment"
+    run.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    streamed = _scored(qrels, run)
+    assert any("could not be read a segment at a time" in n and "slower path" in n for n in streamed.notes)
+    _same(plain, streamed)
 
 
 def test_a_bad_line_past_the_first_segments_is_named_as_the_whole_read_names_it(
