@@ -90,6 +90,9 @@ class RunScores:
     unjudged: npt.NDArray[np.int64] | None = None
     """Per qrels row, how many of its first ``unjudged_k`` results the judgments do not speak for (absent, or a
     negative grade); only when asked (``score_run(..., unjudged_k=k)``)."""
+    named: npt.NDArray[np.bool_] | None = None
+    """Per qrels row, whether the run names the query (a judged query it leaves out scores 0 under
+    ``missing="zero"``, as with trec_eval's ``-c``, but has no line of its own in trec_eval's ``-q`` output)."""
 
 
 def depth_of(measures: Sequence[MeasureDef], context_k: int = 0) -> int | None:
@@ -275,7 +278,9 @@ class RunScorer:
         values = self.values
         if self.missing == "skip":
             values = {name: np.where(evaluated, column, np.nan) for name, column in values.items()}
-        return RunScores(name, values, evaluated, self.answerable, counts, self.reached, self.unjudged)
+        return RunScores(
+            name, values, evaluated, self.answerable, counts, self.reached, self.unjudged, self.covered.copy()
+        )
 
 
 def score_run(

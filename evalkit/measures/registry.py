@@ -72,6 +72,7 @@ __all__ = [
     "parse_measures",
     "reference_value",
     "register_measure",
+    "trec_order",
     "unregister_measure",
 ]
 
@@ -203,6 +204,31 @@ def judged_share_measures(measures: Sequence[MeasureDef]) -> tuple[MeasureDef, .
     k = judged_k(measures)
     asked = {m.name for m in measures}
     return tuple(parse_measure(f"{name}@{k}") for name in ("judged", "unj") if f"{name}@{k}" not in asked)
+
+
+_TREC_EVAL_ORDER: Final = (
+    "map", "gm_map", "Rprec", "bpref", "recip_rank", "iprec_at_recall", "P", "relstring", "recall", "infAP",
+    "gm_bpref", "Rprec_mult", "utility", "11pt_avg", "binG", "G", "dcg", "ideal_dcg", "ndcg", "ndcg_rel", "Rndcg",
+    "ndcg_cut", "map_cut", "relative_P", "success",
+)  # fmt: skip
+"""trec_eval's measure table (``measures.c``): the order it computes and prints measures in, whatever order ``-m``
+names them."""
+
+
+def trec_order(measures: Sequence[MeasureDef]) -> list[MeasureDef]:
+    """``measures`` as trec_eval prints them: trec_eval's names in its table's order, a family's cutoffs ascending;
+    evalkit's own names (which trec_eval does not print) after them, in the order asked."""
+
+    def key(item: tuple[int, MeasureDef]) -> tuple[int, int, int]:
+        position, measure = item
+        root, _, cutoff = measure.name.rpartition("_")
+        if root and cutoff.isdigit() and root in _TREC_EVAL_ORDER:
+            return (_TREC_EVAL_ORDER.index(root), int(cutoff), position)
+        if measure.name in _TREC_EVAL_ORDER:
+            return (_TREC_EVAL_ORDER.index(measure.name), 0, position)
+        return (len(_TREC_EVAL_ORDER), 0, position)
+
+    return [measure for _, measure in sorted(enumerate(measures), key=key)]
 
 
 def display_order(names: Sequence[str]) -> list[str]:

@@ -51,6 +51,7 @@ from evalkit.measures.registry import (
     judged_k,
     judged_share_measures,
     parse_measures,
+    trec_order,
 )
 from evalkit.measures.results import Failure
 from evalkit.measures.statistics import DEFAULT_STATISTICS, StatisticsSettings
@@ -352,17 +353,21 @@ class ScoreResult:
 
     def format_trec(self, per_query: bool = False) -> str:
         """trec_eval's layout, ``measure<TAB>query<TAB>value`` with 4 decimals (``%-22s\\t%s\\t%6.4f``): per query
-        first when asked, then ``all``. With several runs, each run's block follows the previous one and opens with
-        trec_eval's ``runid<TAB>all<TAB>NAME`` line, so the blocks can be told apart."""
+        first when asked (the queries the run names, as ``-q``; one it leaves out counts in ``all`` only, as with
+        ``-c``), then ``all``, the measures in trec_eval's order (:func:`trec_order`). With several runs, each run's
+        block follows the previous one and opens with trec_eval's ``runid<TAB>all<TAB>NAME`` line, so the blocks can
+        be told apart."""
         lines = []
-        shown = self._asked
+        shown = trec_order(self._asked)
         for run in self.runs:
             if len(self.runs) > 1:
                 lines.append(f"{'runid':<22}\tall\t{run.name}")
             if per_query:
                 columns = {m.name: run.values[m.name][self._rows].tolist() for m in shown}
+                named = np.ones(len(self._rows), dtype=bool) if run.named is None else run.named[self._rows]
                 for i, query_id in enumerate(self.query_ids):
-                    lines += [f"{n:<22}\t{query_id}\t{v[i]:6.4f}" for n, v in columns.items() if not math.isnan(v[i])]
+                    shows = [(n, v[i]) for n, v in columns.items() if named[i] and not math.isnan(v[i])]
+                    lines += [f"{n:<22}\t{query_id}\t{value:6.4f}" for n, value in shows]
             means = self.means[(run.name, "all")]
             lines += [f"{m.name:<22}\tall\t{means[m.name]:6.4f}" for m in shown if not math.isnan(means[m.name])]
         return "\n".join(lines)

@@ -348,7 +348,8 @@ def test_cli_trec_format_is_trec_eval_layout(files: Path, capsys: pytest.Capture
     assert code == 0
     captured = capsys.readouterr()
     # q3 has no relevant document: trec_eval's names score it 0 and count it, as trec_eval does (q1..q4: 4 queries)
-    assert captured.out == ("P_2                   \tall\t0.2500\nmap                   \tall\t0.3125\n")
+    # in trec_eval's order (map before P), whatever order --measures names them in
+    assert captured.out == ("map                   \tall\t0.3125\nP_2                   \tall\t0.2500\n")
     assert "1 judged query(ies) missing from the run" in captured.err  # notes go to stderr, not into the layout
     assert (
         main(
@@ -372,8 +373,7 @@ def test_cli_trec_format_is_trec_eval_layout(files: Path, capsys: pytest.Capture
         "P_2                   \tq1\t0.5000",
         "P_2                   \tq2\t0.5000",
         "P_2                   \tq3\t0.0000",
-        "P_2                   \tq4\t0.0000",
-        "P_2                   \tall\t0.2500",
+        "P_2                   \tall\t0.2500",  # q4, judged but not in the run, counts in all only (-c), as 0
     ]
 
 
@@ -544,13 +544,28 @@ def test_cli_runs_in_two_folders_may_share_a_file_name(files: Path, capsys: pyte
     assert "run ID 'first' of b/other.trec is also the ID of a/run.trec" in capsys.readouterr().err
 
 
+def test_trec_format_prints_as_trec_eval_q_and_c_do(files: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """trec_eval prints measures in its table's order (cutoffs ascending) whatever order -m names them, and under -q
+    a line per query only for the queries the run names; -c counts the others in the means only."""
+    measures = "ndcg_cut_10,P_10,recall@1,P_5,map,recip_rank"
+    argv = ["score", "--qrels", "qrels.txt", "--run", "run.trec", "--measures", measures, "--ties", "trec_eval"]
+    assert main([*argv, "--format", "trec", "--per-query"]) == 0
+    lines = [line.split("\t") for line in capsys.readouterr().out.splitlines()]
+    named = sorted(set(RUN) & set(QRELS))
+    assert sorted({query for _, query, _ in lines} - {"all"}) == named  # q4 is judged, not in the run: all only
+    first = [name.strip() for name, query, _ in lines if query == named[0]]
+    assert first == ["map", "recip_rank", "P_5", "P_10", "ndcg_cut_10", "recall@1"]
+    assert [name.strip() for name, query, _ in lines if query == "all"] == first
+
+
 def test_cli_trec_format_names_each_run_when_there_are_several(files: Path, capsys: pytest.CaptureFixture[str]) -> None:
     _write(files, "other.trec", _trec_run({"q2": {"d4": 1.0}}, tag="other"))
     argv = ["score", "--qrels", "qrels.txt", "--run", "run.trec", "--run", "other.trec", "--measures", "P_1"]
     assert main([*argv, "--format", "trec", "--per-query"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0] == "runid                 \tall\tsys"  # q3, without a relevant document, scores 0 (trec_eval)
-    assert "runid                 \tall\tother" in lines and len(lines) == 2 * (1 + 4 + 1)
+    # per query, only the queries each run names (sys: q1-q3, other: q2), as trec_eval -q prints them
+    assert "runid                 \tall\tother" in lines and len(lines) == (1 + 3 + 1) + (1 + 1 + 1)
 
 
 def test_measures_given_as_one_string_is_one_name() -> None:
