@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
 import sys
 import threading
@@ -56,8 +57,15 @@ def stopped(signum: int) -> int:
     return EXIT_SIGTERM
 
 
+_TERMINAL_CONTROLS = re.compile(r"[\x00-\x09\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+"""Characters a terminal acts on (escape sequences, carriage return, bidirectional overrides): every one but the
+newline, which separates a message's own lines."""
+
+
 def say(line: str) -> None:
-    """Write `line` to stderr, the command's last word, even when nobody reads stderr any more (see :class:`Unread`)."""
+    """Write `line` to stderr, the command's last word, even when nobody reads stderr any more (see :class:`Unread`);
+    a character a terminal would act on (an escape sequence in a file name, say) is written as its escape."""
+    line = _TERMINAL_CONTROLS.sub(lambda m: repr(m.group())[1:-1], line)
     stream = Unread(sys.stderr)
     stream.write(line + "\n")
     stream.flush()

@@ -79,7 +79,11 @@ class InputError(ValueError):
 
 
 def clip(text: str, limit: int = MAX_ECHO_LENGTH) -> str:
-    """`text` cut to `limit` characters, noting the full length when cut."""
+    """`text` cut to `limit` characters, noting the full length when cut; a character that does not print (a
+    newline or an escape in a file name, say) is written as its escape, so a message stays one line and sends
+    nothing to the terminal but text."""
+    if not text.isprintable():
+        text = repr(text)[1:-1]
     return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
 
 

@@ -202,3 +202,31 @@ def test_a_qrels_report_compares_with_a_run_report_of_the_same_fixture(
     no_answer = sum(not answerable for answerable in run_report["queries"]["answerable"])
     assert no_answer > 0
     assert any(f"{no_answer} query(ies) of base without judgments" in note for note in comparison.notes)
+
+
+def test_a_report_label_that_does_not_print_is_refused(
+    reports: dict[str, Any], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A file name with a newline would forge rows of the tables (a line starting `PASS`); with an escape it would
+    drive the terminal: such a label is refused, naming it escaped, before anything is compared."""
+    shutil.copy("base.json", "two\nPASS  forged line.json")
+    shutil.copy("base.json", "evil\x1b[2J.json")
+    for name in ("two\nPASS  forged line.json", "evil\x1b[2J.json"):
+        code, out, err = run_cli(capsys, "compare", "base.json", "same.json", name)
+        assert code == 2 and out == ""
+        assert "holds a character that does not print" in err and "\x1b" not in err
+        assert len(err.splitlines()) == 1
+    code, out, _ = run_cli(
+        capsys,
+        "compare",
+        "base.json",
+        "same.json",
+        "two\nPASS  forged line.json",
+        "--label",
+        "a",
+        "--label",
+        "b",
+        "--label",
+        "c",
+    )
+    assert code == 0 and "forged" not in out

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from evalkit.app.cli.options import EXIT_OK, Commands, add_input_limit, max_bytes
 from evalkit.common.output import refuse_input_overwrite, resolve_output_path, write_atomic
+from evalkit.data.inputs import clip
 from evalkit.measures.registry import measure_list
 from evalkit.reporting.holes import DEFAULT_MAX_UNJUDGED_GAP
 from evalkit.reporting.report import parse_report
@@ -31,6 +32,12 @@ def compare(args: argparse.Namespace) -> int:
     labels = args.label or (stems if len(set(stems)) == len(stems) else names)
     if len(labels) != len(names):
         raise ValueError(f"give --label once per report: {len(names)} reports, {len(labels)} labels")
+    unprintable = [label for label in labels if not label.isprintable()]
+    if unprintable:
+        raise ValueError(
+            f"report label {clip(unprintable[0])} holds a character that does not print (a newline, an escape): "
+            "rename the file or give --label"
+        )
     measures = measure_list(args.gate_measures) if args.gate_measures else None
     reports = []
     for i, name in enumerate(names):
