@@ -239,9 +239,9 @@ def read_topics(path: Path, max_bytes: int = DEFAULT_MAX_TABLE_BYTES) -> dict[st
     for topic in lines.topics:
         if topic.language is not None:
             languages[topic.query_id] = topic.language
-        elif topic.text is not None:
+        elif topic.text is not None and topic.text.strip():
             languages[topic.query_id] = detect_language(topic.text)
-        else:
+        else:  # a blank text has no language to detect either (the importers skip it as blank_text)
             problems.append(f"{topic.where}: field 'text': needed to detect the language when none is given")
     if problems:
         listing = "\n".join(f"  - {p}" for p in cap_problems(problems))

@@ -73,6 +73,7 @@ def test_jsonl_topics_take_integer_ids_and_either_language_field(tmp_path: Path)
         ({"_id": "q2", "text": "x", "metadata": {"language": "EN"}}, r"field 'metadata.language': must be 'en' or"),
         ({"_id": "q2", "language": "en", "metadata": {"language": "zh"}}, r"field 'metadata.language': 'zh' differs"),
         ({"query_id": "q2", "language": None}, r"field 'text': needed to detect the language"),
+        ({"query_id": "q2", "text": "  "}, r"field 'text': needed to detect the language"),  # blank: no language
         ({"query_id": "q2", "query": 3}, r"field 'query': must be a string, not int"),
         ({"query_id": "q2", "text": "x", "metadata": ["zh"]}, r"field 'metadata': must be an object, not list"),
         ({"text": "no id"}, r"field '_id': required \(or query_id or qid\)"),
@@ -167,4 +168,12 @@ def test_a_query_id_with_control_characters_or_whitespace_is_refused(
     path = tmp_path / name
     path.write_text(text, encoding="utf-8")
     with pytest.raises(TopicsError, match=rf"{name} line 1: field '{field}'"):
+        read_topics(path)
+
+
+def test_a_blank_tsv_topic_text_is_refused_not_counted_english(tmp_path: Path) -> None:
+    """A blank text gives no language to detect (detection would answer en): refused naming the line, as a missing
+    text is, instead of moving the en slice's means."""
+    path = _write(tmp_path, "t.tsv", "q1\thello\nq3\t   \n")
+    with pytest.raises(TopicsError, match=r"t.tsv line 2: field 'text': needed to detect the language"):
         read_topics(path)
