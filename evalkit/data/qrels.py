@@ -212,14 +212,12 @@ def _field_names(layout: str) -> tuple[str, ...]:
     return BEIR_QRELS_HEADER if layout == "beir" else TREC_QRELS_COLUMNS
 
 
-def _line_problem(layout: str, width: int):  # type: ignore[no-untyped-def]
+def _line_problem(layout: str):  # type: ignore[no-untyped-def]
     names = _field_names(layout)
 
     def check(fields: list[str], where: str) -> str | None:
         if len(fields) < len(names):
             return f"{where}: needs {len(names)} columns ({' '.join(names)}), has {len(fields)}"
-        if len(fields) != width:
-            return f"{where}: has {len(fields)} columns where the first line has {width}"
         grade = fields[len(names) - 1]
         if not _INTEGER.fullmatch(grade):
             return f"{where}: field {names[-1]!r}: {clip(repr(grade))} is not an integer"
@@ -285,19 +283,38 @@ def _read_columns(path: Path, max_bytes: int, given: Layout | None = None) -> tu
         except (pa.ArrowInvalid, tables.Refused):
             refused = True
         if refused:
-            for number, line in tables.text_lines(path, max_bytes):
-                fields = tables.split_fields(line)
-                if number > header and fields:  # the first data line: its width is the file's
-                    width = len(fields)
-                    break
             clean = block_check(path, names, _TYPES, _refuses, max_bytes, skip_rows=header)
-            error = diagnose(path, _line_problem(layout, width), max_bytes, skip_rows=header, clean=clean)
-            raise QrelsError(str(error), error.problems or [str(error)])
+            error = diagnose(path, _line_problem(layout), max_bytes, skip_rows=header, clean=clean)
+            if error.problems:
+                raise QrelsError(str(error), error.problems)
+            table = _irregular(path, max_bytes, width, header)  # every line right: their widths differ
+            grade_column = pc.cast(table.column("grade"), pa.int64())
     except InputError as exc:
         raise QrelsError(str(exc)) from None
     except TableError as exc:
         raise QrelsError(str(exc), exc.problems or [str(exc)]) from None
     return table.set_column(table.column_names.index("grade"), "grade", grade_column), layout, header
+
+
+def _irregular(path: Path, max_bytes: int, width: int, header: int) -> pa.Table:
+    """The columns of a qrels file whose lines have different numbers of columns (extra ones ignored, on any line,
+    as trec_eval ignores them), every line checked already: read line by line. ``width`` is the layout's."""
+    query: list[str] = []
+    doc: list[str] = []
+    grade: list[str] = []
+    for number, line in tables.text_lines(path, max_bytes):
+        fields = tables.split_fields(line)
+        if number > header and fields:
+            query.append(fields[0])
+            doc.append(fields[width - 2])
+            grade.append(fields[width - 1])
+    return pa.table(
+        {
+            "query": pa.array(query, pa.string()).dictionary_encode(),
+            "doc": pa.array(doc, pa.string()),
+            "grade": pa.array(grade, pa.string()),
+        }
+    )
 
 
 def read_qrels_file(path: Path, max_bytes: int = DEFAULT_MAX_TABLE_BYTES) -> Qrels:

@@ -173,7 +173,7 @@ def _options() -> CollectionOptions:
         ("q1 0 d1 1\nq1 0 d2 x\n", "qrels.txt line 2: field 'grade': 'x' is not an integer"),
         ("q1 0 d1 1\nq1 0 d2 2.0\n", "qrels.txt line 2: field 'grade': '2.0' is not an integer"),
         ("q1 0 d1 1\n\nq1 0 d2\n", "qrels.txt line 3: needs 4 columns (query-id iteration doc-id grade), has 3"),
-        ("q1 0 d1 1 x\nq1 0 d2 1\n", "qrels.txt line 2: has 4 columns where the first line has 5"),
+        ("q1 0 d1 1 x\nq1 0 d2 z 9\n", "qrels.txt line 2: field 'grade': 'z' is not an integer"),
         ("q1 0 d1 1\nq1 0 d\u202e2 1\n", "qrels.txt line 2: field 'doc-id': 'd\\u202e2' holds a control"),
         ("q1 0 d1 1\nq1 0 d1 2\n", "query 'q1' document 'd1': judged twice with different grades (1 and 2)"),
     ],

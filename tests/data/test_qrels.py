@@ -178,7 +178,6 @@ def test_grades_span_the_64_bit_range(tmp_path: Path) -> None:
         ("q1 0 d1 1_0", r"field 'grade': '1_0' is not an integer"),
         ("q1 0 d1 99999999999999999999", r"field 'grade': '99999999999999999999' is out of the 64-bit integer range"),
         ("q1 0 d1", r"needs 4 columns \(query-id iteration doc-id grade\), has 3"),
-        ("q1 0 d1 1 extra", r"has 5 columns where the first line has 4"),
         ("q\x01 0 d1 1", r"field 'query-id': 'q\\x01' holds a control or bidirectional character"),
         ("q1 0 d\u202e1 1", r"field 'doc-id': 'd\\u202e1' holds a control or bidirectional character"),
         ("q1 0 d\x1f1 1", r"field 'doc-id': 'd\\x1f1' holds a control or bidirectional character"),
@@ -195,7 +194,7 @@ def test_a_malformed_line_names_the_file_the_line_and_the_field(tmp_path: Path, 
     [
         ("q1\td1\tx", r"field 'score': 'x' is not an integer"),
         ("q1\td1", r"needs 3 columns \(query-id corpus-id score\), has 2"),
-        ("q1\t0\td1\t1", r"has 4 columns where the first line has 3"),
+        ("q1\t0\td1\t1", r"field 'score': 'd1' is not an integer"),  # a 4th column is ignored: corpus-id 0
         ("q1\td\u202e1\t1", r"field 'corpus-id': 'd\\u202e1' holds a control"),
     ],
 )
@@ -203,6 +202,20 @@ def test_a_malformed_beir_line_names_the_line_and_the_field(tmp_path: Path, line
     path = _write(tmp_path, "test.tsv", f"query-id\tcorpus-id\tscore\nq0\td0\t1\n{line}\n")
     with pytest.raises(QrelsError, match=rf"test.tsv line 3: {problem}"):
         read_qrels_file(path)
+
+
+def test_extra_columns_are_ignored_on_any_line(tmp_path: Path) -> None:
+    """As trec_eval ignores them: one annotated line among plain ones, or fewer extras than the first line has, is
+    read as the plain file is (it was refused as a line of another width)."""
+    plain = read_qrels_file(_write(tmp_path, "plain.qrels", "q1 0 d1 1\nq1 0 d2 0\nq2 0 d3 2\n"))
+    for name, text in (
+        ("one.qrels", "q1 0 d1 1\nq1 0 d2 0 checked twice\nq2 0 d3 2\n"),
+        ("first.qrels", "q1 0 d1 1 x y\nq1 0 d2 0\nq2 0 d3 2 z\n"),
+    ):
+        irregular = read_qrels_file(_write(tmp_path, name, text))
+        assert irregular.as_dict() == plain.as_dict() == {"q1": {"d1": 1, "d2": 0}, "q2": {"d3": 2}}
+    with pytest.raises(QrelsError, match=r"bad.qrels line 2: field 'grade': 'x' is not an integer"):
+        read_qrels_file(_write(tmp_path, "bad.qrels", "q1 0 d1 1\nq1 0 d2 x extra\n"))
 
 
 def test_twenty_five_bad_lines_list_twenty_and_count_five_more(tmp_path: Path) -> None:
