@@ -397,13 +397,15 @@ def test_the_pattern_and_the_byte_scan_find_the_same_long_numbers(parts: list[st
     assert inputs.may_hold_long_number(padded) == expected == inputs.may_hold_long_number(text)
 
 
-def test_a_file_name_that_does_not_print_is_echoed_escaped(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_file_name_that_does_not_print_is_echoed_escaped(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A newline in a run file's name kept a one-line message to one line only as long as the name had none; an
     escape sequence in a qrels file's name reached the terminal. Both are written as their escapes."""
     assert clip("bad\nrun.trec") == "bad\\nrun.trec" and clip("中文-1.trec") == "中文-1.trec"
     (tmp_path / "qrels.txt").write_text("q1 0 d1 1\n", encoding="utf-8")
     (tmp_path / "bad\nrun.trec").write_text("q1 Q0 d1 1 nan t\n", encoding="utf-8")
-    os.chdir(tmp_path)
+    monkeypatch.chdir(tmp_path)
     assert main(["score", "--qrels", "qrels.txt", "--run", "bad\nrun.trec"]) == 2
     err = capsys.readouterr().err
     assert "bad\\nrun.trec line 1: score 'nan' is not finite" in err and "bad\nrun" not in err
