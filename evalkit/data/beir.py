@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from evalkit.data import collection
+from evalkit.data import collection, collection_files
 from evalkit.data.collection import CollectionOptions
 from evalkit.data.field_names import BEIR_QRELS_HEADER
 from evalkit.data.fixture import Fixture
@@ -64,12 +64,12 @@ def qrels_tsv(fixture: Fixture) -> bytes:
 def beir_files(fixture: Fixture, split: str = "test") -> dict[str, bytes]:
     """Relative path -> content of the BEIR files of `fixture`."""
     return {
-        CORPUS_FILE: collection.corpus_jsonl(fixture),
-        QUERIES_FILE: collection.queries_jsonl(fixture),
+        CORPUS_FILE: collection_files.corpus_jsonl(fixture),
+        QUERIES_FILE: collection_files.queries_jsonl(fixture),
         f"qrels/{split}.tsv": qrels_tsv(fixture),
     }
 
 
 def write_beir(fixture: Fixture, directory: Path, split: str = "test") -> list[Path]:
     """Write the fixture as a BEIR directory (every file atomically, all built before any is written)."""
-    return collection.write_files(beir_files(fixture, split), directory)
+    return collection_files.write_files(beir_files(fixture, split), directory)

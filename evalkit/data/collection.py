@@ -1,16 +1,17 @@
 """A test collection in the shape the IR field exchanges it: corpus records, queries and graded qrels.
 
-The BEIR (:mod:`evalkit.data.beir`) and TREC (:mod:`evalkit.data.trec`) readers and writers share this module:
-reading a JSONL corpus forgivingly (every repair and skip goes to a :class:`~evalkit.data.repairs.RepairLog`), and
-queries and qrels through the one topics and qrels readers that scoring uses (:func:`query_records`,
-:func:`read_qrels`), turning a collection into a strict :class:`~evalkit.data.fixture.Fixture`, and writing a
-fixture's corpus and queries back as JSONL.
+The BEIR (:mod:`evalkit.data.beir`) and TREC (:mod:`evalkit.data.trec`) readers share this module: reading a JSONL
+corpus forgivingly (every repair and skip goes to a :class:`~evalkit.data.repairs.RepairLog`), and queries and qrels
+through the one topics and qrels readers that scoring uses (:func:`query_records`, :func:`read_qrels`), turning a
+collection into a strict :class:`~evalkit.data.fixture.Fixture`. Their writers write a fixture's corpus and queries
+back as JSONL with :mod:`evalkit.data.collection_files`.
 
 Mapping (what the writers produce and the readers read back):
 
 - **Corpus record** = one chunk: ``{"_id": chunk_id, "title": document title, "text": chunk text, "metadata":
   {"doc_id": ..., "language": ...}}``. On reading, chunks that share ``metadata.doc_id`` form one document (its
-  language and title are the first chunk's); without it every record is its own document, ``doc_id = _id``.
+  language and title are the first chunk's; a later chunk that gives another is recorded, ``conflicting_document``);
+  without it every record is its own document, ``doc_id = _id``.
 - **Query** = ``{"_id": query_id, "text": ..., "metadata": {"language": ..., "tags": [...], "spans": [{"chunk_id",
   "start", "text"}]}}``, read by the one topics reader (:mod:`evalkit.data.topics`: its keys, ID checks, languages
   and repeated queries). Spans are evalkit's own and optional: a relevant judgment (grade 1-3) without them gets
@@ -30,7 +31,6 @@ Mapping (what the writers produce and the readers read back):
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -39,7 +39,6 @@ from typing import Any, Literal, cast, get_args
 
 from pydantic import Field
 
-from evalkit.common.output import write_atomic
 from evalkit.data.assembly import ImportOptions, assemble_fixture, replace_id_characters
 from evalkit.data.field_names import QUERY_TEXT_KEYS
 from evalkit.data.fixture import RELEVANT_GRADE, Fixture
@@ -59,13 +58,10 @@ __all__ = [
     "Qrel",
     "QueryRecord",
     "build_fixture",
-    "corpus_jsonl",
-    "queries_jsonl",
     "query_records",
     "read_corpus",
     "read_qrels",
     "read_queries",
-    "write_files",
 ]
 
 COLLECTION_KINDS: tuple[CollectionKind, ...] = get_args(CollectionKind)
@@ -314,6 +310,10 @@ def _documents(corpus: Sequence[CorpusRecord], log: RepairLog) -> dict[str, dict
     skipped: set[str] = set()
     for record in corpus:
         if record.doc_id in documents or record.doc_id in skipped:
+            first = documents.get(record.doc_id)
+            if first is not None and (first["language"], first["title"]) != (record.language, record.title):
+                problem = f"corpus record {record.chunk_id!r}: title or language differs from its document's first"
+                log.note("conflicting_document", record.doc_id, problem)  # the first kept (repair), or refused
             continue
         title = record.title
         if not title.strip():
@@ -399,56 +399,6 @@ def build_fixture(
     log.raise_failures(source)
     chunk_data = [{"chunk_id": r.chunk_id, "doc_id": r.doc_id, "text": r.text} for r in kept]
     return assemble_fixture(options, documents.values(), chunk_data, query_data, source)
-
-
-def write_files(files: Mapping[str, bytes], directory: Path) -> list[Path]:
-    """Write each of `files` (path relative to `directory` -> content) atomically, creating folders; the paths
-    written, in order. The caller builds every file before any is written, so a refused fixture writes nothing."""
-    written: list[Path] = []
-    for name, data in files.items():
-        path = Path(directory) / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        write_atomic(path, data)
-        written.append(path)
-    return written
-
-
-def _lines(records: Iterable[dict[str, Any]]) -> bytes:
-    return "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records).encode("utf-8")
-
-
-def corpus_jsonl(fixture: Fixture) -> bytes:
-    """The fixture's chunks as JSONL corpus records, in fixture order (see the module docstring)."""
-    documents = {d.doc_id: d for d in fixture.documents}
-    return _lines(
-        {
-            "_id": chunk.chunk_id,
-            "title": documents[chunk.doc_id].title,
-            "text": chunk.text,
-            "metadata": {"doc_id": chunk.doc_id, "language": documents[chunk.doc_id].language},
-        }
-        for chunk in fixture.chunks
-    )
-
-
-def queries_jsonl(fixture: Fixture) -> bytes:
-    """The fixture's queries as JSONL (``_id``, ``text``, metadata with language, tags and spans), in order."""
-    return _lines(
-        {
-            "_id": query.query_id,
-            "text": query.text,
-            "metadata": {
-                "language": query.language,
-                "tags": list(query.tags),
-                "spans": [
-                    {"chunk_id": judgment.chunk_id, "start": span.start, "text": span.text}
-                    for judgment in query.judgments
-                    for span in judgment.spans
-                ],
-            },
-        }
-        for query in fixture.queries
-    )
 
 
 def read_qrels(path: Path, log: RepairLog, layout: Layout, max_bytes: int = DEFAULT_MAX_INPUT_BYTES) -> list[Qrel]:

@@ -53,6 +53,7 @@ CollectionKind = Literal[
     "negative_grade",
     "grade_above_3",
     "missing_spans",
+    "conflicting_document",
 ]
 """The kinds a collection import (BEIR, TREC: :mod:`evalkit.data.collection`) reports."""
 
@@ -96,6 +97,10 @@ KIND_ACTIONS: dict[RepairKind, tuple[tuple[Action, ...], str]] = {
     ),
     "grade_above_3": (("repair", "skip", "fail"), "a grade above 3: lowered to 3 (repair)"),
     "missing_spans": (("repair", "fail"), "a judgment without answer spans: the whole chunk becomes its span"),
+    "conflicting_document": (
+        ("repair", "fail"),
+        "a corpus record whose title or language differs from its document's first record: the first kept (repair)",
+    ),
     "links_in_text": (("repair", "fail"), "a link, host name or path in chunk or query text: kept (repair)"),
 }
 """Each kind: the actions it allows (the first is the default) and what the default does."""

@@ -32,7 +32,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Final, Literal
 
-from evalkit.data import collection
+from evalkit.data import collection, collection_files
 from evalkit.data.collection import CollectionOptions, QueryRecord
 from evalkit.data.fixture import Fixture
 from evalkit.data.ids import check_trec_field
@@ -144,15 +144,16 @@ def trec_files(
 ) -> dict[str, bytes]:
     """Relative path -> content of the TREC files of `fixture`; `gains` names the qrels relevance (QRELS_GAINS)."""
     qrels = qrels_text(fixture, gains)
-    topics = collection.queries_jsonl(fixture) if topics_format == "jsonl" else _topics_tsv(fixture)
-    return {"corpus.jsonl": collection.corpus_jsonl(fixture), f"topics.{topics_format}": topics, QRELS_FILE: qrels}
+    topics = collection_files.queries_jsonl(fixture) if topics_format == "jsonl" else _topics_tsv(fixture)
+    corpus = collection_files.corpus_jsonl(fixture)
+    return {"corpus.jsonl": corpus, f"topics.{topics_format}": topics, QRELS_FILE: qrels}
 
 
 def write_trec(
     fixture: Fixture, directory: Path, topics_format: TopicsFormat = "jsonl", gains: str = DEFAULT_QRELS_GAINS
 ) -> list[Path]:
     """Write the fixture's corpus, topics and qrels into `directory` (atomically, all built before any is written)."""
-    return collection.write_files(trec_files(fixture, topics_format, gains), directory)
+    return collection_files.write_files(trec_files(fixture, topics_format, gains), directory)
 
 
 def trec_run_bytes(rankings: Mapping[str, Sequence[tuple[str, float]]], tag: str) -> bytes:

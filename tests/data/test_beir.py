@@ -330,3 +330,21 @@ def test_source_files_are_read_as_every_input_is(tmp_path: Path) -> None:
     doubled.write_text('{"_id": "q1", "text": "a", "text": "b"}\n', encoding="utf-8")
     with pytest.raises(SourceFormatError, match=r"queries line 1: not JSON.*'text'"):
         list(read_jsonl(doubled, "queries"))
+
+
+def test_a_chunk_that_gives_its_document_another_title_is_recorded(tmp_path: Path) -> None:
+    """Two records of one document (metadata.doc_id) with different titles: the first is kept and the second
+    recorded as conflicting_document (it was dropped without a word); strict refuses it, naming the record."""
+    corpus = [
+        {"_id": "c1", "title": "Trash", "text": "Deleted notes stay in the trash.", "metadata": {"doc_id": "doc"}},
+        {"_id": "c2", "title": "Another title", "text": "They are kept 30 days.", "metadata": {"doc_id": "doc"}},
+        {"_id": "c3", "title": "Trash", "text": "Restore them from there.", "metadata": {"doc_id": "doc"}},
+    ]
+    directory = write_beir_dir(tmp_path, corpus, GOOD_QUERIES, "q1\tc1\t1\n")
+    log = RepairLog(RepairPolicy())
+    fixture = read_beir(directory, "test", options(language="en"), log)
+    assert [(d.doc_id, d.title) for d in fixture.documents] == [("doc", "Trash")]
+    repaired = log.repairs()["conflicting_document"]
+    assert repaired.count == 1 and repaired.examples == ("doc",)
+    with pytest.raises(SourceFormatError, match="corpus record 'c2': title or language differs"):
+        read_beir(directory, "test", options(language="en"), RepairLog(RepairPolicy.strict()))
