@@ -19,6 +19,7 @@ from evalkit.data.schema import ALL_ABLATION_IDS, LANGUAGES, SLICES, model_json
 from evalkit.reporting.comparison import Comparison, ComparisonRow, PairRow, PairwiseComparison
 from evalkit.reporting.formatting import signed
 from evalkit.reporting.per_query import ANSWERABLE_MEASURES, NO_ANSWER_MEASURES
+from evalkit.reporting.regression import ungated_reason
 from evalkit.reporting.report import Report
 
 if TYPE_CHECKING:  # matplotlib is imported by the two plots only: `evalkit compare` never draws
@@ -176,6 +177,9 @@ def pairwise_table(comparison: PairwiseComparison, style: Literal["markdown", "l
     gated family of all pairs, below the comparison's alpha), as in ranx's comparison table; the best mean is bold.
     LaTeX needs the booktabs package.
     """
+    reason = ungated_reason(comparison)
+    if reason is not None:  # its columns are the gated measures: a table without columns is no table
+        raise ValueError(f"no paper table: {reason}")
     letters = {s.label: chr(ord("a") + i) if i < 26 else str(i + 1) for i, s in enumerate(comparison.systems)}
     cells = _cells(comparison)
     tables = []

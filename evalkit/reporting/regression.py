@@ -18,7 +18,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from evalkit.reporting.comparison import Comparison, ComparisonRow, PairRow, PairwiseComparison
+from evalkit.reporting.comparison import (
+    DEFAULT_GATE_MEASURES,
+    Comparison,
+    ComparisonRow,
+    PairRow,
+    PairwiseComparison,
+)
 from evalkit.reporting.formatting import signed
 from evalkit.reporting.gates import GateFailure
 from evalkit.reporting.holes import DEFAULT_MAX_UNJUDGED_GAP, GatedRow, Retest, retest_on_judged
@@ -56,6 +62,9 @@ class RegressionVerdict:
     scored_with_fixture: frozenset[str] = frozenset()
     """The sides (base and head, or the reports' labels) whose report was scored against a fixture (it has a
     ``corpus_sha256``), whose judgments ``evalkit pool --fixture`` reads; the others were scored against qrels."""
+    ungated: str | None = None
+    """Why the gate had nothing to read (no gated measure among those compared), or None: such a verdict is no
+    pass, and :func:`check_regressions` refuses it."""
 
     @property
     def passed(self) -> bool:
@@ -147,7 +156,9 @@ class RegressionVerdict:
                 f"not a regression, label holes. List them with `{self.pool_command(row, retest.head.k)}` "
                 "(--require-judged fails on this)"
             )
-        if not self.regressions:
+        if self.ungated is not None:
+            lines.append(f"NOT GATED  {self.ungated}")
+        elif not self.regressions:
             lines.append(
                 f"PASS  no gated measure dropped by more than {self.max_drop:g} with one-sided Holm p < "
                 f"{self.alpha:g} in any slice ({self.gated} gated rows)"
@@ -276,13 +287,29 @@ def find_regressions(
         retested=tuple((gated[g], r) for g, r in retests.items() if g not in holes and gated[g] in regressions),
         max_unjudged_gap=max_unjudged_gap,
         scored_with_fixture=_scored_with_fixture(comparison),
+        ungated=ungated_reason(comparison),
         family_p_holm={gated[g].label(): decided[g] for g in range(len(gated)) if decided[g] != gated[g].p_holm},
+    )
+
+
+def ungated_reason(comparison: Comparison | PairwiseComparison) -> str | None:
+    """Why `comparison` gives the gate nothing to read (none of the gated measures is among those compared, as
+    with reports scored under trec_eval's names), or None."""
+    if comparison.gate_measures:
+        return None
+    compared = ", ".join(dict.fromkeys(r.measure for r in comparison.rows))
+    return (
+        f"none of the default gated measures ({', '.join(DEFAULT_GATE_MEASURES)}) is in the compared reports, so "
+        f"nothing was gated: name the measures to gate with --gate-measures (compared: {compared})"
     )
 
 
 def check_regressions(verdict: RegressionVerdict, require_power: bool = False, require_judged: bool = False) -> None:
     """Raise :class:`GateFailure` listing every regression (and underpowered row, with ``require_power``; and row
-    reported as holes, with ``require_judged``)."""
+    reported as holes, with ``require_judged``); ``ValueError`` when the gate had nothing to read (a gate that checks
+    no row is never a pass)."""
+    if verdict.ungated is not None:
+        raise ValueError(f"the regression gate cannot run: {verdict.ungated}")
     failed = verdict.outcomes(require_power, require_judged)
     if failed:
         raise GateFailure(failed)

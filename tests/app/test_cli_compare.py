@@ -230,3 +230,32 @@ def test_a_report_label_that_does_not_print_is_refused(
         "c",
     )
     assert code == 0 and "forged" not in out
+
+
+def test_reports_under_trec_eval_names_are_not_passed_on_no_gated_row(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Scored under trec_eval's names, the reports hold none of the default gated measures: the gate had nothing to
+    read, which is no pass (exit 2, naming --gate-measures), and a paper table without columns is not written;
+    naming the measure gates it."""
+    import evalkit
+    from evalkit.reporting.report import report_json as as_json
+
+    monkeypatch.chdir(tmp_path)
+    qrels = {f"q{i:02d}": {f"d{i}": 1} for i in range(30)}
+    base = {q: {d: 1.0 for d in judged} for q, judged in qrels.items()}
+    head = {q: ({"x": 1.0} if i < 12 else dict(base[q])) for i, q in enumerate(qrels)}
+    for name, run in (("base", base), ("head", head)):
+        report = evalkit.score(qrels, {"sys": run}, measures=["ndcg_cut_10", "P_10", "map"]).to_report()
+        Path(f"{name}.json").write_bytes(as_json(report))
+    code, out, err = run_cli(capsys, "compare", "base.json", "head.json")
+    assert code == 0 and "NOT GATED  none of the default gated measures (ndcg@10, recall@10)" in out
+    assert "PASS" not in out
+    code, out, err = run_cli(capsys, "compare", "base.json", "head.json", "--fail-on-regression")
+    assert code == 2 and "the regression gate cannot run" in err and "--gate-measures" in err
+    code, out, err = run_cli(capsys, "compare", "base.json", "head.json", "--format", "markdown")
+    assert code == 2 and out == "" and "no paper table" in err
+    code, out, err = run_cli(
+        capsys, "compare", "base.json", "head.json", "--fail-on-regression", "--gate-measures", "ndcg_cut_10"
+    )
+    assert code == 1 and "FAIL  sys ndcg_cut_10 [all]" in out + err
