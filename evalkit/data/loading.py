@@ -91,15 +91,19 @@ def load_run(run: RunInput, name: str = "run", max_bytes: int = DEFAULT_MAX_TABL
 
 def is_single_run(runs: Any) -> bool:
     """Whether ``runs`` is one run: not a mapping whose values are runs (a path, a Run, a DataFrame, or a mapping
-    of queries to mappings of documents to scores)."""
+    of queries to mappings of documents to scores). The first value that tells decides: an empty mapping tells
+    nothing (``{"A": {}, "B": {...}}`` is two runs when B's values are rankings), and when none tells, as in
+    ``{"A": {}}``, the keys are taken as run names, so that a refusal names the run."""
     if not isinstance(runs, Mapping) or not runs:
         return True
-    first = next(iter(runs.values()))
-    if isinstance(first, (str, Path, Run, pd.DataFrame)):
-        return False
-    if not isinstance(first, Mapping) or not first:
-        return True
-    return not isinstance(next(iter(first.values())), Mapping)
+    for value in runs.values():
+        if isinstance(value, (str, Path, Run, pd.DataFrame)):
+            return False
+        if not isinstance(value, Mapping):
+            return True
+        if value:
+            return not isinstance(next(iter(value.values())), Mapping)
+    return False
 
 
 def load_runs(runs: Any, max_bytes: int = DEFAULT_MAX_TABLE_BYTES) -> list[Run]:

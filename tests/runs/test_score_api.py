@@ -211,6 +211,18 @@ def test_a_floor_above_every_score_abstains_on_every_query_and_is_scored(
     assert floored.aggregate["ndcg@10"] == 0.0 and floored.aggregate["no_answer_fpr"] == 0.0
 
 
+def test_an_empty_named_run_is_named_in_the_refusal() -> None:
+    """An empty mapping tells nothing of the shape: the first value that does decides, so {"A": {}, "B": run} is
+    two runs and the refusal names A (it was one run whose query 'B' had a 'score' that was a dict)."""
+    good = {"q1": {"d1": 0.9}}
+    for runs, name in (({"A": {}, "B": good}, "A"), ({"A": good, "B": {}}, "B"), ({"r": {}}, "r")):
+        with pytest.raises(ValueError, match=rf"^run {name}: holds no result line"):
+            evalkit.score(QRELS, runs)
+    single = evalkit.score(QRELS, {"q1": {}, "q2": {"d4": 1.0}}, measures=["recall@10"])  # a query without results
+    assert [r.name for r in single.runs] == ["run"] and single.runs[0].counts is not None
+    assert single.runs[0].counts.lines == 1
+
+
 def test_numpy_scalar_scores_are_numbers() -> None:
     """Scores computed with numpy (float32, int64) are real numbers: taken, not refused as not finite."""
     import numpy as np
