@@ -8,14 +8,14 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
 
 from evalkit.data.field_names import FRAME_DOC_COLUMNS, FRAME_GRADE_COLUMNS, FRAME_QUERY_COLUMNS, FRAME_SCORE_COLUMNS
 from evalkit.data.ids import given_id_problem
-from evalkit.data.inputs import clip
+from evalkit.data.inputs import clip, shorten
 from evalkit.data.qrels import Qrels, QrelsError, qrels_from_mapping, read_qrels_file
 from evalkit.data.runs import Run, RunFileError, given_score_problem, read_run, run_from_rankings
 from evalkit.data.schema import LANGUAGES, Language
@@ -128,7 +128,12 @@ def load_languages(
         return {}
     if isinstance(languages, (str, Path)):
         return read_topics(Path(languages), max_bytes)
-    bad = sorted(q for q, lang in languages.items() if lang not in LANGUAGES)
+    keyed: dict[str, object] = {}
+    for key, language in languages.items():
+        if isinstance(key, bool) or not isinstance(key, (str, int)):
+            raise ValueError(f"languages: query key {shorten(key)} is not a string or an integer")
+        keyed[str(key)] = language  # an integer ID is its digits, as in a DataFrame or a topics file
+    bad = sorted(q for q, language in keyed.items() if language not in LANGUAGES)
     if bad:
-        raise ValueError(f"languages: query {bad[0]!r} has language {languages[bad[0]]!r}, not one of {LANGUAGES}")
-    return dict(languages)  # type: ignore[arg-type]
+        raise ValueError(f"languages: query {bad[0]!r} has language {shorten(keyed[bad[0]])}, not one of {LANGUAGES}")
+    return cast(dict[str, Language], keyed)

@@ -230,10 +230,6 @@ def _shared_queries(reports: Sequence[Report], labels: Sequence[str]) -> tuple[Q
         raise ComparisonError(str(exc)) from None
 
 
-def _ordered(ablations: Collection[str]) -> list[str]:
-    return sorted(ablations, key=ablation_order)
-
-
 Pair = tuple[str, PerQueryColumns, PerQueryColumns]
 """A label (the ablation) with the base and head per-query columns it compares."""
 
@@ -309,10 +305,11 @@ def _measures(pairs: Sequence[Pair]) -> tuple[str, ...]:
 
 
 def gate_measures(pairs: Sequence[Pair], measures: Sequence[str] | None) -> tuple[str, ...]:
-    """The gated measures: ``measures`` (each must be compared), or the defaults among those compared."""
+    """The gated measures: ``measures`` (each must be compared; a string is one name), or the defaults compared."""
     known = _measures(pairs)
     if measures is None:
         return tuple(m for m in DEFAULT_GATE_MEASURES if m in known)
+    measures = (measures,) if isinstance(measures, str) else measures
     unknown = sorted(set(measures) - set(known))
     if unknown:
         raise ValueError(f"unknown gated measure(s) {', '.join(unknown)}; compared: {', '.join(sorted(known))}")
@@ -391,8 +388,8 @@ def compare_reports(
         head=_identity(head, "head"),
         statistics=head.statistics,
         notes=(*report_notes(base, head), *left_out, *holes_notes([base, head], ["base", "head"], shared)),
-        only_in_base=tuple(_ordered(set(base.ablations) - set(head.ablations))),
-        only_in_head=tuple(_ordered(set(head.ablations) - set(base.ablations))),
+        only_in_base=tuple(sorted(set(base.ablations) - set(head.ablations), key=ablation_order)),
+        only_in_head=tuple(sorted(set(head.ablations) - set(base.ablations), key=ablation_order)),
         gate_measures=gate_measures(pairs, gated),
         alpha=alpha,
         max_drop=max_drop,
@@ -470,7 +467,7 @@ def compare_many(
         statistics=statistics,
         notes=tuple(notes),
         ablations=tuple(shared),
-        not_compared=tuple(_ordered(set.union(*held) - set(shared))),
+        not_compared=tuple(sorted(set.union(*held) - set(shared), key=ablation_order)),
         gate_measures=gate_measures(pairs, gated),
         alpha=alpha,
         max_drop=max_drop,

@@ -203,3 +203,13 @@ def test_a_row_with_enough_queries_but_too_few_differing_is_not_told_to_add_quer
     text = verdict.describe()
     assert "its 1000 queries are enough for MDE <= max drop; more of them would have to differ" in text
     assert "queries needed for MDE" not in text and verdict.queries_needed is None
+
+
+def test_a_gated_measure_given_as_a_string_is_one_name() -> None:
+    """As evalkit.score reads measures="ndcg@10": one name, not its characters (which were refused as unknown
+    measures 0, 1, @, c ...)."""
+    pair = _reports([True] * 10, [True] * 10, ["en"] * 10)
+    comparison = compare_reports(*pair, gated="ndcg@10")  # type: ignore[arg-type]
+    assert comparison.gate_measures == ("ndcg@10",)
+    with pytest.raises(ValueError, match="unknown gated measure"):
+        compare_reports(*pair, gated="nope@10")  # type: ignore[arg-type]

@@ -223,6 +223,19 @@ def test_an_empty_named_run_is_named_in_the_refusal() -> None:
     assert single.runs[0].counts.lines == 1
 
 
+def test_integer_keys_of_a_languages_mapping_are_their_digits() -> None:
+    """A DataFrame's integer query IDs are read as their digits; a languages mapping with the same integer keys
+    named no query and the language slices disappeared. Keys of other types are refused, naming the key."""
+    qrels = pd.DataFrame({"query_id": [1, 2], "doc_id": ["d1", "d2"], "relevance": [1, 1]})
+    run = pd.DataFrame({"query_id": [1, 2], "doc_id": ["d1", "d2"], "score": [1.0, 1.0]})
+    result = evalkit.score(qrels, run, measures=["recall@10"], languages={1: "en", 2: "zh"})
+    assert ("run", "en") in result.means and ("run", "zh") in result.means
+    with pytest.raises(ValueError, match=r"languages: query key 1\.5 is not a string or an integer"):
+        evalkit.score(qrels, run, measures=["recall@10"], languages={1.5: "en"})  # type: ignore[dict-item]
+    with pytest.raises(ValueError, match="languages: query '2' has language 'fr'"):
+        evalkit.score(qrels, run, measures=["recall@10"], languages={1: "en", "2": "fr"})  # type: ignore[dict-item]
+
+
 def test_numpy_scalar_scores_are_numbers() -> None:
     """Scores computed with numpy (float32, int64) are real numbers: taken, not refused as not finite."""
     import numpy as np
