@@ -36,6 +36,18 @@ def _column(frame: pd.DataFrame, names: Sequence[str], what: str) -> pd.Series:
     raise ValueError(f"{what} DataFrame needs a column named one of {', '.join(names)}; it has {list(frame.columns)}")
 
 
+def _ids(frame: pd.DataFrame, names: Sequence[str], what: str) -> pd.Series:
+    """A DataFrame's ID column as strings (an integer ID is its digits); a missing ID (None, NaN) is refused naming
+    its row and column, since as text it would be the query or document "nan"."""
+    column = _column(frame, names, what)
+    missing = np.flatnonzero(column.isna().to_numpy())
+    if len(missing):
+        row = int(missing[0])
+        value = clip(repr(column.iloc[row]))
+        raise ValueError(f"{what} DataFrame row {row}: column {column.name!r}: ID {value} is missing")
+    return column.astype(str)
+
+
 def load_qrels(qrels: QrelsInput, max_bytes: int = DEFAULT_MAX_TABLE_BYTES) -> Qrels:
     """Judgments from a path, a ``{qid: {docid: grade}}`` mapping or a DataFrame."""
     if isinstance(qrels, Qrels):
@@ -44,8 +56,8 @@ def load_qrels(qrels: QrelsInput, max_bytes: int = DEFAULT_MAX_TABLE_BYTES) -> Q
         return read_qrels_file(Path(qrels), max_bytes)
     if isinstance(qrels, pd.DataFrame):
         table: dict[str, dict[str, int]] = {}
-        queries = _column(qrels, FRAME_QUERY_COLUMNS, "qrels").astype(str)
-        docs = _column(qrels, FRAME_DOC_COLUMNS, "qrels").astype(str)
+        queries = _ids(qrels, FRAME_QUERY_COLUMNS, "qrels")
+        docs = _ids(qrels, FRAME_DOC_COLUMNS, "qrels")
         grades = _column(qrels, FRAME_GRADE_COLUMNS, "qrels")
         for row, (q, d, g) in enumerate(zip(queries, docs, grades, strict=True)):
             if isinstance(g, (float, np.floating)) and math.isfinite(g) and g == int(g):
@@ -70,8 +82,8 @@ def load_run(run: RunInput, name: str = "run", max_bytes: int = DEFAULT_MAX_TABL
         return read_run(Path(run), max_bytes)
     if isinstance(run, pd.DataFrame):
         rankings: dict[str, list[tuple[str, float]]] = {}
-        queries = _column(run, FRAME_QUERY_COLUMNS, "run").astype(str)
-        docs = _column(run, FRAME_DOC_COLUMNS, "run").astype(str)
+        queries = _ids(run, FRAME_QUERY_COLUMNS, "run")
+        docs = _ids(run, FRAME_DOC_COLUMNS, "run")
         for row, (q, d, s) in enumerate(zip(queries, docs, _column(run, FRAME_SCORE_COLUMNS, "run"), strict=True)):
             problem = given_score_problem(s)
             if problem is not None:

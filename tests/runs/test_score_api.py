@@ -236,6 +236,17 @@ def test_integer_keys_of_a_languages_mapping_are_their_digits() -> None:
         evalkit.score(qrels, run, measures=["recall@10"], languages={1: "en", "2": "fr"})  # type: ignore[dict-item]
 
 
+@pytest.mark.parametrize("missing", [None, float("nan")])
+def test_a_missing_id_in_a_dataframe_names_its_row_and_column(missing: object) -> None:
+    """A missing ID became the query or document "nan" (or was refused naming neither row nor column)."""
+    qrels = pd.DataFrame({"query_id": ["q1", "q2"], "doc_id": ["d1", missing], "relevance": [1, 1]})
+    with pytest.raises(ValueError, match=r"^qrels DataFrame row 1: column 'doc_id': ID .* is missing$"):
+        evalkit.score(qrels, {"q1": {"d1": 1.0}})
+    run = pd.DataFrame({"query_id": ["q1", missing], "doc_id": ["d1", "d2"], "score": [1.0, 1.0]})
+    with pytest.raises(ValueError, match=r"^run DataFrame row 1: column 'query_id': ID .* is missing$"):
+        evalkit.score({"q1": {"d1": 1}}, run)
+
+
 def test_numpy_scalar_scores_are_numbers() -> None:
     """Scores computed with numpy (float32, int64) are real numbers: taken, not refused as not finite."""
     import numpy as np
