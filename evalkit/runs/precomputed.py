@@ -144,8 +144,13 @@ class ScoreResult:
         chosen = tuple(r for r in self.runs if r.name == name)
         if not chosen:
             raise KeyError(f"no run named {name!r}; runs: {', '.join(r.name for r in self.runs)}")
+        others = tuple(f"{r.name}: " for r in self.runs if r.name != name)  # their notes are theirs alone
         return replace(
-            self, runs=chosen, sources=tuple(s for s in self.sources if _source_name(s) == name), named=False
+            self,
+            runs=chosen,
+            sources=tuple(s for s in self.sources if _source_name(s) == name),
+            named=False,
+            notes=tuple(n for n in self.notes if not n.startswith(others)),
         )
 
     def _frame(self, run: RunScores) -> pd.DataFrame:

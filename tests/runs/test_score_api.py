@@ -247,6 +247,13 @@ def test_a_missing_id_in_a_dataframe_names_its_row_and_column(missing: object) -
         evalkit.score({"q1": {"d1": 1}}, run)
 
 
+def test_one_run_of_several_keeps_its_own_notes() -> None:
+    both = evalkit.score(QRELS, {"a": RUN, "b": {"q1": {"d1": 1.0}}}, measures=["recall@10"])
+    assert any(n.startswith("b: ") for n in both.notes) and any(n.startswith("a: ") for n in both.notes)
+    alone = both["a"]
+    assert any(n.startswith("a: ") for n in alone.notes) and not any(n.startswith("b: ") for n in alone.notes)
+
+
 def test_numpy_scalar_scores_are_numbers() -> None:
     """Scores computed with numpy (float32, int64) are real numbers: taken, not refused as not finite."""
     import numpy as np
