@@ -161,9 +161,9 @@ def _escape_latex(text: str) -> str:
 
 def _escape_markdown(text: str) -> str:
     """`text` as literal text in a markdown table cell: a ``|`` would end the cell, a line break the row, and
-    ``* _ ` < > ~`` would start emphasis, code, HTML or strikethrough; ``\\`` is escaped too, so that none of
-    these escapes is undone."""
-    return "".join("\\" + c if c in "\\|*_`<>~" else " " if c in "\r\n" else c for c in text)
+    ``* _ ` < > ~`` would start emphasis, code, HTML or strikethrough, ``&`` a character reference and ``[ ]`` a
+    link; ``\\`` is escaped too, so that none of these escapes is undone."""
+    return "".join("\\" + c if c in "\\|*_`<>~&[]" else " " if c in "\r\n" else c for c in text)
 
 
 _ESCAPES = {"markdown": _escape_markdown, "latex": _escape_latex}
@@ -180,7 +180,8 @@ def pairwise_table(comparison: PairwiseComparison, style: Literal["markdown", "l
     reason = ungated_reason(comparison)
     if reason is not None:  # its columns are the gated measures: a table without columns is no table
         raise ValueError(f"no paper table: {reason}")
-    letters = {s.label: chr(ord("a") + i) if i < 26 else str(i + 1) for i, s in enumerate(comparison.systems)}
+    letters = {s.label: _letter(i) for i, s in enumerate(comparison.systems)}
+    joined = "" if len(letters) <= 26 else ","  # past z the marks are aa, ab, ...: separated, they stay readable
     cells = _cells(comparison)
     tables = []
     for ablation in comparison.ablations:
@@ -211,7 +212,7 @@ def pairwise_table(comparison: PairwiseComparison, style: Literal["markdown", "l
                     if means[(k, label)] == best
                     else text
                 )
-                marks = "".join(sorted(wins.get((k, label), [])))
+                marks = joined.join(sorted(wins.get((k, label), []), key=lambda mark: (len(mark), mark)))
                 if marks:
                     text += f"<sup>{marks}</sup>" if style == "markdown" else f"$^{{{marks}}}$"
                 row.append(text)
@@ -222,6 +223,11 @@ def pairwise_table(comparison: PairwiseComparison, style: Literal["markdown", "l
         f"Holm over {comparison.family_size} gated comparisons, alpha {comparison.alpha:g}); bold: best mean."
     )
     return "\n\n".join([*tables, legend if style == "markdown" else f"% {legend}"]) + "\n"
+
+
+def _letter(index: int) -> str:
+    """A system's mark in a paper table: a to z, then aa, ab, ... (system 27 is aa)."""
+    return chr(ord("a") + index) if index < 26 else _letter(index // 26 - 1) + chr(ord("a") + index % 26)
 
 
 def _render(ablation: str, columns: list[str], body: list[list[str]], style: str) -> str:

@@ -11,7 +11,7 @@ import pytest
 
 from evalkit.app.cli import main
 from evalkit.reporting.comparison import PairwiseComparison, compare_many, compare_reports
-from evalkit.reporting.comparison_views import indistinguishable_groups, pairwise_frame, pairwise_table
+from evalkit.reporting.comparison_views import _letter, indistinguishable_groups, pairwise_frame, pairwise_table
 from evalkit.reporting.regression import find_regressions
 from evalkit.reporting.report import Report, parse_report
 
@@ -108,6 +108,18 @@ def test_a_markdown_table_keeps_its_columns_whatever_the_labels_hold(three: list
     cells = {len(re.findall(r"(?<!\\)\|", line)) for line in rows}  # the pipes that are not escaped
     assert len(rows) == 5 * len(comparison.ablations) and len(cells) == 1, table
     assert "| a) a\\|b |" in table and "| b) two lines |" in table and "| c) \\*x\\_y\\* |" in table
+
+
+def test_a_markdown_label_shows_references_and_links_as_written(three: list[Report]) -> None:
+    """``&lt;`` would render as ``<`` and ``[v2](http://x)`` as a link: ``&``, ``[`` and ``]`` are escaped."""
+    table = pairwise_table(compare_many(three, ["bm25 &lt;t&gt;", "dense [v2](http://x)", "a&#124;b"]), "markdown")
+    assert "| a) bm25 \\&lt;t\\&gt; |" in table and "| b) dense \\[v2\\](http://x) |" in table
+    assert "| c) a\\&#124;b |" in table
+
+
+def test_marks_past_z_are_two_letters_separated() -> None:
+    """System 27 is aa, not 27: the marks of two systems past z stay apart ("2728" read as 2, 7, 2, 8)."""
+    assert [_letter(i) for i in (0, 25, 26, 27, 51, 52, 701, 702)] == ["a", "z", "aa", "ab", "az", "ba", "zz", "aaa"]
 
 
 def test_a_latex_table_prints_a_labels_backslash_tilde_and_caret(three: list[Report]) -> None:
