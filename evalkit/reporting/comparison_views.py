@@ -322,8 +322,10 @@ def interval_frame(report: Report) -> pd.DataFrame:
 
 
 def plot_forest(rows: Sequence[ComparisonRow], measures: Sequence[str] = FOREST_MEASURES) -> Figure:
-    """Forest plot: per measure a panel, per ablation the en and zh paired differences with their intervals."""
+    """Forest plot: per measure a panel, per ablation the en and zh paired differences with their intervals (the
+    ``all`` slice's when the reports name no language, as score reports without topics do)."""
     shown = [m for m in measures if any(r.measure == m for r in rows)]
+    slices: list[str] = [lang for lang in LANGUAGES if any(r.slice == lang for r in rows)] or ["all"]
     ablations = list(dict.fromkeys(r.ablation for r in rows))
     by_key: dict[tuple[str, str, str], ComparisonRow] = {(r.ablation, r.measure, r.slice): r for r in rows}
     import matplotlib
@@ -337,7 +339,8 @@ def plot_forest(rows: Sequence[ComparisonRow], measures: Sequence[str] = FOREST_
         axes = figure.subplots(1, max(len(shown), 1), sharey=True, squeeze=False)[0]
         positions = np.arange(len(ablations))
         for axis, measure in zip(axes, shown, strict=False):
-            for offset, language in ((-0.15, "en"), (0.15, "zh")):
+            offsets = np.linspace(-0.15, 0.15, len(slices)) if len(slices) > 1 else np.zeros(1)
+            for offset, language in zip(offsets, slices, strict=True):
                 found = [by_key.get((a, measure, language)) for a in ablations]
                 centre = np.array([np.nan if r is None else r.difference for r in found])
                 low = np.array([np.nan if r is None else r.difference - r.ci_low for r in found])
@@ -347,7 +350,7 @@ def plot_forest(rows: Sequence[ComparisonRow], measures: Sequence[str] = FOREST_
                     positions + offset,
                     xerr=np.vstack([low, high]),
                     fmt="o",
-                    color=LANGUAGE_COLORS[language],
+                    color=LANGUAGE_COLORS.get(language, "black"),
                     capsize=3,
                     label=language,
                 )
@@ -357,9 +360,10 @@ def plot_forest(rows: Sequence[ComparisonRow], measures: Sequence[str] = FOREST_
             axis.grid(axis="x", alpha=0.3)
         axes[0].set_yticks(positions, ablations)
         axes[0].invert_yaxis()
-        handles = [Patch(color=LANGUAGE_COLORS[language], label=language) for language in LANGUAGES]
-        figure.legend(handles=handles, title="query language", loc="outside right center")
-        figure.suptitle("Paired differences per measure and language (no_answer_fpr: lower is better)")
+        handles = [Patch(color=LANGUAGE_COLORS.get(name, "black"), label=name) for name in slices]
+        title = "slice" if slices == ["all"] else "query language"
+        figure.legend(handles=handles, title=title, loc="outside right center")
+        figure.suptitle("Paired differences per measure and slice (no_answer_fpr: lower is better)")
     return figure
 
 

@@ -18,7 +18,7 @@ from evalkit.measures.statistics import (
     sign_flip_p_values,
 )
 from evalkit.reporting.comparison import compare_reports
-from evalkit.reporting.comparison_views import comparison_frame, format_comparison
+from evalkit.reporting.comparison_views import comparison_frame, format_comparison, plot_forest
 from evalkit.reporting.gates import GateFailure
 from evalkit.reporting.regression import check_regressions, find_regressions
 from evalkit.reporting.report import Report, report_json
@@ -213,3 +213,18 @@ def test_a_gated_measure_given_as_a_string_is_one_name() -> None:
     assert comparison.gate_measures == ("ndcg@10",)
     with pytest.raises(ValueError, match="unknown gated measure"):
         compare_reports(*pair, gated="nope@10")  # type: ignore[arg-type]
+
+
+def test_a_forest_of_reports_without_languages_draws_the_all_slice() -> None:
+    """Score reports without topics hold the all slice only: the forest drew no point (it read en and zh only)."""
+    base, head = (
+        evalkit.score({f"q{i}": {f"d{i}": 1} for i in range(12)}, run, ["ndcg@10"]).to_report()
+        for run in (
+            {f"q{i}": {"x": 1.0} for i in range(12)},
+            {f"q{i}": {f"d{i}": 1.0} for i in range(12)},
+        )
+    )
+    forest = plot_forest(compare_reports(base, head).rows, ["ndcg@10"])
+    drawn = [line for axis in forest.axes for line in axis.lines if len(line.get_xdata())]
+    assert any(np.isfinite(np.asarray(line.get_xdata(), dtype=float)).any() for line in drawn)
+    assert [t.get_text() for t in forest.legends[0].get_texts()] == ["all"]
