@@ -19,15 +19,20 @@ METRIC_COLUMNS = [*(str(m) for m in STANDARD_MEASURES), "no_answer_fpr"]
 
 
 def metrics_frame(report: Report) -> pd.DataFrame:
-    """One row per ablation and slice (all, en, zh); one column per measure, plus latency for 'all'."""
+    """One row per ablation and slice (all, en, zh, those the report holds); one column per standard measure, or
+    per measure the report holds when it holds none of them (a score report under trec_eval's names), plus latency
+    for 'all' (None where nothing was timed: a run file's)."""
+    held = [m for result in report.ablations.values() for values in result.metrics.values() for m in values]
+    columns = METRIC_COLUMNS if set(METRIC_COLUMNS) & set(held) else list(dict.fromkeys(held))
     rows = []
     for ablation_id, result in sorted(report.ablations.items(), key=lambda item: ablation_order(item[0])):
-        for slice_name in SLICES:
+        for slice_name in (s for s in SLICES if s == "all" or s in result.metrics):
             values = result.metrics.get(slice_name, {})
             row: dict[str, object] = {"ablation": ablation_id, "slice": slice_name}
-            row.update({m: values.get(m) for m in METRIC_COLUMNS})
-            row["p50_ms"] = result.latency_ms.median_ms if slice_name == "all" else None
-            row["p95_ms"] = result.latency_ms.p95_ms if slice_name == "all" else None
+            row.update({m: values.get(m) for m in columns})
+            timed = slice_name == "all" and result.latency_ms.count > 0
+            row["p50_ms"] = result.latency_ms.median_ms if timed else None
+            row["p95_ms"] = result.latency_ms.p95_ms if timed else None
             rows.append(row)
     return pd.DataFrame(rows).set_index(["ablation", "slice"])
 

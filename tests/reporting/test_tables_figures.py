@@ -41,6 +41,18 @@ def test_metrics_frame_rows_and_values(tiny_evaluation: Evaluation) -> None:
     assert frame.loc[("lexical", "all"), "p50_ms"] == tiny_evaluation.ablations["lexical"].latency.median_ms
 
 
+def test_metrics_frame_of_a_score_report_shows_its_measures_and_no_latency() -> None:
+    """A report scored under trec_eval's names without languages: its measures as columns (every cell was None),
+    the all slice only, and no latency (a run file is not timed; it showed 0.0 ms)."""
+    import evalkit
+
+    report = evalkit.score({"q1": {"d1": 1}, "q2": {"d2": 1}}, {"q1": {"d1": 1.0}}, ["ndcg_cut_10", "map"]).to_report()
+    frame = metrics_frame(report)
+    assert list(frame.index) == [("run", "all")]
+    assert frame.loc[("run", "all"), "ndcg_cut_10"] == 0.5 and frame.loc[("run", "all"), "map"] == 0.5
+    assert frame.loc[("run", "all"), "p50_ms"] is None and frame.loc[("run", "all"), "p95_ms"] is None
+
+
 def test_latency_frame_has_every_sample(tiny_evaluation: Evaluation) -> None:
     frame = latency_frame(tiny_evaluation)
     assert len(frame) == sum(len(r.latency_samples_ms) for r in tiny_evaluation.ablations.values())
