@@ -16,6 +16,7 @@ from __future__ import annotations
 import ast
 import datetime as dt
 import json
+import shutil
 import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -254,6 +255,16 @@ def _store_executed(scratch: Path, target: Path, root: Path, relative: str, sour
     write_atomic(target, nbformat.writes(notebook).encode("utf-8"))
 
 
+def _remove_outputs(files: list[Path | None], figures_dir: Path | None) -> None:
+    """Remove a run's earlier outputs before it is run again in place (``--replace-run``): its files, and the
+    figures folder it draws into (never following a symlink)."""
+    for path in files:
+        if path is not None and (path.is_file() or path.is_symlink()):
+            path.unlink()
+    if figures_dir is not None and figures_dir.is_dir() and not figures_dir.is_symlink():
+        shutil.rmtree(figures_dir)
+
+
 def run_notebook(
     root: Path,
     parameters: Mapping[str, Any],
@@ -277,6 +288,9 @@ def run_notebook(
     run_dir = executed.parent
     report = root / values["report_output"] if values.get("report_output") else None
     summary = root / values["summary_output"] if values.get("summary_output") else None
+    figures_dir = root / values["figures_dir"] if values.get("figures_dir") else None
+    if replace:  # the earlier run's outputs go first: a failed rerun must not leave (and list) its report
+        _remove_outputs([executed, executed.with_suffix(".html"), report, summary], figures_dir)
     error_name = error_message = None
     with tempfile.TemporaryDirectory(prefix="evalkit-notebook-") as scratch_dir:
         scratch = Path(scratch_dir) / source.name
@@ -289,7 +303,6 @@ def run_notebook(
         _store_executed(scratch, executed, root, f"{relative_dir}/{source.name}", source)
     html = executed.with_suffix(".html")
     export_html(executed, html)
-    figures_dir = root / values["figures_dir"] if values.get("figures_dir") else None
     figures = tuple(sorted(figures_dir.iterdir())) if figures_dir and figures_dir.is_dir() else ()
     return NotebookRun(
         run_dir=run_dir,

@@ -339,6 +339,36 @@ def test_run_id_reuse_is_refused_unless_asked(tmp_path: Path) -> None:
         check_notebook_run(project, source, {}, "../escape")
 
 
+def test_a_failed_rerun_in_place_leaves_no_output_of_the_earlier_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """--replace-run into a folder holding an earlier run's report and figures: when the rerun fails before it
+    writes its own, none of the earlier ones stays beside the new notebook, or is listed as the rerun's."""
+    import papermill
+    from papermill.exceptions import PapermillExecutionError
+
+    project = tmp_path / "project"
+    (project / "notebooks").mkdir(parents=True)
+    (project / "evalkit").mkdir()
+    (project / "pyproject.toml").write_text("", encoding="utf-8")
+    shutil.copy(ROOT / "notebooks" / "retrieval_evaluation.ipynb", project / "notebooks")
+    (project / "fixtures" / "synthetic-bilingual-v1").mkdir(parents=True)
+    earlier = project / "reports" / "earlier"
+    (earlier / "figures").mkdir(parents=True)
+    (earlier / "report.json").write_text("{}", encoding="utf-8")
+    (earlier / "figures" / "latency.png").write_bytes(b"old")
+
+    def failing(source: str, output: str, **_: object) -> None:
+        shutil.copy(source, output)
+        raise PapermillExecutionError(0, 1, "boom()", "RuntimeError", "boom", [])
+
+    monkeypatch.setattr(papermill, "execute_notebook", failing)
+    run = run_notebook(project, {}, run_id="earlier", replace=True)
+    assert run.error_name == "RuntimeError" and run.report is None and run.figures == ()
+    assert not (earlier / "report.json").exists() and not (earlier / "figures").exists()
+    assert run.notebook.exists()
+
+
 # --- property: validate never crashes ------------------------------------------------------------------------
 
 _VALUES = st.recursive(
