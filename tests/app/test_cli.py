@@ -304,8 +304,9 @@ def test_unsafe_environment_variable_exits_2(
         ["--fixture", str(TINY_DIR / "missing")],
         ["--max-no-answer-fpr=nan"],
         ["--runs", "0"],
+        ["--max-failed-queries", "-1"],
     ],
-    ids=["ablation", "fixture", "threshold", "runs"],
+    ids=["ablation", "fixture", "threshold", "runs", "failed-queries"],
 )
 def test_invalid_input_leaves_the_workspace_untouched(
     capsys: pytest.CaptureFixture[str], workspace: Path, extra: list[str]

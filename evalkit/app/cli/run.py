@@ -63,6 +63,8 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError("--calibrate runs in this process; it cannot be combined with --ray")
     if not 1 <= args.runs <= MAX_RUNS:
         raise ValueError(f"--runs must be between 1 and {MAX_RUNS}, got {args.runs}")
+    if args.max_failed_queries is not None and args.max_failed_queries < 0:
+        raise ValueError(f"--max-failed-queries must be a whole number of at least 0, got {args.max_failed_queries}")
     settings_label, settings = resolve_settings(args.preset, None if args.settings is None else Path(args.settings))
     _check_backends(systems, loaded)
     cache = None if args.no_cache else EmbeddingCache(Path(args.cache_dir))
