@@ -26,6 +26,7 @@ from evalkit.data.schema import (
     describe_validation_error,
     model_json,
 )
+from evalkit.measures.core import FIXTURE_COMPANIONS, FIXTURE_MEASURES
 from evalkit.reporting.build import ReportedEvaluation, ReportSource, build_report
 from evalkit.reporting.gate_specs import (
     BASELINE_ABLATIONS,
@@ -85,6 +86,18 @@ def _baseline_gate(ablation: str, slice_name: str, measure: str, bound: Baseline
     except ValidationError as exc:
         floor = f"invalid {BASELINES_FILE}: floor {clip(ablation)} [{clip(slice_name)}] {clip(measure)}"
         raise ValueError(describe_validation_error(exc, floor)) from None
+
+
+def refuse_unevaluated(gates: Sequence[GateSpec], where: str) -> None:
+    """Refuse a gate on a measure a fixture run does not evaluate (``map@10``, ``ndcg@99``): it could only ever
+    fail, as "not evaluated", whatever the retrieval did (ValueError naming it and what is evaluated)."""
+    evaluated = [str(m) for m in (*FIXTURE_MEASURES, *FIXTURE_COMPANIONS)]
+    unknown = [gate for gate in gates if gate.measure not in evaluated]
+    if unknown:
+        raise ValueError(
+            f"{where}: gate {shorten(unknown[0].measure)} on {unknown[0].system}: a fixture run does not evaluate "
+            f"this measure, so the gate could never pass (evaluated: {', '.join(evaluated)})"
+        )
 
 
 def collect_gates(

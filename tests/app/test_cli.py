@@ -192,6 +192,23 @@ def test_run_of_a_fixture_without_gates_file_checks_no_seed_gate(
     assert parse_report((workspace / "r.json").read_bytes()).gates == ()
 
 
+def test_a_gate_on_a_measure_a_run_does_not_evaluate_is_refused(
+    capsys: pytest.CaptureFixture[str], workspace: Path
+) -> None:
+    """map@10 and ndcg@99 are known names a fixture run never computes: such a gate could only fail, as "not
+    evaluated", exit 1 on every run; it is refused before anything runs (exit 2), by run and by validate."""
+    code, out, err = run_tiny(capsys, "--ablations", "lexical", "--gate", "lexical ndcg@99 >= 0.1")
+    assert (code, out) == (2, "")
+    assert "gate 'ndcg@99' on lexical: a fixture run does not evaluate this measure" in err
+    shutil.copytree(TINY_DIR, workspace / "fx")
+    gates = {"gates": [{"system": "hybrid-rerank", "measure": "map@10", "min": 0.1}]}
+    (workspace / "fx" / "gates.json").write_text(json.dumps(gates), encoding="utf-8")
+    code, _, err = run_cli(capsys, "validate", "fx")
+    assert code == 2 and "gates.json: gate 'map@10' on hybrid-rerank" in err
+    code, _, err = run_cli(capsys, "run", "--fixture", "fx", "--runs", "1")
+    assert code == 2 and "a fixture run does not evaluate this measure" in err
+
+
 @pytest.mark.parametrize("bound", ["nan", "inf", "-inf"])
 def test_run_refuses_a_non_finite_gate(capsys: pytest.CaptureFixture[str], workspace: Path, bound: str) -> None:
     code, _, err = run_tiny(capsys, f"--max-no-answer-fpr={bound}")

@@ -26,7 +26,7 @@ from evalkit.common.output import ENV_VAR, refuse_input_overwrite, resolve_outpu
 from evalkit.data.fixture import LoadedFixture, load_fixture
 from evalkit.data.schema import ablation_order
 from evalkit.reporting.gate_specs import GATE_OPTION_HELP, GateThresholds
-from evalkit.reporting.gates import collect_gates
+from evalkit.reporting.gates import collect_gates, refuse_unevaluated
 from evalkit.reporting.report import Report
 from evalkit.reporting.run_files import trec_run_name, trec_runs, write_trec_files
 from evalkit.retrieval.embedding_cache import EmbeddingCache
@@ -57,6 +57,7 @@ def run(args: argparse.Namespace) -> int:
         systems=requested,
         max_bytes=max_bytes(args),
     )
+    refuse_unevaluated(gates, "evalkit run")
     cluster = _cluster_options(args)
     calibration = calibration_options(args.calibrate, args.calibrate_seed)
     if calibration is not None and cluster is not None:

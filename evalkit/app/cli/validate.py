@@ -8,7 +8,12 @@ from pathlib import Path
 from evalkit.app.cli.options import EXIT_OK, Commands, add_input_limit, max_bytes
 from evalkit.data.fixture import load_fixture
 from evalkit.reporting.gate_specs import BASELINES_FILE, GATES_FILE, load_gate_file
-from evalkit.reporting.gates import check_baselines_match, check_baselines_regenerated, load_baselines
+from evalkit.reporting.gates import (
+    check_baselines_match,
+    check_baselines_regenerated,
+    load_baselines,
+    refuse_unevaluated,
+)
 
 
 def validate(args: argparse.Namespace) -> int:
@@ -23,6 +28,8 @@ def validate(args: argparse.Namespace) -> int:
     if baselines is not None:
         check_baselines_match(baselines, fixture.fixture_id, fixture.fixture_version)
     gate_file = load_gate_file(folder, max_bytes(args))
+    if gate_file is not None:
+        refuse_unevaluated(gate_file.gates, f"{GATES_FILE}")
     if baselines is not None:  # the floors regenerated as `evalkit baseline` does: seconds at a thousand queries
         from evalkit.runs.pipeline import regenerate_baselines  # only with a baselines.json: the retrieval path
 
