@@ -241,6 +241,12 @@ class EvaluationParameters(AblationParameters, CalibrationParameters):
     )
     shards: int = Field(default=1, ge=1, description="with ray: shard actors the corpus is split into (CLI --shards)")
 
+    @model_validator(mode="after")
+    def _shards_need_ray(self) -> Self:
+        if self.shards > 1 and self.ray is None:  # as the CLI refuses --shards without --ray: it would be ignored
+            raise ValueError("shards: needs ray ('local' or a cluster address), as the CLI's --shards needs --ray")
+        return self
+
     def request(self, loaded: LoadedFixture) -> Request:
         """What these parameters ask of the pipeline over `loaded`: the systems, settings, Ray or calibration, and the
         gates of :meth:`gates`."""

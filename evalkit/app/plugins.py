@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from evalkit.data.fixture import Chunk
-from evalkit.data.inputs import clip
+from evalkit.data.inputs import clip, shorten
 from evalkit.data.schema import Language, is_identifier
 from evalkit.retrieval.retriever import (
     InvalidQueryError,
@@ -151,7 +151,12 @@ def load_retriever(spec: str) -> tuple[str, Retriever]:
         batch = callable(getattr(retriever, "search_all", None))
     if not searches:
         raise PluginError(f"retriever {spec!r}: the factory returned {type(retriever).__name__}, which has no search()")
-    ablation_id = name if isinstance(name, str) and is_identifier(name) else match["factory"].replace("_", "-")
+    if name is not None and not (isinstance(name, str) and is_identifier(name)):  # absent: the factory's name
+        raise PluginError(
+            f"retriever {spec!r}: field 'name': {shorten(name)} is no system ID (a letter or digit, then letters, "
+            "digits and . _ : -, at most 128); give another, or leave name out to use the factory's"
+        )
+    ablation_id = name if name is not None else match["factory"].replace("_", "-")
     return ablation_id, (BatchPluginRetriever if batch else PluginRetriever)(spec, retriever, ablation_id)
 
 

@@ -176,3 +176,11 @@ def test_benchmark_notebook_calibrate_reaches_the_config() -> None:
     assert options is not None and (options.fraction, options.seed) == (0.5, 3)
     with pytest.raises(ValueError, match="calibrate must be a fraction"):
         BenchmarkParameters.model_validate({**values, "calibrate": 1.0})
+
+
+def test_notebook_shards_without_ray_are_refused() -> None:
+    """As the CLI refuses --shards without --ray: the notebook ignored shards 4 and ran in one process."""
+    with pytest.raises(ValueError, match="shards: needs ray"):
+        EvaluationParameters.model_validate(_evaluation_values(shards=4))
+    assert EvaluationParameters.model_validate(_evaluation_values(shards=3, ray="local")).shards == 3
+    assert EvaluationParameters.model_validate(_evaluation_values(shards=1)).ray is None

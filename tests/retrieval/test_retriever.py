@@ -96,6 +96,18 @@ def broken_factory() -> ToyRetriever:
     raise RuntimeError("no index")
 
 
+def spaced_name() -> ToyRetriever:
+    toy = ToyRetriever()
+    toy.name = "my search"  # a name the report cannot hold as a system ID
+    return toy
+
+
+def nameless() -> ToyRetriever:
+    toy = ToyRetriever()
+    toy.name = None  # type: ignore[assignment]
+    return toy
+
+
 TOY = external_ablation("toy", "retriever")
 
 
@@ -309,6 +321,7 @@ def test_systems_must_match_the_external_ablations(tiny: LoadedFixture) -> None:
         ("tests.retrieval.test_retriever:missing", "has no callable 'missing'"),
         ("tests.retrieval.test_retriever:not_a_retriever", "returned object, which has no search"),
         ("tests.retrieval.test_retriever:broken_factory", "the factory failed: RuntimeError: no index"),
+        ("tests.retrieval.test_retriever:spaced_name", "field 'name': 'my search' is no system ID"),
     ],
 )
 def test_load_retriever_errors_name_the_spec(spec: str, message: str) -> None:
@@ -319,6 +332,7 @@ def test_load_retriever_errors_name_the_spec(spec: str, message: str) -> None:
 def test_load_retriever_takes_the_name_attribute() -> None:
     ablation_id, retriever = load_retriever("tests.retrieval.test_retriever:make_toy")
     assert ablation_id == "toy" and isinstance(retriever, PluginRetriever) and isinstance(retriever.inner, ToyRetriever)
+    assert load_retriever("tests.retrieval.test_retriever:nameless")[0] == "nameless"  # absent: the factory's
 
 
 def test_cli_runs_the_toy_beside_lexical(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
