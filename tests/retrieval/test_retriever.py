@@ -102,6 +102,19 @@ def spaced_name() -> ToyRetriever:
     return toy
 
 
+class _DocumentIds:
+    """Answers with document IDs, not chunk IDs: every result is unknown to the fixture."""
+
+    name = "documents"
+
+    def search(self, text: str, language: str, k: int) -> list[tuple[str, float]]:
+        return [("doc-a", 1.0), ("doc-b", 0.5)]
+
+
+def document_ids() -> _DocumentIds:
+    return _DocumentIds()
+
+
 def nameless() -> ToyRetriever:
     toy = ToyRetriever()
     toy.name = None  # type: ignore[assignment]
@@ -386,3 +399,13 @@ def test_notebook_runs_with_a_retriever_parameter() -> None:
         assert "toy" in executed
     finally:
         shutil.rmtree(ROOT / "reports" / run_id, ignore_errors=True)
+
+
+def test_a_retriever_returning_unknown_chunk_ids_is_told_so(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """It scored 0 everywhere, exit 0, without a word (a run file of the same IDs is counted): a note counts them."""
+    argv = ["run", "--fixture", str(TINY_DIR), "--ablations", "lexical", "--no-gates", "--runs", "1"]
+    assert main([*argv, "--retriever", "tests.retrieval.test_retriever:document_ids"]) == 0
+    out = capsys.readouterr().out
+    assert "note: documents returned 2 chunk ID(s) the fixture does not hold, scored as not relevant" in out
+    assert main([*argv, "--retriever", "tests.retrieval.test_retriever:make_toy"]) == 0
+    assert "the fixture does not hold" not in capsys.readouterr().out

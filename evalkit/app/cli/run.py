@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from evalkit.app.cli.options import (
@@ -25,6 +25,7 @@ from evalkit.app.plugins import load_retrievers
 from evalkit.common.output import ENV_VAR, refuse_input_overwrite, resolve_output_path
 from evalkit.data.fixture import LoadedFixture, load_fixture
 from evalkit.data.schema import ablation_order
+from evalkit.measures.results import ScoredEvaluation
 from evalkit.reporting.gate_specs import GATE_OPTION_HELP, GateThresholds
 from evalkit.reporting.gates import collect_gates, refuse_unevaluated
 from evalkit.reporting.report import Report
@@ -86,6 +87,7 @@ def run(args: argparse.Namespace) -> int:
     if evaluation.calibration is not None:
         print(format_calibration(evaluation.calibration))
     print(outcome.summary())
+    _note_unknown_chunks(evaluation, retrievers, loaded)
     trec_files = {} if trec_folder is None else trec_runs(evaluation)  # IDs checked before anything is written
     save_report(outcome, target, workspace)
     if trec_folder is not None:
@@ -130,6 +132,21 @@ def _run_inputs(args: argparse.Namespace, fixture: Path) -> list[Path]:
         origin = getattr(sys.modules.get(spec.partition(":")[0]), "__file__", None)
         files += [Path(origin)] if isinstance(origin, str) else []
     return files
+
+
+def _note_unknown_chunks(evaluation: ScoredEvaluation, retrievers: Mapping[str, object], loaded: LoadedFixture) -> None:
+    """For each retriever of the run, how many distinct chunk IDs it returned that the fixture does not hold (they
+    score as not relevant: a retriever answering with document IDs scores 0 everywhere), as a run file's coverage
+    line counts them; counts only, no ID."""
+    known = {chunk.chunk_id for chunk in loaded.fixture.chunks}
+    for system_id in retrievers:
+        result = evaluation.ablations.get(system_id)
+        unknown = set() if result is None else {c for q in result.results for c in q.chunk_ids} - known
+        if unknown:
+            print(
+                f"note: {system_id} returned {len(unknown)} chunk ID(s) the fixture does not hold, scored as not "
+                "relevant (are they chunk IDs, not document IDs?)"
+            )
 
 
 def _failed_queries_within(report: Report, bound: int | None) -> bool:
