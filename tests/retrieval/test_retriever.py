@@ -409,3 +409,20 @@ def test_a_retriever_returning_unknown_chunk_ids_is_told_so(tmp_path: Path, caps
     assert "note: documents returned 2 chunk ID(s) the fixture does not hold, scored as not relevant" in out
     assert main([*argv, "--retriever", "tests.retrieval.test_retriever:make_toy"]) == 0
     assert "the fixture does not hold" not in capsys.readouterr().out
+
+
+def test_trec_runs_name_what_the_folder_holds_besides(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """An earlier run's file left beside this run's would be scored as one of its systems; a calibrated run's files
+    hold the evaluation queries only: both are said."""
+    from evalkit.app.cli.run import _note_trec_folder
+
+    folder = tmp_path / "runs"
+    folder.mkdir()
+    (folder / "old.trec").write_text("q1 Q0 c1 1 1 old\n", encoding="utf-8")
+    (folder / "lexical.trec").write_text("q1 Q0 c1 1 1 lexical\n", encoding="utf-8")
+    _note_trec_folder(folder, [folder / "lexical.trec"], calibrated=True)
+    out = capsys.readouterr().out
+    assert "note: 1 other TREC run file(s) in that folder were not written by this run" in out
+    assert "the evaluation split's queries only" in out
+    _note_trec_folder(folder, [folder / "lexical.trec", folder / "old.trec"], calibrated=False)
+    assert capsys.readouterr().out == ""

@@ -93,6 +93,7 @@ def run(args: argparse.Namespace) -> int:
     if trec_folder is not None:
         written = write_trec_files(trec_files, trec_folder)
         print(f"{len(written)} TREC run file(s) written to {trec_folder.relative_to(workspace.resolve())}")
+        _note_trec_folder(trec_folder, written, evaluation.calibration is not None)
     if not _failed_queries_within(report, args.max_failed_queries):
         return EXIT_GATE
     return enforce(outcome, args.no_gates)
@@ -147,6 +148,18 @@ def _note_unknown_chunks(evaluation: ScoredEvaluation, retrievers: Mapping[str, 
                 f"note: {system_id} returned {len(unknown)} chunk ID(s) the fixture does not hold, scored as not "
                 "relevant (are they chunk IDs, not document IDs?)"
             )
+
+
+def _note_trec_folder(folder: Path, written: Sequence[Path], calibrated: bool) -> None:
+    """What the written TREC files do not say: other run files left in the folder by earlier runs (beside this
+    run's, they would be scored as its systems), and that a calibrated run's files hold its evaluation queries
+    only (the calibration queries are not in them, so scoring them against the whole fixture counts those 0)."""
+    mine = set(written)
+    others = sorted(p.name for p in folder.glob("*.trec") if p not in mine)
+    if others:
+        print(f"note: {len(others)} other TREC run file(s) in that folder were not written by this run")
+    if calibrated:
+        print("note: the TREC files hold the evaluation split's queries only, not the calibration queries")
 
 
 def _failed_queries_within(report: Report, bound: int | None) -> bool:
