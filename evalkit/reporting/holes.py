@@ -98,7 +98,7 @@ def unjudged_shares(
         k, judged = found
         counts = report.ablations[ablation].unjudged
         per_query = counts.per_query if counts is not None else ()
-        pooled = counts.pooled if counts is not None and counts.pooled else (True,) * len(per_query)
+        pooled = counts.pooled_queries if counts is not None else ()
         for slice_name in SLICES:
             members = [r for r in index.members(slice_name, None) if pooled[rows[r]]]
             # A query that returned nothing has judged@k 0 and no unjudged result: it has no top k to be unjudged.
@@ -193,7 +193,7 @@ def judged_tests(
         counts = head.ablations[ablation].unjudged
         if name is None or before is None or after is None or counts is None:
             continue
-        pooled = counts.pooled or (True,) * len(counts.per_query)
+        pooled = counts.pooled_queries
         plain = (base.ablations[ablation].per_query.get(measure), head.ablations[ablation].per_query.get(measure))
         for slice_name in SLICES:
             keep = [

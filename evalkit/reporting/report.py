@@ -152,6 +152,11 @@ class UnjudgedCounts(StrictModel):
         "chunk unjudged by design); empty: every query",
     )
 
+    @property
+    def pooled_queries(self) -> tuple[bool, ...]:
+        """:attr:`pooled`, or every query when the report records none (written before reports did)."""
+        return self.pooled or (True,) * len(self.per_query)
+
 
 class AblationReport(StrictModel):
     """Aggregates of one ablation: overall and per language, latency and failures."""
