@@ -40,7 +40,7 @@ def check_run(run: Run, query_ids: Iterable[str], chunk_ids: Iterable[str]) -> R
     queries = set(query_ids)
     named = run.queries.to_pylist()
     unjudged_queries = [q for q in named if q not in queries]
-    refuse_unscorable(run.name, len(named), len(unjudged_queries), "the fixture", unjudged_queries[:1], run.lines)
+    refuse_unscorable(run.name, len(named), run.lines, len(unjudged_queries), "the fixture", unjudged_queries[:1])
     known = pa.array(sorted(set(chunk_ids)), type=pa.string())
     used = pc.unique(run.doc_ids).cast(pa.string())  # hashed in C: no per-line Python, no dictionary of the run
     unknown = sorted(pc.filter(used, pc.invert(pc.is_in(used, value_set=known))).to_pylist())
@@ -52,14 +52,13 @@ def check_run(run: Run, query_ids: Iterable[str], chunk_ids: Iterable[str]) -> R
 
 
 def refuse_unscorable(
-    name: str, queries: int, unjudged: int, judgments: str, first: Sequence[str] = (), lines: int | None = None
+    name: str, queries: int, lines: int, unjudged: int, judgments: str, first: Sequence[str] = ()
 ) -> None:
-    """Refuse a run with no result line at all (an empty file, or queries named with no result under any of them: a
-    retrieval job that wrote nothing, more likely than a system that answered no query) and a run none of whose
-    `queries` the `judgments` hold (`unjudged` of them: the run of another collection), naming the run;
-    ``RunFileError`` (exit 2 at the command line). `lines` is the run's result lines (None: as many as queries
-    say)."""
-    if queries == 0 or lines == 0:
+    """Refuse a run with no result line at all (`lines` 0: an empty file, or `queries` named with no result under
+    any of them: a retrieval job that wrote nothing, more likely than a system that answered no query) and a run none
+    of whose `queries` the `judgments` hold (`unjudged` of them: the run of another collection), naming the run;
+    ``RunFileError`` (exit 2 at the command line)."""
+    if lines == 0:
         named = f" ({queries} query(ies) named, none with a result)" if queries else ""
         raise RunFileError(
             f"run {name}: holds no result line{named}, so there is nothing to score (was the run written?); a "

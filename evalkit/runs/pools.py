@@ -161,7 +161,7 @@ def _check_run(run: Run, names: Sequence[str], qrels: Qrels) -> None:
     judged = lookup(run.queries, qrels.queries) >= 0
     first = run.queries[:1].to_pylist()
     source = f"the judgments ({clip(qrels.source)})"
-    refuse_unscorable(run.name, len(run.queries), int((~judged).sum()), source, first, run.lines)
+    refuse_unscorable(run.name, len(run.queries), run.lines, int((~judged).sum()), source, first)
 
 
 def _judged(ranked: Ranked) -> BoolArray:

@@ -463,7 +463,7 @@ def _score(
         counts = one.scores.counts
         if counts is not None:
             source = f"the judgments ({judged.source})"
-            refuse_unscorable(one.name, one.queries, counts.unjudged_queries, source, lines=one.lines)  # as read
+            refuse_unscorable(one.name, one.queries, one.lines, counts.unjudged_queries, source)  # lines as read
     scores = tuple(one.scores for one in scored)
     query_languages = load_languages(languages, max_bytes)
     notes = [*scoring_notes(scores, dropped, missing), *coverage_notes(judged, scores, query_languages, languages)]
