@@ -382,6 +382,7 @@ def compare_reports(
     pairs = [(a, restricted(compared(base, a), base_rows), restricted(compared(head, a), head_rows)) for a in shared]
     every = every_query_measures(base.measure_definitions())
     rows = compared_rows(index, pairs, head.statistics, gated, alpha, max_drop, every)
+    family_size, exploratory_family_size = family_sizes(rows)
     g, s = gate_measures(pairs, gated), head.statistics
     return Comparison(
         base=_identity(base, "base"),
@@ -393,8 +394,8 @@ def compare_reports(
         gate_measures=gate_measures(pairs, gated),
         alpha=alpha,
         max_drop=max_drop,
-        family_size=family_sizes(rows)[0],
-        exploratory_family_size=family_sizes(rows)[1],
+        family_size=family_size,
+        exploratory_family_size=exploratory_family_size,
         rows=rows,
         unjudged=(
             *unjudged_shares(base, "base", index, base_rows, shared),
@@ -449,6 +450,7 @@ def compare_many(
     statistics = reports[-1].statistics
     every = every_query_measures(reports[0].measure_definitions())
     rows = compared_rows(index, pairs, statistics, gated, alpha, max_drop, every)
+    family_size, exploratory_family_size = family_sizes(rows)
     g, two_sided = gate_measures(pairs, gated), _two_sided_holm(rows)
     out = [
         PairRow(**{**dict(r), **meta[int(r.ablation)], "p_holm_two_sided": two_sided[k]}) for k, r in enumerate(rows)
@@ -471,8 +473,8 @@ def compare_many(
         gate_measures=gate_measures(pairs, gated),
         alpha=alpha,
         max_drop=max_drop,
-        family_size=family_sizes(rows)[0],
-        exploratory_family_size=family_sizes(rows)[1],
+        family_size=family_size,
+        exploratory_family_size=exploratory_family_size,
         rows=tuple(out),
         unjudged=tuple(
             share
