@@ -155,9 +155,9 @@ def _note_trec_folder(folder: Path, written: Sequence[Path], calibrated: bool) -
     run's, they would be scored as its systems), and that a calibrated run's files hold its evaluation queries
     only (the calibration queries are not in them, so scoring them against the whole fixture counts those 0)."""
     mine = set(written)
-    others = sorted(p.name for p in folder.glob("*.trec") if p not in mine)
+    others = sum(1 for p in folder.glob("*.trec") if p not in mine)
     if others:
-        print(f"note: {len(others)} other TREC run file(s) in that folder were not written by this run")
+        print(f"note: {others} other TREC run file(s) in that folder were not written by this run")
     if calibrated:
         print("note: the TREC files hold the evaluation split's queries only, not the calibration queries")
 
