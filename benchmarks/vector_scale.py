@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 from scale import DATA, Phase, Timing, build_corpus, phase, timing
 
+from evalkit.common.threads import scoring_threads
 from evalkit.data.fixture import Chunk, Document
 from evalkit.data.language import detect_language
 from evalkit.data.schema import Matrix
@@ -118,7 +119,8 @@ def run(args: argparse.Namespace, cache: Path) -> None:
     chosen = "defaults (vector_index auto)" if args.vector_index == "auto" else f"vector_index {args.vector_index}"
     print(f"provider: {args.provider}, {args.dimensions} dimensions; settings: {chosen}, ", end="")
     print(f"hnsw build threads {args.build_threads}")
-    print("latency: per query, BLAS pinned to 1 thread, after 1 warm-up query\n")
+    print(f"latency: per query, BLAS pinned to 1 thread, graphs searched on {scoring_threads()} threads, ", end="")
+    print("after 1 warm-up query\n")
     with KnowledgeDatabase.temporary() as database:
         with phase() as lexical_index:
             database.add_documents([Document(doc_id=f"doc-{x}", language=x, title=x) for x in ("en", "zh")])

@@ -5,13 +5,17 @@ pyarrow release the GIL for the work on a block's arrays, so the next blocks can
 the caller scores the current one. :func:`in_order` gives the results in the order of the items whatever the number
 of threads, so that every value, count and byte written is the same with one thread or many.
 
+A query searches several vector graphs the same way (:func:`each`): their searches release the GIL, so a query
+takes about half the time on two free cores, and its results are the same bytes on one thread or many.
+
 The number of threads follows Arrow's CPU pool (:func:`pyarrow.cpu_count`), which follows ``OMP_NUM_THREADS``: a
-process pinned to one thread scores on one thread.
+process pinned to one thread (a Ray actor of one CPU, for instance) scores and searches on one thread.
 """
 
 from __future__ import annotations
 
 import os
+import threading
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -20,7 +24,7 @@ from typing import TypeVar
 
 import pyarrow as pa
 
-__all__ = ["beside", "in_order", "scoring_threads"]
+__all__ = ["beside", "each", "in_order", "scoring_threads"]
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -30,6 +34,29 @@ S = TypeVar("S")
 def scoring_threads() -> int:
     """How many threads make blocks while one scores: Arrow's CPU pool, at most the machine's cores."""
     return max(1, min(int(pa.cpu_count()), os.cpu_count() or 1))
+
+
+_POOLS: dict[tuple[int, int], ThreadPoolExecutor] = {}
+_POOLS_LOCK = threading.Lock()
+
+
+def _pool(threads: int) -> ThreadPoolExecutor:
+    """One lasting pool per process and thread count, for work too short to pay for starting threads each time (a
+    forked child has none of its parent's threads, so it makes its own)."""
+    key = (os.getpid(), threads)
+    with _POOLS_LOCK:
+        if key not in _POOLS:
+            _POOLS[key] = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="evalkit-each")
+        return _POOLS[key]
+
+
+def each(work: Callable[[T], R], items: Sequence[T], threads: int) -> list[R]:
+    """``[work(item) for item in items]``, spread over ``threads`` lasting threads when above 1 (short pieces of
+    work that release the GIL, such as one query's search of each graph). The list is in the items' order whatever
+    the threads; an exception in ``work`` is raised at the first item, in order, that raised it."""
+    if threads <= 1 or len(items) <= 1:
+        return [work(item) for item in items]
+    return list(_pool(threads).map(work, items))
 
 
 def in_order(work: Callable[[T], R], items: Sequence[T], threads: int) -> Iterator[R]:

@@ -10,7 +10,8 @@
   searched. Their candidates are rescored with the float32 rows, so a found chunk has exactly its ``exact`` score;
   a chunk the graphs miss is the approximation, which :func:`recall_at` measures against exact search. Added by
   one thread, the graphs are the same in every process; more build threads are faster and the graphs then depend
-  on their timing.
+  on their timing. A query searches the graphs on :func:`~evalkit.common.threads.scoring_threads` threads (usearch
+  releases the GIL while it searches), each graph on one; its results are the same on one thread or many.
 
 ``auto`` (the default) keeps today's exact search below :data:`AUTO_EXACT_BELOW` chunks; above it, ``sparse`` for a
 provider whose rows are sparse (token hashing: ``sparse_rows``), else ``hnsw`` when usearch is installed, else
@@ -28,6 +29,7 @@ import numpy as np
 import numpy.typing as npt
 from scipy import sparse
 
+from evalkit.common.threads import each, scoring_threads
 from evalkit.data.schema import Matrix
 from evalkit.data.settings import HnswSettings, RetrievalSettings
 from evalkit.retrieval.embeddings import EmbeddingProvider, ProviderUnavailableError, import_backend
@@ -361,7 +363,11 @@ class HnswIndex:
         """Each graph's best candidates (``rescored``, at least ``limit``), rescored exactly, the best ``limit``."""
         vector = np.asarray(query, dtype=np.float32).reshape(-1)
         count = max(limit, RECALL_K, self._settings.rescored)
-        found = [np.asarray(graph.search(vector, count, threads=1).keys, dtype=np.intp) for graph in self.graphs]
+
+        def keys(graph: Any) -> npt.NDArray[np.intp]:
+            return np.asarray(graph.search(vector, count, threads=1).keys, dtype=np.intp)
+
+        found = each(keys, self.graphs, scoring_threads())
         positions = np.concatenate(found) if found else np.zeros(0, dtype=np.intp)
         if not len(positions):
             return positions, np.zeros(0, dtype=np.float32)

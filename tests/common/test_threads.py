@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from evalkit.common import threads
-from evalkit.common.threads import in_order, scoring_threads
+from evalkit.common.threads import each, in_order, scoring_threads
 from evalkit.data.qrels import qrels_from_mapping
 from evalkit.data.runs import run_from_rankings
 from evalkit.measures import run_order
@@ -122,3 +122,29 @@ def test_beside_raises_the_first_error_as_if_the_first_ran_first(workers: int) -
         threads.beside(lambda: 1, bad_second, workers)
     with pytest.raises(ValueError, match="first"):
         threads.beside(bad_first, lambda: 2, workers)
+
+
+@pytest.mark.parametrize("workers", [1, 2, 3])
+def test_each_gives_the_items_results_in_order_on_lasting_threads(workers: int) -> None:
+    def named(item: int) -> tuple[int, str]:
+        time.sleep(0.002 * (item % 3))  # later items may finish first
+        return item * item, threading.current_thread().name
+
+    first = each(named, list(range(12)), workers)
+    again = each(named, list(range(12)), workers)
+    assert [value for value, _ in first] == [i * i for i in range(12)]
+    used = {name for _, name in first + again}
+    if workers == 1:
+        assert used == {threading.current_thread().name}
+    else:
+        assert all(name.startswith("evalkit-each") for name in used) and len(used) <= workers
+
+
+def test_each_raises_the_first_failing_item_in_order() -> None:
+    def failing(item: int) -> int:
+        if item in (2, 5):
+            raise ValueError(f"item {item}")
+        return item
+
+    with pytest.raises(ValueError, match="item 2"):
+        each(failing, list(range(8)), 2)

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import threading
 
 import numpy as np
 import pytest
 
 from evalkit.data.settings import HnswSettings, RetrievalSettings
+from evalkit.retrieval import vector_index
 from evalkit.retrieval.embeddings import l2_normalize
 from evalkit.retrieval.vector_index import (
     HnswIndex,
@@ -55,6 +57,28 @@ def test_a_corpus_of_one_graph_matches_the_single_graph() -> None:
     assert len(one.graphs) == 1
     cut = HnswIndex([ROWS], 24, HnswSettings(graph_rows=2000))
     assert [one.search(q, 10)[0].tolist() for q in QUERIES] == [cut.search(q, 10)[0].tolist() for q in QUERIES]
+
+
+def test_a_query_searches_the_graphs_on_several_threads_with_the_results_of_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    index = HnswIndex([ROWS], 24, HnswSettings(graph_rows=300, dtype="i8"))
+    assert len(index.graphs) == 7
+    searched_on: set[str] = set()
+    search = type(index.graphs[0]).search
+
+    def recording(graph: object, *args: object, **kwargs: object) -> object:
+        searched_on.add(threading.current_thread().name)
+        return search(graph, *args, **kwargs)
+
+    monkeypatch.setattr(type(index.graphs[0]), "search", recording)
+    results = {}
+    for workers in (1, 2, 3):
+        monkeypatch.setattr(vector_index, "scoring_threads", lambda workers=workers: workers)
+        results[workers] = [(p.tolist(), s.tolist()) for p, s in (index.search(q, 20) for q in QUERIES)]
+    assert results[1] == results[2] == results[3]
+    assert threading.current_thread().name in searched_on
+    assert any(name.startswith("evalkit-each") for name in searched_on)
 
 
 def test_the_graphs_are_the_same_in_every_process() -> None:
