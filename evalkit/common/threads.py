@@ -9,7 +9,7 @@ A query searches several vector graphs the same way (:func:`each`): their search
 takes about half the time on two free cores, and its results are the same bytes on one thread or many.
 
 The number of threads follows Arrow's CPU pool (:func:`pyarrow.cpu_count`), which follows ``OMP_NUM_THREADS``: a
-process pinned to one thread (a Ray actor of one CPU, for instance) scores and searches on one thread.
+process pinned to one thread scores and searches on one thread.
 """
 
 from __future__ import annotations

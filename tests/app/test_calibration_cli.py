@@ -120,6 +120,14 @@ def test_score_floor_goes_with_qrels(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert "--floor goes with --qrels" in capsys.readouterr().err
 
 
+def test_score_missing_skip_goes_with_qrels(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run = tmp_path / "x.trec"
+    run.write_text("q-en-001 Q0 en-trash-01 1 1.0 mine\n", encoding="utf-8")
+    assert main(["score", "--fixture", str(SYNTHETIC_DIR), "--run", str(run), "--missing", "skip"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and "--missing skip goes with --qrels" in err and "Traceback" not in err
+
+
 def test_score_floor_on_the_command_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     qrels, run = tmp_path / "qrels.txt", tmp_path / "run.trec"
     qrels.write_text("q1 0 d1 1\nq2 0 d2 1\n", encoding="utf-8")

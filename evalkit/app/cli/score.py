@@ -75,6 +75,11 @@ def score_runs(args: argparse.Namespace) -> int:
         raise ValueError("--topics, --measures, --format and --per-query go with --qrels")
     if args.floor is not None:
         raise ValueError("--floor goes with --qrels")
+    if args.missing != "zero":
+        raise ValueError(
+            f"--missing {args.missing} goes with --qrels: against a fixture a query a run does not name is an empty "
+            "ranking (a system that abstains writes no line for it), scored as one"
+        )
     return score_fixture(args)
 
 
@@ -242,7 +247,7 @@ def _add_qrels_arguments(score_parser: argparse.ArgumentParser) -> None:
         choices=MISSING_POLICIES,
         default="zero",
         help="judged queries absent from a run: zero scores them 0 (trec_eval -c), skip leaves them out "
-        "(trec_eval's default)",
+        "(trec_eval's default); with --qrels",
     )
     score_parser.add_argument(
         "--floor",
