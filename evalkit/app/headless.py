@@ -255,6 +255,29 @@ def _store_executed(scratch: Path, target: Path, root: Path, relative: str, sour
     write_atomic(target, nbformat.writes(notebook).encode("utf-8"))
 
 
+def _kernel_logging_to(log: Path) -> type:
+    """A kernel manager whose kernel writes its own stderr to `log` rather than to the command's: the kernel's log
+    lines (a warning at every start, a traceback when the command is interrupted while a cell's reply is on its
+    way) are not the command's output; a cell's own output goes into the notebook either way."""
+    from jupyter_client.manager import AsyncKernelManager
+
+    class KernelLoggingToFile(AsyncKernelManager):
+        async def start_kernel(self, **kw: Any) -> None:  # type: ignore[override]  # the async manager's is async
+            with log.open("ab") as handle:  # the kernel process holds its own copy of the descriptor
+                await super().start_kernel(**kw, stderr=handle)
+
+    return KernelLoggingToFile
+
+
+def _kernel_died(log: Path) -> str:
+    """What to say when the kernel died under a cell: the last line it logged, unless that is only its start-up
+    warning (a kernel killed from outside, by the system for want of memory say, logs nothing)."""
+    lines = log.read_text(encoding="utf-8", errors="replace").splitlines() if log.exists() else []
+    said = [line.strip() for line in lines if line.strip() and not line.startswith("[IPKernelApp] WARNING")]
+    cause = f": {said[-1][:300]}" if said else " (killed from outside, for want of memory perhaps)"
+    return f"the kernel died while a cell ran{cause}; the notebook in the run folder shows the cells it ran"
+
+
 def _remove_outputs(files: list[Path | None], figures_dir: Path | None) -> None:
     """Remove a run's earlier outputs before it is run again in place (``--replace-run``): its files, and the
     figures folder it draws into (never following a symlink)."""
@@ -278,6 +301,7 @@ def run_notebook(
     workspace as it found it.
     """
     import papermill
+    from nbclient.exceptions import DeadKernelError
     from papermill.exceptions import PapermillExecutionError
 
     source = root / notebook
@@ -293,13 +317,23 @@ def run_notebook(
         _remove_outputs([executed, executed.with_suffix(".html"), report, summary], figures_dir)
     error_name = error_message = None
     with tempfile.TemporaryDirectory(prefix="evalkit-notebook-") as scratch_dir:
-        scratch = Path(scratch_dir) / source.name
+        scratch, kernel_log = Path(scratch_dir) / source.name, Path(scratch_dir) / "kernel.log"
         try:
             papermill.execute_notebook(
-                str(source), str(scratch), parameters=values, cwd=str(root), kernel_name="python3", progress_bar=False
+                str(source),
+                str(scratch),
+                parameters=values,
+                cwd=str(root),
+                kernel_name="python3",
+                progress_bar=False,
+                kernel_manager_class=_kernel_logging_to(kernel_log),
             )
         except PapermillExecutionError as exc:
             error_name, error_message = exc.ename, exc.evalue
+        except DeadKernelError:
+            error_name, error_message = "DeadKernelError", _kernel_died(kernel_log)
+        if not scratch.exists():  # the kernel died before papermill saved the notebook once
+            raise OSError(f"notebook {source.name}: {error_message or 'papermill wrote no notebook'}")
         _store_executed(scratch, executed, root, f"{relative_dir}/{source.name}", source)
     html = executed.with_suffix(".html")
     export_html(executed, html)

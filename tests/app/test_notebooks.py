@@ -253,3 +253,28 @@ def test_notebook_gates_another_fixture_as_evalkit_run_does(
         capsys.readouterr()
         cli_gates = [(g.gate, g.value, g.threshold, g.passed) for g in parse_report((ROOT / output).read_bytes()).gates]
         assert cli_gates == notebook_gates, given
+
+
+def _notebook_of(root: Path, *sources: str) -> Path:
+    notebook = nbformat.v4.new_notebook()
+    parameters = nbformat.v4.new_code_cell("x = 1")
+    parameters.metadata["tags"] = ["parameters"]
+    notebook.cells = [parameters, *(nbformat.v4.new_code_cell(s) for s in sources)]
+    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    path = root / "notebooks" / "n.ipynb"
+    path.parent.mkdir(parents=True)
+    nbformat.write(notebook, path)
+    return path.relative_to(root)
+
+
+def test_a_kernel_that_dies_is_a_failed_run_with_its_notebook_kept_and_no_kernel_log_on_stderr(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    notebook = _notebook_of(tmp_path, "print('ran')", "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)", "2")
+    run = run_notebook(tmp_path, {}, notebook=notebook, run_id="dies")
+    assert run.error_name == "DeadKernelError"
+    assert "the kernel died while a cell ran (killed from outside" in (run.error_message or "")
+    executed = nbformat.read(run.notebook, as_version=4)
+    assert [o.get("text") for o in executed.cells[1].outputs] == ["ran\n"]
+    assert run.html.exists()
+    assert "[IPKernelApp]" not in capfd.readouterr().err  # the kernel's own log lines are not the command's
