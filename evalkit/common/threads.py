@@ -36,18 +36,27 @@ def scoring_threads() -> int:
     return max(1, min(int(pa.cpu_count()), os.cpu_count() or 1))
 
 
-_POOLS: dict[tuple[int, int], ThreadPoolExecutor] = {}
+_POOLS: dict[int, ThreadPoolExecutor] = {}
 _POOLS_LOCK = threading.Lock()
 
 
 def _pool(threads: int) -> ThreadPoolExecutor:
-    """One lasting pool per process and thread count, for work too short to pay for starting threads each time (a
-    forked child has none of its parent's threads, so it makes its own)."""
-    key = (os.getpid(), threads)
+    """One lasting pool per thread count, for work too short to pay for starting threads each time."""
     with _POOLS_LOCK:
-        if key not in _POOLS:
-            _POOLS[key] = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="evalkit-each")
-        return _POOLS[key]
+        if threads not in _POOLS:
+            _POOLS[threads] = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="evalkit-each")
+        return _POOLS[threads]
+
+
+def _forget_pools() -> None:
+    """In a forked child: none of the parent's threads exist there (and its lock may have been held), so the child
+    makes pools of its own."""
+    global _POOLS_LOCK
+    _POOLS_LOCK = threading.Lock()
+    _POOLS.clear()
+
+
+os.register_at_fork(after_in_child=_forget_pools)
 
 
 def each(work: Callable[[T], R], items: Sequence[T], threads: int) -> list[R]:

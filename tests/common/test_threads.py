@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 
@@ -148,3 +149,20 @@ def test_each_raises_the_first_failing_item_in_order() -> None:
 
     with pytest.raises(ValueError, match="item 2"):
         each(failing, list(range(8)), 2)
+
+
+def test_each_in_a_forked_child_uses_threads_of_its_own() -> None:
+    each(lambda item: item, [1, 2, 3], 2)  # the parent's pool exists
+    read, write = os.pipe()
+    child = os.fork()
+    if child == 0:  # pragma: no cover - the child reports through the pipe
+        try:
+            names = each(lambda item: threading.current_thread().name, list(range(6)), 2)
+            os.write(write, ",".join(names).encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    with os.fdopen(read) as pipe:
+        said = pipe.read()
+    os.waitpid(child, 0)
+    assert said and all(name.startswith("evalkit-each") for name in said.split(",")), said
