@@ -33,7 +33,8 @@ import numpy as np
 from evalkit.app.cli import main as evalkit_main
 from evalkit.app.labelling import LabellingSession
 from evalkit.data.fixture import load_fixture
-from evalkit.data.labels import LabelDecision, LabelTask, labels_jsonl, load_tasks
+from evalkit.data.label_tasks import LabelTask, load_tasks
+from evalkit.data.labels import LabelDecision, labels_jsonl
 from evalkit.measures.agreement import agreement
 
 ROOT = Path(__file__).resolve().parents[1]

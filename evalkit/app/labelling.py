@@ -32,7 +32,8 @@ from evalkit.app.notebook import NotebookParameters, relative_to_root
 from evalkit.common.output import resolve_output_path
 from evalkit.data.fixture import Fixture, load_fixture
 from evalkit.data.label_merge import DEFAULT_OVERLAP_BOUND
-from evalkit.data.labels import LabelDecision, LabelFile, LabelTask, load_tasks, read_labels, span_text
+from evalkit.data.label_tasks import LabelTask, load_tasks, span_text
+from evalkit.data.labels import LabelDecision, LabelFile, read_labels, text_sha256
 from evalkit.data.schema import LANGUAGES, Identifier
 
 if TYPE_CHECKING:
@@ -226,6 +227,7 @@ class LabellingSession:
             spans=self.spans if grade else (),
             reviewer=self.reviewer,
             note=note or None,
+            chunk_sha256=text_sha256(task.chunk_text),
         )
         new = self.key(task) not in self.decisions
         self._file.record(decision)

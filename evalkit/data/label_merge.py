@@ -38,7 +38,7 @@ import numpy as np
 import numpy.typing as npt
 
 from evalkit.data.fixture import Fixture, parse_fixture
-from evalkit.data.labels import LabelDecision
+from evalkit.data.labels import LabelDecision, same_person
 
 __all__ = [
     "DEFAULT_OVERLAP_BOUND",
@@ -185,8 +185,9 @@ def _index(decisions: Sequence[LabelDecision], side: str) -> dict[Key, LabelDeci
 def reviewer_pair(a: Sequence[LabelDecision], b: Sequence[LabelDecision]) -> tuple[dict[Key, LabelDecision], ...]:
     """Both sides indexed by pair (see :func:`_index`); ``ValueError`` when both are by the same reviewer."""
     left, right = _index(a, "first"), _index(b, "second")
-    if a and b and a[0].reviewer == b[0].reviewer:
-        raise ValueError(f"both label files are by reviewer {a[0].reviewer!r}: agreement needs two reviewers")
+    if a and b and same_person(a[0].reviewer, b[0].reviewer):
+        named = repr(a[0].reviewer) if a[0].reviewer == b[0].reviewer else f"{a[0].reviewer!r} ({b[0].reviewer!r})"
+        raise ValueError(f"both label files are by reviewer {named}: agreement needs two reviewers")
     return left, right
 
 
@@ -293,7 +294,7 @@ def merge_labels(
     left, right = reviewer_pair(a, b)
     reviewers = {d.reviewer for d in (*a[:1], *b[:1])}
     third = adjudicated[0].reviewer if adjudicated else None
-    if third in reviewers:
+    if third is not None and any(same_person(third, r) for r in reviewers):
         raise ValueError(
             f"the adjudicated labels are by {third!r}, who labelled one of the two files: the "
             "adjudicator is a third person"

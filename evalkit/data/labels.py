@@ -13,8 +13,7 @@ query (grade 0, no spans). One file holds one reviewer's decisions, at most one 
 :func:`read_labels` reads a file through the guarded door (:func:`evalkit.data.inputs.read_input_bytes`, strict JSON
 by :func:`evalkit.data.inputs.loads_strict`) and refuses it with one :class:`LabelFileError` listing every problem,
 each naming the file, the line and the field. :class:`LabelFile` saves decisions one at a time, atomically, from
-what it holds (:func:`record_label`: one decision). :func:`load_tasks` lists the pairs to label, from a pool file
-of ``evalkit pool`` or from the fixture's own judgments.
+what it holds (:func:`record_label`: one decision). :mod:`evalkit.data.label_tasks` lists the pairs to label.
 
 Two reviewers' files are compared by :mod:`evalkit.measures.agreement` and merged into a new fixture version by
 :mod:`evalkit.data.label_merge`.
@@ -22,10 +21,12 @@ Two reviewers' files are compared by :mod:`evalkit.measures.agreement` and merge
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import unicodedata
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import pairwise
 from pathlib import Path
 from typing import Annotated, Any
@@ -55,15 +56,17 @@ from evalkit.data.schema import (
 )
 
 __all__ = [
+    "Known",
     "LabelDecision",
     "LabelFile",
     "LabelFileError",
-    "LabelTask",
+    "json_object",
     "labels_jsonl",
-    "load_tasks",
+    "non_blank_lines",
     "read_labels",
     "record_label",
-    "span_text",
+    "same_person",
+    "text_sha256",
 ]
 
 MAX_REVIEWER_LENGTH = 128
@@ -73,6 +76,8 @@ MAX_NOTE_LENGTH = 2_000
 def _printable_name(value: str) -> str:
     if not value.strip():
         raise ValueError("must not be blank")
+    if value != value.strip():
+        raise ValueError(f"{shorten(value)} begins or ends with white space")
     if not value.isprintable():
         bad = next(c for c in value if not c.isprintable())
         raise ValueError(f"holds the unprintable character U+{ord(bad):04X} (control, format or bidi characters)")
@@ -86,12 +91,26 @@ def _clean_note(value: str) -> str:
     return value
 
 
+def same_person(a: str, b: str) -> bool:
+    """Whether two reviewer names name one person: equal once NFKC-normalized and case-folded (``Ana``, ``ana`` and
+    the full-width ``ａｎａ`` are one reviewer)."""
+    return unicodedata.normalize("NFKC", a).casefold() == unicodedata.normalize("NFKC", b).casefold()
+
+
 Reviewer = Annotated[str, Field(max_length=MAX_REVIEWER_LENGTH), AfterValidator(_printable_name)]
 """A reviewer's name: non-blank, printable (no control, format or bidirectional characters), at most 128 long."""
 NoteText = Annotated[str, Field(max_length=MAX_NOTE_LENGTH), AfterValidator(_clean_note)]
 _Offset = Annotated[int, Field(ge=0, le=MAX_CHUNK_LENGTH)]
 SpanOffsets = tuple[_Offset, _Offset]
 """A span as ``(start, end)``: half-open character offsets into the chunk's text."""
+
+
+TextSha256 = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
+
+
+def text_sha256(text: str) -> str:
+    """The SHA-256 of a chunk's text (UTF-8), as a decision records it."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 class LabelDecision(StrictModel):
@@ -108,6 +127,13 @@ class LabelDecision(StrictModel):
     )
     reviewer: Reviewer = Field(description="who decided (one reviewer per label file)")
     note: NoteText | None = Field(default=None, exclude_if=absent, description="the reviewer's remark, if any")
+    chunk_sha256: TextSha256 | None = Field(
+        default=None,
+        exclude_if=absent,
+        description="SHA-256 of the chunk's text the decision was made on (the labelling notebook writes it); a "
+        "decision on a chunk whose text has changed since is refused. Absent: the spans are checked against the "
+        "text's length only",
+    )
 
     @field_validator("grade")
     @classmethod
@@ -135,22 +161,17 @@ class LabelDecision(StrictModel):
             raise ValueError(f"span [{repeated[0]}, {repeated[1]}) is given twice")
         return ordered
 
+    @field_validator("chunk_sha256")
+    @classmethod
+    def _hash_of_a_chunk(cls, digest: str | None, info: ValidationInfo) -> str | None:
+        if digest is not None and "chunk_id" in info.data and info.data["chunk_id"] is None:
+            raise ValueError("a no-answer decision (chunk_id null) has no chunk text to hash")
+        return digest
+
     @property
     def key(self) -> tuple[str, str | None]:
         """The pair decided: ``(query_id, chunk_id)``."""
         return (self.query_id, self.chunk_id)
-
-
-@dataclass(frozen=True)
-class LabelTask:
-    """One pair to label, with what a reviewer reads; ``language`` is the query's (as ``evalkit pool`` writes it)."""
-
-    query_id: str
-    chunk_id: str
-    language: str
-    query_text: str
-    chunk_title: str
-    chunk_text: str
 
 
 class LabelFileError(ValueError):
@@ -163,7 +184,7 @@ class LabelFileError(ValueError):
         super().__init__(f"invalid label file {source}: {len(self.problems)} problem(s)\n{listing}")
 
 
-def _lines(path: Path, max_bytes: int) -> Iterator[tuple[int, str]]:
+def non_blank_lines(path: Path, max_bytes: int) -> Iterator[tuple[int, str]]:
     """``(line number, text)`` of every non-blank line of a regular UTF-8 file of at most `max_bytes`.
 
     Lines end at ``\\n`` only: a JSON string may hold U+2028, which :meth:`str.splitlines` would split at."""
@@ -183,7 +204,7 @@ def _field(loc: Sequence[int | str]) -> str:
     return f"field {path or '(the whole line)'!r}"
 
 
-def _object(line: str, where: str) -> tuple[dict[str, Any] | None, list[str]]:
+def json_object(line: str, where: str) -> tuple[dict[str, Any] | None, list[str]]:
     try:
         record = loads_strict(line)
     except ValueError as exc:
@@ -194,7 +215,7 @@ def _object(line: str, where: str) -> tuple[dict[str, Any] | None, list[str]]:
 
 
 def _decision(line: str, where: str) -> tuple[LabelDecision | None, list[str]]:
-    record, problems = _object(line, where)
+    record, problems = json_object(line, where)
     if record is None:
         return None, problems
     try:
@@ -204,15 +225,24 @@ def _decision(line: str, where: str) -> tuple[LabelDecision | None, list[str]]:
 
 
 @dataclass(frozen=True)
-class _Known:
-    """A fixture's queries, chunks and document titles by ID, looked up once per line instead of searched."""
+class Known:
+    """A fixture's queries, chunks and document titles by ID, looked up once per line instead of searched, and the
+    chunks' text hashes as the decisions ask for them."""
 
     queries: dict[str, Query]
     chunks: dict[str, Chunk]
     titles: dict[str, str]
+    hashes: dict[str, str] = field(default_factory=dict)
+    """Chunk text SHA-256s worked out so far, by chunk ID."""
+
+    def sha256(self, chunk: Chunk) -> str:
+        """The chunk's :func:`text_sha256`, worked out once."""
+        if chunk.chunk_id not in self.hashes:
+            self.hashes[chunk.chunk_id] = text_sha256(chunk.text)
+        return self.hashes[chunk.chunk_id]
 
     @classmethod
-    def of(cls, fixture: Fixture) -> _Known:
+    def of(cls, fixture: Fixture) -> Known:
         return cls(
             {q.query_id: q for q in fixture.queries},
             {c.chunk_id: c for c in fixture.chunks},
@@ -220,7 +250,7 @@ class _Known:
         )
 
 
-def _pair_problems(decision: LabelDecision, known: _Known, where: str) -> list[str]:
+def _pair_problems(decision: LabelDecision, known: Known, where: str) -> list[str]:
     """The decision checked against the fixture: a known query and chunk, every span inside the chunk's text."""
     problems = []
     if decision.query_id not in known.queries:
@@ -230,6 +260,12 @@ def _pair_problems(decision: LabelDecision, known: _Known, where: str) -> list[s
     chunk = known.chunks.get(decision.chunk_id)
     if chunk is None:
         return [*problems, f"{where}: field 'chunk_id': unknown chunk {shorten(decision.chunk_id)}"]
+    if decision.chunk_sha256 is not None and decision.chunk_sha256 != known.sha256(chunk):
+        return [
+            *problems,
+            f"{where}: field 'chunk_sha256': the text of chunk {chunk.chunk_id!r} has changed since this decision was "
+            "made on it (its SHA-256 differs): label the pair again on the fixture's text",
+        ]
     for index, (start, end) in enumerate(decision.spans):
         if end > len(chunk.text):
             problems.append(
@@ -249,10 +285,10 @@ def read_labels(path: Path, fixture: Fixture, max_bytes: int = DEFAULT_MAX_INPUT
             chunk's text, an unknown query or chunk, ``chunk_id`` null with a grade other than 0, a second decision
             on one (query, chunk), or a reviewer other than the first line's.
     """
-    return _read_labels(Path(path), _Known.of(fixture), max_bytes)
+    return _read_labels(Path(path), Known.of(fixture), max_bytes)
 
 
-def _read_labels(path: Path, known: _Known, max_bytes: int) -> tuple[LabelDecision, ...]:
+def _read_labels(path: Path, known: Known, max_bytes: int) -> tuple[LabelDecision, ...]:
     """:func:`read_labels` with the fixture already indexed."""
     name = clip(path.name)
     decisions: list[LabelDecision] = []
@@ -260,7 +296,7 @@ def _read_labels(path: Path, known: _Known, max_bytes: int) -> tuple[LabelDecisi
     first_line: dict[tuple[str, str | None], int] = {}
     reviewer: tuple[str, int] | None = None
     answered: dict[str, LabelDecision] = {}  # per query, its first chunk graded 1-3
-    for number, line in _lines(path, max_bytes):
+    for number, line in non_blank_lines(path, max_bytes):
         where = f"{name} line {number}"
         decision, found = _decision(line, where)
         if decision is None:
@@ -339,7 +375,7 @@ class LabelFile:
         self.path = Path(path)
         self.fixture = fixture
         self.max_bytes = max_bytes
-        self._known = _Known.of(fixture)
+        self._known = Known.of(fixture)
         self.decisions: dict[tuple[str, str | None], LabelDecision] = {}
         self._lines: dict[tuple[str, str | None], bytes] = {}
         self._stamp: tuple[int, int, int] | None = None
@@ -407,88 +443,3 @@ def record_label(
     """Save `decision` into the label file at `path`, atomically (:meth:`LabelFile.record`, the file read first):
     for one decision; a session that records many keeps one :class:`LabelFile`."""
     LabelFile(path, fixture, max_bytes).record(decision)
-
-
-def span_text(source: LabelTask | str, spans: Iterable[Sequence[int]]) -> tuple[str, ...]:
-    """The exact characters of each ``(start, end)`` span of a task's chunk text (or of the text given).
-
-    Raises:
-        ValueError: a span that is empty, reversed or outside the text.
-    """
-    text = source.chunk_text if isinstance(source, LabelTask) else source
-    found = []
-    for span in spans:
-        start, end = int(span[0]), int(span[1])
-        if not 0 <= start < end <= len(text):
-            raise ValueError(f"span [{start}, {end}) is empty, reversed or outside the text ({len(text)} characters)")
-        found.append(text[start:end])
-    return tuple(found)
-
-
-# --- tasks -----------------------------------------------------------------------------------------------------
-
-
-def _task(query: Query, chunk: Chunk, known: _Known) -> LabelTask:
-    return LabelTask(query.query_id, chunk.chunk_id, query.language, query.text, known.titles[chunk.doc_id], chunk.text)
-
-
-def _task_pair(
-    record: dict[str, Any], where: str, queries: dict[str, Query], chunks: dict[str, Chunk]
-) -> tuple[tuple[Query, Chunk] | None, list[str]]:
-    query_id = record.get("query_id")
-    query = queries.get(query_id) if isinstance(query_id, str) else None
-    problems = [] if query is not None else [f"{where}: field 'query_id': unknown query {shorten(query_id)}"]
-    field = "chunk_id" if "chunk_id" in record else "doc_id"
-    chunk_id = record.get(field)
-    if "chunk_id" in record and "doc_id" in record and record["doc_id"] != chunk_id:
-        problems.append(f"{where}: field 'doc_id': {shorten(record['doc_id'])} is not chunk_id {shorten(chunk_id)}")
-    chunk = chunks.get(chunk_id) if isinstance(chunk_id, str) else None
-    if chunk is None:
-        problems.append(f"{where}: field {field!r}: unknown chunk {shorten(chunk_id)}")
-    language = record.get("language")
-    if query is not None and language is not None and language != query.language:
-        problems.append(f"{where}: field 'language': {shorten(language)} is not query's language {query.language!r}")
-    if problems or query is None or chunk is None:
-        return None, problems
-    return (query, chunk), []
-
-
-def load_tasks(
-    fixture: Fixture, tasks_path: Path | None, max_bytes: int = DEFAULT_MAX_INPUT_BYTES
-) -> tuple[LabelTask, ...]:
-    """The pairs to label, each with the query's language and text and the chunk's title and text.
-
-    With `tasks_path`, the pairs of a pool file (JSON lines as ``evalkit pool`` writes them: ``query_id``, and
-    ``chunk_id`` or ``doc_id`` naming a chunk of the fixture, both equal when both are given; ``language``, when
-    given, must be the query's; other keys such as ``best_rank`` and ``runs`` are ignored), in file order. With
-    None, every (query, chunk) pair the fixture judges (grade 0 included), in fixture order.
-
-    Raises:
-        LabelFileError: naming file, line and field: invalid JSON, an unknown query or chunk, a language that is not
-            the query's, or a pair listed twice.
-    """
-    known = _Known.of(fixture)
-    queries, chunks = known.queries, known.chunks
-    if tasks_path is None:
-        return tuple(_task(q, chunks[j.chunk_id], known) for q in fixture.queries for j in q.judgments)
-    path = Path(tasks_path)
-    name = clip(path.name)
-    tasks: list[LabelTask] = []
-    problems: list[str] = []
-    first_line: dict[tuple[str, str], int] = {}
-    for number, line in _lines(path, max_bytes):
-        where = f"{name} line {number}"
-        record, found = _object(line, where)
-        pair, more = (None, []) if record is None else _task_pair(record, where, queries, chunks)
-        problems.extend(found + more)
-        if pair is None:
-            continue
-        key = (pair[0].query_id, pair[1].chunk_id)
-        if key in first_line:
-            problems.append(f"{where}: field 'chunk_id': pair {key} is listed again (first on line {first_line[key]})")
-            continue
-        first_line[key] = number
-        tasks.append(_task(*pair, known))
-    if problems:
-        raise LabelFileError(name, problems)
-    return tuple(tasks)

@@ -27,7 +27,8 @@ from evalkit.app.labelling import (
 from evalkit.app.notebook import UnknownParameterError
 from evalkit.data.fixture import Fixture, LoadedFixture, load_fixture
 from evalkit.data.label_merge import span_overlap_f1
-from evalkit.data.labels import LabelDecision, LabelFileError, LabelTask, load_tasks, read_labels
+from evalkit.data.label_tasks import LabelTask, load_tasks
+from evalkit.data.labels import LabelDecision, LabelFileError, read_labels, text_sha256
 
 from ..conftest import ROOT, TINY_DIR
 
@@ -114,7 +115,13 @@ def test_each_decision_is_written_at_once_and_a_reopened_session_resumes(
     first = session.record(3, note="clear answer")
     assert read_labels(path, fixture) == (first,)
     assert first == LabelDecision(
-        query_id="q-en-001", chunk_id="en-trash-01", grade=3, spans=((14, 43),), reviewer="ana", note="clear answer"
+        query_id="q-en-001",
+        chunk_id="en-trash-01",
+        grade=3,
+        spans=((14, 43),),
+        reviewer="ana",
+        note="clear answer",
+        chunk_sha256=text_sha256(tasks[0].chunk_text),  # the text the spans count into, as the reviewer saw it
     )
     session.skip()  # q-en-001/en-trash-02 stays undecided
     session.record(0)
@@ -261,7 +268,7 @@ def test_labelling_reads_no_other_file(
     tmp_path: Path, fixture: Fixture, tasks: tuple[LabelTask, ...], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     read: list[Path] = []
-    real = label_files._lines  # every label file is read through it
+    real = label_files.non_blank_lines  # every label file is read through it
 
     def spy(path: Path, max_bytes: int) -> Iterator[tuple[int, str]]:
         read.append(Path(path))
@@ -269,7 +276,7 @@ def test_labelling_reads_no_other_file(
 
     other = tmp_path / "bo.jsonl"
     session_of(tasks, other, fixture, reviewer="bo").record(0)
-    monkeypatch.setattr(label_files, "_lines", spy)
+    monkeypatch.setattr(label_files, "non_blank_lines", spy)
     session = session_of(tasks, tmp_path / "ana.jsonl", fixture)
     session.record(0)
     session_of(tasks, tmp_path / "ana.jsonl", fixture)

@@ -17,16 +17,16 @@ from pydantic import ValidationError
 import evalkit.data.labels as labels_module
 from evalkit.common.output import write_atomic, writers_in_turn
 from evalkit.data.fixture import Fixture, LoadedFixture
+from evalkit.data.label_tasks import LabelTask, load_tasks, span_text
 from evalkit.data.labels import (
     LabelDecision,
     LabelFile,
     LabelFileError,
-    LabelTask,
     labels_jsonl,
-    load_tasks,
     read_labels,
     record_label,
-    span_text,
+    same_person,
+    text_sha256,
 )
 
 EN = {"query_id": "q-en-001", "chunk_id": "en-trash-01", "grade": 3, "spans": [[14, 43]], "reviewer": "ana"}
@@ -307,8 +307,8 @@ def test_a_label_file_saves_decision_after_decision_without_reading_itself_again
     path = tmp_path / "ana.jsonl"
     _write(path, EN)
     reads: list[Path] = []
-    real = labels_module._lines  # every label file is read through it
-    monkeypatch.setattr(labels_module, "_lines", lambda *args: (reads.append(args[0]), real(*args))[1])
+    real = labels_module.non_blank_lines  # every label file is read through it
+    monkeypatch.setattr(labels_module, "non_blank_lines", lambda *args: (reads.append(args[0]), real(*args))[1])
     labels = LabelFile(path, fixture)
     second = LabelDecision.model_validate_json(json.dumps(ZH))
     changed = LabelDecision.model_validate_json(json.dumps({**EN, "grade": 1}))
@@ -379,3 +379,54 @@ def test_a_label_file_written_by_another_process_is_read_again_before_the_next_d
     with pytest.raises(LabelFileError, match="line 1"):
         mine.record(LabelDecision.model_validate_json(json.dumps({**EN, "grade": 2})))
     assert path.read_text(encoding="utf-8") == "not json\n"
+
+
+def _chunk_text(fixture: Fixture, chunk_id: str) -> str:
+    return next(c.text for c in fixture.chunks if c.chunk_id == chunk_id)
+
+
+def test_a_decision_on_a_chunk_whose_text_changed_is_refused(fixture: Fixture, tmp_path: Path) -> None:
+    made_on = _chunk_text(fixture, "en-trash-01")
+    path = tmp_path / "ana.jsonl"
+    path.write_bytes(
+        labels_jsonl([LabelDecision.model_validate_json(json.dumps({**EN, "chunk_sha256": text_sha256(made_on)}))])
+    )
+    assert read_labels(path, fixture)[0].chunk_sha256 == text_sha256(made_on)
+    changed = fixture.model_copy(
+        update={
+            "chunks": tuple(
+                c.model_copy(update={"text": "Note: " + c.text}) if c.chunk_id == "en-trash-01" else c
+                for c in fixture.chunks
+            )
+        }
+    )
+    with pytest.raises(
+        LabelFileError, match=r"ana\.jsonl line 1: field 'chunk_sha256': the text of chunk 'en-trash-01'"
+    ):
+        read_labels(path, changed)
+    unhashed = tmp_path / "bo.jsonl"
+    unhashed.write_bytes(labels_jsonl([LabelDecision.model_validate_json(json.dumps({**EN, "reviewer": "bo"}))]))
+    assert read_labels(unhashed, changed)[0].chunk_sha256 is None  # hand-written: checked by length only
+    assert b"chunk_sha256" not in unhashed.read_bytes()
+
+
+@pytest.mark.parametrize(
+    ("record", "field"),
+    [
+        ({**EN, "chunk_sha256": "ABC"}, "chunk_sha256"),
+        (
+            {"query_id": "q-en-004", "chunk_id": None, "grade": 0, "reviewer": "ana", "chunk_sha256": "0" * 64},
+            "no-answer",
+        ),
+        ({**EN, "reviewer": " ana"}, "white space"),
+        ({**EN, "reviewer": "ana\u3000"}, "white space"),
+    ],
+)
+def test_a_bad_hash_or_a_padded_reviewer_name_is_refused(record: dict[str, object], field: str) -> None:
+    with pytest.raises(ValueError, match=field):
+        LabelDecision.model_validate_json(json.dumps(record))
+
+
+def test_reviewer_names_that_differ_only_in_case_or_width_are_one_person() -> None:
+    assert same_person("ana", "Ana") and same_person("ana", "\uff41\uff4e\uff41") and same_person("ANA", "ana")
+    assert not same_person("ana", "anna")
