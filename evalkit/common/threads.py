@@ -65,7 +65,11 @@ def each(work: Callable[[T], R], items: Sequence[T], threads: int) -> list[R]:
     the threads; an exception in ``work`` is raised at the first item, in order, that raised it."""
     if threads <= 1 or len(items) <= 1:
         return [work(item) for item in items]
-    return list(_pool(threads).map(work, items))
+    try:
+        pending = [_pool(threads).submit(work, item) for item in items]
+    except RuntimeError:  # the interpreter is shutting down (an atexit handler searching): no new threads
+        return [work(item) for item in items]
+    return [future.result() for future in pending]
 
 
 def in_order(work: Callable[[T], R], items: Sequence[T], threads: int) -> Iterator[R]:

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import threading
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -166,3 +169,15 @@ def test_each_in_a_forked_child_uses_threads_of_its_own() -> None:
         said = pipe.read()
     os.waitpid(child, 0)
     assert said and all(name.startswith("evalkit-each") for name in said.split(",")), said
+
+
+def test_each_still_works_while_the_interpreter_shuts_down(tmp_path: Path) -> None:
+    script = tmp_path / "late.py"
+    script.write_text(
+        "import atexit\n"
+        "from evalkit.common.threads import each\n"
+        "atexit.register(lambda: print(each(lambda item: item * 2, [1, 2, 3], 2)))\n",
+        encoding="utf-8",
+    )
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60, check=False)
+    assert (done.returncode, done.stdout.strip(), done.stderr) == (0, "[2, 4, 6]", "")
