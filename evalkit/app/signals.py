@@ -1,6 +1,7 @@
 """How the evalkit command ends on a signal: SIGINT (Ctrl-C) exits 130 and SIGTERM 143, each with one line on
-stderr, after ``finally`` blocks have removed any temporary file. A light module (no evalkit import), so that the
-console script (:mod:`evalkit.app.launch`) can use it before the command is imported."""
+stderr, after ``finally`` blocks have removed any temporary file. A light module (of evalkit it imports only
+:mod:`evalkit.common.interrupts`, standard library alone), so that the console script (:mod:`evalkit.app.launch`)
+can use it before the command is imported."""
 
 from __future__ import annotations
 
@@ -11,20 +12,15 @@ import signal
 import sys
 import threading
 from collections.abc import Callable
-from types import FrameType
 from typing import Any, TextIO
+
+from evalkit.common.interrupts import Terminated, interrupted, terminated
 
 EXIT_SIGINT = 130
 EXIT_SIGTERM = 143
-
-
-class Terminated(BaseException):
-    """Raised in the main thread on SIGTERM, so that ``finally`` blocks (temporary files) run before exiting."""
-
-
-def raise_terminated(signum: int, frame: FrameType | None) -> None:
-    """The SIGTERM handler of the command: raise :class:`Terminated`."""
-    raise Terminated
+_HANDLERS = {signal.SIGINT: interrupted, signal.SIGTERM: terminated}
+"""SIGINT raises ``KeyboardInterrupt`` as Python's own handler does, SIGTERM :class:`Terminated`; both record the
+signal, for C code that drops the exception (:mod:`evalkit.common.interrupts`)."""
 
 
 def with_signals(command: Callable[[], int]) -> int:
@@ -33,7 +29,11 @@ def with_signals(command: Callable[[], int]) -> int:
     goes through :class:`Unread`, so that a reader that stops early changes neither what it does nor its exit
     code."""
     in_main_thread = threading.current_thread() is threading.main_thread()
-    previous = signal.signal(signal.SIGTERM, raise_terminated) if in_main_thread else None
+    previous = {
+        number: signal.signal(number, handler)
+        for number, handler in _HANDLERS.items()
+        if in_main_thread and (number != signal.SIGINT or signal.getsignal(number) is signal.default_int_handler)
+    }  # a SIGINT the shell ignores (a background job) stays ignored
     streams = sys.stdout, sys.stderr
     sys.stdout, sys.stderr = Unread(sys.stdout), Unread(sys.stderr)
     try:
@@ -44,8 +44,8 @@ def with_signals(command: Callable[[], int]) -> int:
         return stopped(signal.SIGTERM)
     finally:
         sys.stdout, sys.stderr = streams
-        if previous is not None:
-            signal.signal(signal.SIGTERM, previous)
+        for number, handler in previous.items():
+            signal.signal(number, handler)
 
 
 def stopped(signum: int) -> int:

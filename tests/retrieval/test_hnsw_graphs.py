@@ -113,3 +113,25 @@ def test_expansion_search_left_to_the_corpus_shares_a_bounded_work_among_the_gra
     assert {graph.expansion_search for graph in left.graphs} == {365}
     chosen = HnswIndex([ROWS], 24, HnswSettings(graph_rows=300, expansion_search=64))
     assert {graph.expansion_search for graph in chosen.graphs} == {64}
+
+
+@pytest.mark.parametrize(("name", "code", "line"), [("SIGINT", 130, "interrupted"), ("SIGTERM", 143, "terminated")])
+def test_a_signal_while_a_graph_is_built_ends_as_the_signal_does(name: str, code: int, line: str) -> None:
+    """usearch checks for signals while it adds rows and turns the handler's exception into a RuntimeError: the
+    command must still end with the signal's exit code and one line, not a traceback and exit 1."""
+    script = (
+        "import os, signal, sys, threading\n"
+        "import numpy as np\n"
+        "from evalkit.app.signals import with_signals\n"
+        "from evalkit.data.settings import HnswSettings\n"
+        "from evalkit.retrieval.vector_index import HnswIndex\n"
+        "rows = np.random.default_rng(0).standard_normal((300_000, 64)).astype(np.float32)\n"
+        "def build():\n"
+        f"    threading.Timer(0.5, os.kill, (os.getpid(), signal.{name})).start()\n"
+        "    HnswIndex([rows], 64, HnswSettings(graph_rows=300_000))\n"
+        "    return 0\n"
+        "sys.exit(with_signals(build))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == code, done.stderr
+    assert done.stderr.startswith(f"evalkit: {line} ({name})") and "Traceback" not in done.stderr, done.stderr

@@ -19,7 +19,8 @@ from evalkit.app.cli.options import (
     EXIT_INPUT,
     EXIT_OK,
 )
-from evalkit.app.signals import EXIT_SIGINT, EXIT_SIGTERM, Terminated, say, with_signals
+from evalkit.app.signals import EXIT_SIGINT, EXIT_SIGTERM, say, with_signals
+from evalkit.common.interrupts import Terminated
 
 __all__ = [
     "COMMANDS",

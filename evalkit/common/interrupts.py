@@ -1,0 +1,41 @@
+"""Which signal stopped work in C code that drops the exception its signal handler raised.
+
+usearch checks for signals while it adds rows to a graph or searches it; when a handler raises (``KeyboardInterrupt``
+for SIGINT, :class:`Terminated` for the command's SIGTERM), usearch drops that exception and raises
+``RuntimeError("Operation has been terminated")`` instead, which would end the command in a traceback with exit 1.
+The command's handlers (:mod:`evalkit.app.signals`) record the signal here before raising, so that the caller can
+raise the signal's own exception again (:func:`signal_exception`) and the command exits 130 or 143.
+
+Standard library only: the console script imports it before anything else.
+"""
+
+from __future__ import annotations
+
+import signal
+from types import FrameType
+
+__all__ = ["Terminated", "interrupted", "signal_exception", "terminated"]
+
+_received: list[int] = []
+
+
+class Terminated(BaseException):
+    """Raised in the main thread on SIGTERM, so that ``finally`` blocks (temporary files) run before exiting."""
+
+
+def interrupted(signum: int, frame: FrameType | None) -> None:
+    """The command's SIGINT handler: record it, raise ``KeyboardInterrupt`` (as Python's own handler does)."""
+    _received[:] = [signal.SIGINT]
+    raise KeyboardInterrupt
+
+
+def terminated(signum: int, frame: FrameType | None) -> None:
+    """The command's SIGTERM handler: record it, raise :class:`Terminated`."""
+    _received[:] = [signal.SIGTERM]
+    raise Terminated
+
+
+def signal_exception() -> BaseException:
+    """The exception of the last signal the handlers recorded: :class:`Terminated` after SIGTERM, else
+    ``KeyboardInterrupt`` (what Python's own SIGINT handler raises when the command's are not installed)."""
+    return Terminated() if _received == [signal.SIGTERM] else KeyboardInterrupt()
