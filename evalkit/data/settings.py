@@ -51,6 +51,12 @@ row (the reference), ``sparse`` is exact over the nonzero entries of sparse rows
 
 GRAPH_ROWS = 100_000
 """Default rows per hnsw graph (:class:`HnswSettings`)."""
+MAX_CANDIDATES = 100_000
+"""The most hits, candidates or graph candidate lists a setting may ask for per query: beyond it a query's buffers
+alone run to gigabytes, and a larger value is refused naming the setting instead of failing for want of memory."""
+MAX_BUILD_THREADS = 256
+"""The most threads an hnsw build may ask for."""
+Candidates = Annotated[int, Field(ge=1, le=MAX_CANDIDATES)]
 RESCORED = 100
 """Default candidates per graph and query rescored with the float32 rows (:class:`HnswSettings`)."""
 
@@ -74,14 +80,14 @@ class HnswSettings(StrictModel):
     """
 
     connectivity: Annotated[int, Field(ge=2, le=256)] = Field(default=32, description="graph edges per node")
-    expansion_add: PositiveInt = Field(default=128, description="candidate list while a row is added")
-    expansion_search: PositiveInt | None = Field(
+    expansion_add: Candidates = Field(default=128, description="candidate list while a row is added")
+    expansion_search: Candidates | None = Field(
         default=None,
         exclude_if=absent,
         description="candidate list while a query searches each graph; None: by the number of graphs (512 up to "
         "five, then 2,560 shared among them, at least 256)",
     )
-    build_threads: PositiveInt = Field(
+    build_threads: Annotated[int, Field(ge=1, le=MAX_BUILD_THREADS)] = Field(
         default=1, description="threads that add rows; more than one builds faster but not deterministically"
     )
     graph_rows: PositiveInt = _written_when_set(
@@ -92,7 +98,7 @@ class HnswSettings(StrictModel):
     dtype: HnswDtype = _written_when_set(
         "i8", "how a graph stores its rows: i8 (a quarter of float32's bytes, the fastest to compare), f16 or f32"
     )
-    rescored: PositiveInt = _written_when_set(
+    rescored: Candidates = _written_when_set(
         RESCORED,
         "candidates each graph hands on per query, rescored with the float32 rows (at least the hits asked for)",
     )
@@ -105,8 +111,8 @@ def _default_hnsw(value: object) -> bool:
 class RetrievalSettings(StrictModel):
     """Every knob of the retrieval path; all of it is hashed into the evaluation definition."""
 
-    top_k: PositiveInt = Field(default=10, description="results returned per query")
-    candidate_k: PositiveInt = Field(default=30, description="candidates per retriever before fusion/rerank")
+    top_k: Candidates = Field(default=10, description="results returned per query")
+    candidate_k: Candidates = Field(default=30, description="candidates per retriever before fusion/rerank")
     lexical_min_score: NonNegativeFloat = Field(default=0.0, description="minimum BM25 score (-bm25())")
     vector_min_similarity: float = Field(default=0.2, ge=-1.0, le=1.0, description="minimum cosine")
     fusion: FusionName = Field(default="max-normalized", description="fusion method (see fusion.py)")

@@ -237,6 +237,12 @@ def test_an_unservable_setting_is_refused_before_indexing(tiny: LoadedFixture, m
         ({"hnsw": {"dtype": "b1"}}, "dtype"),
         ({"hnsw": {"graph_rows": 0}}, "graph_rows"),
         ({"hnsw": {"rescored": 0}}, "rescored"),
+        ({"hnsw": {"rescored": 100_000_000_000}}, "rescored"),  # refused, not "Unable to allocate 745 GiB"
+        ({"hnsw": {"expansion_search": 10**12}}, "expansion_search"),  # refused, not usearch's "Out of memory!"
+        ({"hnsw": {"expansion_add": 10**12}}, "expansion_add"),
+        ({"hnsw": {"build_threads": 1_000_000}}, "build_threads"),
+        ({"candidate_k": 100_000_000_000}, "candidate_k"),
+        ({"top_k": 100_001}, "top_k"),
     ],
 )
 def test_cli_refuses_an_index_setting_with_exit_2_and_writes_nothing(
