@@ -24,8 +24,8 @@ def shared_ablations(reports: Sequence[Report], labels: Sequence[str]) -> list[s
         held = "; ".join(f"{name} {', '.join(r.ablations) or 'none'}" for name, r in zip(labels, reports, strict=True))
         raise ComparisonError(
             f"the reports share no ablation or run, so nothing can be compared ({held}); runs are compared by name, "
-            "and a score report names a run by its TREC tag (the sixth column) or its JSONL run key: give the runs "
-            "one name"
+            "and a score report names a run by its TREC tag (the sixth column), else by its file name (a JSONL run): "
+            "give the runs one name"
         )
     return sorted(shared, key=ablation_order)
 

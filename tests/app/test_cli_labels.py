@@ -109,6 +109,10 @@ def test_agree_json_has_exactly_the_documented_keys_and_output_holds_it(
     assert capsys.readouterr().out.endswith("agreement written to out/agreement.json\n")
     assert main([*AGREE, "--format", "json", "--overlap-bound", "0.4"]) == 0
     assert len(json.loads(capsys.readouterr().out)["disagreements"]) == 1
+    assert main([*AGREE, "--format", "json", "--output", "out/again.json"]) == 0
+    captured = capsys.readouterr()
+    assert json.loads(captured.out) == data  # stdout stays one JSON document
+    assert captured.err == "agreement written to out/again.json\n"
 
 
 @pytest.mark.parametrize(

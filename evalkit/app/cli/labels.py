@@ -12,6 +12,7 @@ written, so a refusal writes nothing.
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from evalkit.app.cli.options import EXIT_OK, Commands, add_input_limit, fixture_inputs, max_bytes
@@ -105,7 +106,8 @@ def agree(args: argparse.Namespace) -> int:
     print(data.decode("utf-8") if args.format == "json" else format_agreement(result, reviewers, bound), end="")
     if target is not None:
         write_atomic(target, data)
-        print(f"agreement written to {target.relative_to(Path.cwd().resolve())}")
+        stream = sys.stderr if args.format == "json" else sys.stdout  # stdout stays one JSON document
+        print(f"agreement written to {target.relative_to(Path.cwd().resolve())}", file=stream)
     return EXIT_OK
 
 

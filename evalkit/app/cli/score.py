@@ -247,7 +247,7 @@ def _add_qrels_arguments(score_parser: argparse.ArgumentParser) -> None:
         choices=MISSING_POLICIES,
         default="zero",
         help="judged queries absent from a run: zero scores them 0 (trec_eval -c), skip leaves them out "
-        "(trec_eval's default); with --qrels",
+        "(trec_eval without -c); with --qrels",
     )
     score_parser.add_argument(
         "--floor",
