@@ -186,3 +186,22 @@ def test_the_same_bytes_in_every_process(tmp_path: Path) -> None:
     assert swapped != argv and sorted(swapped) == sorted(argv)
     again = subprocess.run(swapped, cwd=tmp_path, capture_output=True, check=True, timeout=120)
     assert again.stdout == outputs[0]
+
+
+def test_runs_of_one_name_in_two_files_are_pooled_apart(workspace: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`evalkit compare` pairs a base and a head by their run name, and its label-holes advice pools both: two files
+    tagged alike are pooled, the later under its file name, or its name and place when that is taken too."""
+    (workspace / "base").mkdir()
+    (workspace / "head").mkdir()
+    (workspace / "base" / "sys.trec").write_text(RUN_A.replace(" a\n", " sys\n"), encoding="utf-8")
+    (workspace / "head" / "hybrid-new.trec").write_text(RUN_B.replace(" b\n", " sys\n"), encoding="utf-8")
+    (workspace / "head" / "sys.trec").write_text(RUN_B.replace(" b\n", " sys\n"), encoding="utf-8")
+    pool = ["pool", "--qrels", "in/qrels.txt", "--depth", "3"]
+    assert main([*pool, "--run", "base/sys.trec", "--run", "head/hybrid-new.trec"]) == 0
+    out, err = capsys.readouterr()
+    assert {r["run"] for line in out.splitlines() for r in json.loads(line)["runs"]} == {"sys", "hybrid-new"}
+    assert "note: run 2 (head/hybrid-new.trec) is pooled as 'hybrid-new': 'sys' names an earlier run" in err
+    assert main([*pool, "--run", "base/sys.trec", "--run", "head/sys.trec"]) == 0
+    out, err = capsys.readouterr()
+    assert {r["run"] for line in out.splitlines() for r in json.loads(line)["runs"]} == {"sys", "sys-2"}
+    assert "is pooled as 'sys-2'" in err

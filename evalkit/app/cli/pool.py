@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Iterator, Mapping
+from dataclasses import replace
 from pathlib import Path
 
 from evalkit.app.cli.options import Commands, add_ties_argument, fixture_inputs, megabytes
@@ -23,6 +24,7 @@ from evalkit.data.inputs import clip
 from evalkit.data.loading import load_languages, load_qrels
 from evalkit.data.qrels import Qrels
 from evalkit.data.runs import Run, read_run
+from evalkit.data.schema import is_identifier
 from evalkit.data.tables import DEFAULT_MAX_TABLE_BYTES
 from evalkit.runs.fixture_runs import fixture_qrels
 from evalkit.runs.pools import build_pool, format_pool_counts, pool_jsonl
@@ -52,12 +54,30 @@ def _judgments(args: argparse.Namespace) -> tuple[Qrels, Mapping[str, str], list
 
 def _runs(paths: list[str], max_bytes: int) -> Iterator[Run]:
     """Each run file read by the columnar reader when the pool asks for it (one run held at a time); the same file
-    twice is refused at once."""
+    twice is refused at once. Two files holding runs of one name (a base and a head that `evalkit compare` paired by
+    that name) are both pooled: a later one takes its file name, or failing that its name and its place among the
+    runs (``hybrid-2``), with a note on stderr."""
     given = [Path(p).resolve() for p in paths]
     twice = sorted({str(p) for p in given if given.count(p) > 1})
     if twice:
         raise ValueError(f"the same run file is given twice: {clip(twice[0])}")
-    return (read_run(Path(p), max_bytes) for p in paths)
+    return _named_apart(paths, max_bytes)
+
+
+def _named_apart(paths: list[str], max_bytes: int) -> Iterator[Run]:
+    used: set[str] = set()
+    for place, path in enumerate(paths, start=1):
+        run = read_run(Path(path), max_bytes)
+        if run.name in used:
+            stem = Path(path).name.split(".")[0]
+            name = stem if is_identifier(stem) and stem not in used else f"{run.name}-{place}"
+            print(
+                f"note: run {place} ({clip(path)}) is pooled as {name!r}: {run.name!r} names an earlier run",
+                file=sys.stderr,
+            )
+            run = replace(run, name=name)
+        used.add(run.name)
+        yield run
 
 
 def pool_runs(args: argparse.Namespace) -> int:
