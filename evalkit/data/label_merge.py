@@ -17,7 +17,9 @@ for grade 1-3, spans that are equal or whose token-level F1 (:func:`span_overlap
 A no-answer decision (``chunk_id`` null) that only one reviewer made needs no adjudication: the merge keeps it unless
 a chunk of that query is merged with grade 1-3, which can only come from the adjudicator (a reviewer's own file may
 not hold both, see :func:`~evalkit.data.labels.read_labels`); then the adjudicator has overruled it, and it is
-dropped. The adjudicator is a third person: a file of either reviewer's is refused as the adjudicated labels.
+dropped. So is a no-answer decision both reviewers made, when the adjudicator grades a chunk of its query 1-3 (a
+chunk the fixture already judged relevant, say, which the reviewers' pool did not show them). The adjudicator is a
+third person: a file of either reviewer's is refused as the adjudicated labels.
 
 The merged decisions replace, pair by pair, the fixture's judgments of the labelled queries: the judgment of a
 decided chunk is replaced in place, a newly judged chunk is appended (in the fixture's chunk order), and a judgment
@@ -214,16 +216,17 @@ def _merged(
     """The merged (grade, spans) of every pair, and the description of every pair left undecided."""
     merged: dict[Key, tuple[int, tuple[tuple[int, int], ...]]] = {}
     undecided: list[str] = []
-    overruled = overruled_no_answers(a, b, adjudicated, texts, bound)
+    overruled = overruled_no_answers(a, b, adjudicated)
     for key in sorted(a.keys() | b.keys() | adjudicated.keys(), key=pair_order):
         one, other = a.get(key), b.get(key)
         if key in adjudicated:
             merged[key] = (adjudicated[key].grade, adjudicated[key].spans)
+        elif key in overruled:  # a no-answer decision of a query the adjudicator answered
+            continue
         elif one is not None and other is not None and decisions_agree(one, other, texts.get(key[1] or "", ""), bound):
             merged[key] = (one.grade, _union((*one.spans, *other.spans)))
-        elif key[1] is None:  # one reviewer's no-answer decision: kept unless the adjudicator answered the query
-            if key not in overruled:
-                merged[key] = (0, ())
+        elif key[1] is None:  # one reviewer's no-answer decision, not overruled: kept
+            merged[key] = (0, ())
         else:
             undecided.append(_describe(key, one, other, texts.get(key[1] or "", ""), bound))
     return merged, undecided
@@ -233,20 +236,13 @@ def overruled_no_answers(
     a: dict[Key, LabelDecision],
     b: dict[Key, LabelDecision],
     adjudicated: dict[Key, LabelDecision],
-    texts: dict[str, str],
-    bound: float = DEFAULT_OVERLAP_BOUND,
 ) -> set[Key]:
-    """The no-answer decisions the merge drops: those the two reviewers do not share (or not alike) and the
-    adjudicator did not decide, of queries where the adjudicator graded a chunk 1-3."""
+    """The no-answer decisions the merge drops: those of the reviewers, one's or both, that the adjudicator did not
+    decide, of queries where the adjudicator graded a chunk 1-3 (a no-answer decision is grade 0 always, so
+    answering the query is how an adjudicator overrules it, even one both reviewers made: say the query's answer is
+    a chunk the fixture already judged, which a pool does not show again)."""
     answered = {q for (q, chunk), d in adjudicated.items() if chunk is not None and d.grade >= 1}
-    return {
-        key
-        for key in a.keys() | b.keys()
-        if key[1] is None
-        and key[0] in answered
-        and key not in adjudicated
-        and not (key in a and key in b and decisions_agree(a[key], b[key], texts.get(key[1] or "", ""), bound))
-    }
+    return {key for key in a.keys() | b.keys() if key[1] is None and key[0] in answered and key not in adjudicated}
 
 
 def _query_judgments(
@@ -314,7 +310,8 @@ def merge_labels(
         if (query["query_id"], None) in merged:
             problems.extend(
                 f"query {query['query_id']!r}: merged as no answer (chunk_id null), yet chunk {j['chunk_id']!r} "
-                f"has grade {j['grade']}"
+                f"has grade {j['grade']}: the adjudicator grades that chunk 1-3 (which overrules the no-answer "
+                "decisions) or 0"
                 for j in query["judgments"]
                 if j["grade"] >= 1
             )

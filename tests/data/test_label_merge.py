@@ -8,7 +8,13 @@ from pathlib import Path
 import pytest
 
 from evalkit.data.fixture import Fixture, FixtureError, Judgment, LoadedFixture, Span, load_fixture, write_fixture
-from evalkit.data.label_merge import LabelMergeError, decisions_agree, merge_labels
+from evalkit.data.label_merge import (
+    LabelMergeError,
+    decisions_agree,
+    merge_labels,
+    overruled_no_answers,
+    reviewer_pair,
+)
 from evalkit.data.labels import LabelDecision
 from evalkit.measures.agreement import disagreements, to_adjudicate
 
@@ -81,7 +87,8 @@ def test_undecided_pairs_are_refused_each_listed(fixture: Fixture) -> None:
         "(span overlap F1 0.36, below the bound 0.5)",
         "query 'q-en-003', chunk 'zh-billing-01': only 'ana' (grade 3) decided it",
         "query 'q-zh-001', chunk 'zh-export-01': grade 1 by 'ana', 2 by 'ben'",
-        "query 'q-zh-002': merged as no answer (chunk_id null), yet chunk 'zh-billing-02' has grade 3",
+        "query 'q-zh-002': merged as no answer (chunk_id null), yet chunk 'zh-billing-02' has grade 3: the adjudicator "
+        "grades that chunk 1-3 (which overrules the no-answer decisions) or 0",
     ]
     assert isinstance(caught.value, ValueError)
     assert "4 problem(s)" in str(caught.value)
@@ -145,6 +152,19 @@ def test_the_adjudicator_overrules_a_no_answer_decision_by_answering_the_query(f
     both = [*adjudicated, _d("q-zh-002", None, 0, who="cy")]  # the adjudicator's own no-answer decision beside it
     with pytest.raises(LabelMergeError, match="merged as no answer"):
         merge_labels(fixture, A, [*B, no_answer], both, "1.1.0")
+
+
+def test_the_adjudicator_overrules_a_no_answer_decision_both_reviewers_made(fixture: Fixture) -> None:
+    """q-zh-002's answer, zh-billing-02 (grade 3), is already judged, so a pool does not show it: both reviewers may
+    call the query unanswered. Answering it is how the adjudicator overrules them."""
+    ana, ben = _d("q-zh-002", None, 0), _d("q-zh-002", None, 0, who="ben")
+    with pytest.raises(LabelMergeError, match="the adjudicator grades that chunk 1-3"):
+        merge_labels(fixture, [*A, ana], [*B, ben], None, "1.1.0")
+    adjudicated = [_d("q-zh-002", "zh-billing-02", 3, ((0, 4),), "cy")]
+    merged = merge_labels(fixture, [*A, ana], [*B, ben], adjudicated, "1.1.0")
+    assert [(j.chunk_id, j.grade) for j in _judgments(merged, "q-zh-002")][:1] == [("zh-billing-02", 3)]
+    overruled = overruled_no_answers(*reviewer_pair([*A, ana], [*B, ben]), {a.key: a for a in adjudicated})
+    assert overruled == {("q-zh-002", None)}
 
 
 @pytest.mark.parametrize("who", ["ana", "ben"])

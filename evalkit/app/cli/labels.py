@@ -145,7 +145,7 @@ def merge(args: argparse.Namespace) -> int:
         print(f"wrote {target.relative_to(workspace)}")
     left, right = reviewer_pair(first, second)
     judged = {d.key: d for d in adjudicated or ()}
-    overruled = overruled_no_answers(left, right, judged, {c.chunk_id: c.text for c in fixture.chunks}, bound)
+    overruled = overruled_no_answers(left, right, judged)
     pairs = (left.keys() | right.keys() | judged.keys()) - overruled
     dropped = f"; {len(overruled)} no-answer decision(s) dropped, the adjudicator having graded a chunk of the query"
     print(
