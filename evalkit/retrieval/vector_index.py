@@ -57,6 +57,10 @@ EXPANSION_TOTAL = 2560
 EXPANSION_LEAST = 256
 """The least ``expansion_search`` by corpus size (ten graphs of 100,000 rows: recall@10 0.996 on dense rows)."""
 _MIB = 1 << 20
+_GRAPH_ROW_OVERHEAD = 320
+"""Bytes a graph holds per row beyond the row and its level-0 edges (key, levels, upper levels, the allocator's
+slack): 140 to 290 measured in the resident memory of graphs of 40,960 and 100,000 rows of 64 to 256 dimensions
+(usearch 2.26.6, 2026-12-06), so that a budget the estimate passes holds the index."""
 _DTYPE_BYTES = {"f32": 4, "f16": 2, "i8": 1}
 _DENSE_BLOCK_ROWS = 8192
 
@@ -140,7 +144,8 @@ def estimated_mib(plan: IndexPlan, chunks: int, dimensions: int, nonzeros_per_ro
         per_row = 2 * (8 * nonzeros_per_row + 4)  # CSC and CSR: a float32 value and an int32 index per entry
     elif plan.kind == "hnsw":  # the graph's row, float32 beside it (unless that is the graph's), edges, bookkeeping
         stored = _DTYPE_BYTES[plan.hnsw.dtype] * dimensions
-        per_row = stored + (4 * dimensions if plan.hnsw.dtype != "f32" else 0) + 8 * plan.hnsw.connectivity + 64
+        per_row = stored + (4 * dimensions if plan.hnsw.dtype != "f32" else 0) + 8 * plan.hnsw.connectivity
+        per_row += _GRAPH_ROW_OVERHEAD
     else:
         per_row = 4 * dimensions
     return chunks * per_row / _MIB

@@ -102,8 +102,8 @@ def test_the_graphs_are_the_same_in_every_process() -> None:
 def test_the_memory_estimate_counts_the_graph_rows_and_the_float32_rows() -> None:
     i8 = IndexPlan("hnsw", "set", HnswSettings())
     f32 = IndexPlan("hnsw", "set", HnswSettings(dtype="f32"))
-    assert estimated_mib(i8, 1 << 20, 512, 0) == 1 * 512 + 4 * 512 + 8 * 32 + 64
-    assert estimated_mib(f32, 1 << 20, 512, 0) == 4 * 512 + 8 * 32 + 64
+    assert estimated_mib(i8, 1 << 20, 512, 0) == 1 * 512 + 4 * 512 + 8 * 32 + 320
+    assert estimated_mib(f32, 1 << 20, 512, 0) == 4 * 512 + 8 * 32 + 320
 
 
 def test_expansion_search_left_to_the_corpus_shares_a_bounded_work_among_the_graphs() -> None:
