@@ -60,7 +60,7 @@ function render({ model, el }) {
     root.append(head);
     const task = view.task;
     const key = task ? JSON.stringify([task.query_id, task.chunk_id]) : null;
-    if (key !== shown) note = "";
+    if (key !== shown) note = (task && task.recorded && task.recorded.note) || "";  // a pair decided before keeps its note
     shown = key;
     if (!task) {
       root.append(node("p", "evalkit-finished", "Every pair is decided. Press b to go back to the last one."));

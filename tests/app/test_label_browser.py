@@ -235,12 +235,19 @@ def _label_and_resume(page: Any, url: str, token: str, labels: Path, fixture: Fi
     assert page.inner_text(".evalkit-label .evalkit-span-text") == "导出为"
     assert page.inner_text(".evalkit-label .evalkit-offsets").strip() == "[5, 8)"
     assert page.inner_text(".evalkit-label .evalkit-chunk-text mark") == "导出为"
+    page.fill(".evalkit-label .evalkit-note", "只说了导出")
+    page.click(".evalkit-label .evalkit-position")
     page.keyboard.press("2")  # in JupyterLab's command mode, 2 alone would make a heading cell
     _wait_for_pair(page, "zh-billing-01")
     assert page.locator(".jp-Notebook .jp-CodeCell").count() == code_cells, "a key changed a cell"
-    assert [(d.chunk_id, d.grade, d.spans, d.reviewer) for d in read_labels(labels, fixture)] == [
-        ("en-trash-02", 0, (), "reviewer-a"),
-        ("zh-export-01", 2, ((5, 8),), "reviewer-a"),
+    page.keyboard.press("b")  # back to the pair just decided: its note is shown, and kept when it is graded again
+    _wait_for_pair(page, "zh-export-01")
+    assert page.input_value(".evalkit-label .evalkit-note") == "只说了导出"
+    page.keyboard.press("2")
+    _wait_for_pair(page, "zh-billing-01")
+    assert [(d.chunk_id, d.grade, d.spans, d.reviewer, d.note) for d in read_labels(labels, fixture)] == [
+        ("en-trash-02", 0, (), "reviewer-a", None),
+        ("zh-export-01", 2, ((5, 8),), "reviewer-a", "只说了导出"),
     ]
     assert next(c.text for c in fixture.chunks if c.chunk_id == "zh-export-01")[5:8] == "导出为"
 
