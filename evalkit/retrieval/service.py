@@ -6,6 +6,7 @@ good match returns nothing, and every ranking is ordered by score descending, th
 
 from __future__ import annotations
 
+import threading
 from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Literal
@@ -46,6 +47,7 @@ class KnowledgeService:
         self._concept_frequencies: Counter[str] = Counter()
         self._last_query: tuple[str, Matrix] | None = None
         self._indexed = False
+        self._indexing = threading.Lock()  # the first vector searches of several threads embed the corpus once
         self._plan: IndexPlan | None = None
 
     def index_embeddings(self) -> None:
@@ -115,7 +117,9 @@ class KnowledgeService:
     def _require_index(self) -> tuple[EmbeddingProvider, str]:
         """The provider and its key, after making sure the corpus is embedded under that key."""
         if not self._indexed:
-            self.index_embeddings()
+            with self._indexing:
+                if not self._indexed:
+                    self.index_embeddings()
         return self._require_provider()
 
     def _lexical(self, text: str, language: Language) -> list[Hit]:

@@ -3,7 +3,9 @@ cross-language weighting, fusion and settings."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, get_args
 
 import pytest
@@ -481,3 +483,24 @@ def test_indexing_embeds_the_stored_content_tokens(tiny: LoadedFixture) -> None:
     texts = {c.chunk_id: c.text for c in tiny.fixture.chunks}
     expected = TokenHashProvider(64).embed([texts[i] for i in ids])
     assert database.vectors(fingerprint(provider), ids).tobytes() == expected.tobytes()
+
+
+def test_concurrent_first_searches_embed_the_corpus_once(
+    fresh_db: KnowledgeDatabase, tiny: LoadedFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A service whose corpus is not embedded yet embeds it on the first vector search; four threads making that
+    first search at once must embed it once (two stores of one block were refused by SQLite's UNIQUE constraint)."""
+    service = KnowledgeService(fresh_db, RetrievalSettings(), AliasProvider(tiny.aliases))
+    stores: list[int] = []
+    real = fresh_db.store_embedding_blocks
+
+    def slow_store(*args: Any) -> None:
+        stores.append(1)
+        time.sleep(0.05)  # the other threads arrive while the first one stores
+        real(*args)
+
+    monkeypatch.setattr(fresh_db, "store_embedding_blocks", slow_store)
+    with ThreadPoolExecutor(4) as pool:
+        found = list(pool.map(lambda _: _ids(service.search("how long are deleted notes kept", "vector")), range(4)))
+    assert stores == [1]
+    assert found == [found[0]] * 4 and found[0]
