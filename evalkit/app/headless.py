@@ -269,13 +269,10 @@ def _kernel_logging_to(log: Path) -> type:
     return KernelLoggingToFile
 
 
-def _kernel_died(log: Path) -> str:
-    """What to say when the kernel died under a cell: the last line it logged, unless that is only its start-up
-    warning (a kernel killed from outside, by the system for want of memory say, logs nothing)."""
-    lines = log.read_text(encoding="utf-8", errors="replace").splitlines() if log.exists() else []
-    said = [line.strip() for line in lines if line.strip() and not line.startswith("[IPKernelApp] WARNING")]
-    cause = f": {said[-1][:300]}" if said else " (killed from outside, for want of memory perhaps)"
-    return f"the kernel died while a cell ran{cause}; the notebook in the run folder shows the cells it ran"
+_KERNEL_DIED = (
+    "the kernel died while a cell ran (killed from outside, for want of memory perhaps, or crashed); the notebook in "
+    "the run folder shows the cells it ran"
+)
 
 
 def _remove_outputs(files: list[Path | None], figures_dir: Path | None) -> None:
@@ -331,7 +328,7 @@ def run_notebook(
         except PapermillExecutionError as exc:
             error_name, error_message = exc.ename, exc.evalue
         except DeadKernelError:
-            error_name, error_message = "DeadKernelError", _kernel_died(kernel_log)
+            error_name, error_message = "DeadKernelError", _KERNEL_DIED
         if not scratch.exists():  # the kernel died before papermill saved the notebook once
             raise OSError(f"notebook {source.name}: {error_message or 'papermill wrote no notebook'}")
         _store_executed(scratch, executed, root, f"{relative_dir}/{source.name}", source)

@@ -33,7 +33,7 @@ from evalkit.common.output import resolve_output_path
 from evalkit.data.fixture import Fixture, load_fixture
 from evalkit.data.label_merge import DEFAULT_OVERLAP_BOUND
 from evalkit.data.label_tasks import LabelTask, load_tasks, span_text
-from evalkit.data.labels import LabelDecision, LabelFile, read_labels, text_sha256
+from evalkit.data.labels import LabelDecision, LabelFile, read_labels, same_person, text_sha256
 from evalkit.data.schema import LANGUAGES, Identifier
 
 if TYPE_CHECKING:
@@ -425,7 +425,7 @@ class LabelParameters(NotebookParameters):
         first = read_labels(self.root / str(self.labels_a), fixture)
         second = read_labels(self.root / str(self.labels_b), fixture)
         found = to_adjudicate(first, second, fixture, self.overlap_bound)
-        if self.reviewer in {d.reviewer for d in (*first, *second)}:
+        if any(same_person(self.reviewer, d.reviewer) for d in (*first[:1], *second[:1])):
             raise ValueError(f"reviewer {self.reviewer!r} labelled one of the files: the adjudicator is a third person")
         compare = {(d.query_id, d.chunk_id): d for d in found}
         return LabellingSession(adjudication_tasks(fixture, found), self.labels_file, self.reviewer, fixture, compare)

@@ -28,6 +28,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     previous: dict[int, Any] = {}
     if threading.current_thread() is threading.main_thread():
         for number in (signal.SIGINT, signal.SIGTERM):
+            if number == signal.SIGINT and signal.getsignal(number) is signal.SIG_IGN:
+                continue  # a background job's SIGINT, which the shell ignores, stays ignored
             previous[number] = signal.signal(number, lambda signum, frame: received.append(signum))
     try:
         from evalkit.app.cli import command_modules

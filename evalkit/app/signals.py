@@ -14,7 +14,7 @@ import threading
 from collections.abc import Callable
 from typing import Any, TextIO
 
-from evalkit.common.interrupts import Terminated, interrupted, terminated
+from evalkit.common.interrupts import Terminated, forget_signals, interrupted, terminated
 
 EXIT_SIGINT = 130
 EXIT_SIGTERM = 143
@@ -29,6 +29,7 @@ def with_signals(command: Callable[[], int]) -> int:
     goes through :class:`Unread`, so that a reader that stops early changes neither what it does nor its exit
     code."""
     in_main_thread = threading.current_thread() is threading.main_thread()
+    forget_signals()  # an earlier command of this process may have been stopped
     previous = {
         number: signal.signal(number, handler)
         for number, handler in _HANDLERS.items()
@@ -46,6 +47,7 @@ def with_signals(command: Callable[[], int]) -> int:
         sys.stdout, sys.stderr = streams
         for number, handler in previous.items():
             signal.signal(number, handler)
+        forget_signals()  # what follows in this process is not stopped by this command's signal
 
 
 def stopped(signum: int) -> int:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import signal
 from types import FrameType
 
-__all__ = ["Terminated", "interrupted", "signal_exception", "terminated"]
+__all__ = ["Terminated", "forget_signals", "interrupted", "signal_exception", "terminated"]
 
 _received: list[int] = []
 
@@ -33,6 +33,11 @@ def terminated(signum: int, frame: FrameType | None) -> None:
     """The command's SIGTERM handler: record it, raise :class:`Terminated`."""
     _received[:] = [signal.SIGTERM]
     raise Terminated
+
+
+def forget_signals() -> None:
+    """Forget the signals recorded so far: a command starting in a process where an earlier one was stopped."""
+    _received.clear()
 
 
 def signal_exception() -> BaseException:

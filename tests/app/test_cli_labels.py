@@ -154,6 +154,10 @@ def test_merge_counts_a_no_answer_decision_the_adjudicator_overruled_as_dropped(
     ) in out
     merged = next(q for q in load_fixture(workspace / "new").fixture.queries if q.query_id == "q-zh-002")
     assert [(j.chunk_id, j.grade) for j in merged.judgments][:1] == [("zh-billing-02", 3)]
+    with (workspace / "ana.jsonl").open("a", encoding="utf-8") as ana:  # ana says so too: two decisions dropped
+        ana.write(_line("q-zh-002", None, 0, [], "ana"))
+    assert main([*MERGE[:-1], "new2", "--adjudicated", "cy.jsonl"]) == 0
+    assert "; 2 no-answer decision(s) dropped" in capsys.readouterr().out
 
 
 def test_merge_writes_the_new_fixture_folder(workspace: Path, capsys: pytest.CaptureFixture[str]) -> None:

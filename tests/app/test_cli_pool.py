@@ -205,3 +205,19 @@ def test_runs_of_one_name_in_two_files_are_pooled_apart(workspace: Path, capsys:
     out, err = capsys.readouterr()
     assert {r["run"] for line in out.splitlines() for r in json.loads(line)["runs"]} == {"sys", "sys-2"}
     assert "is pooled as 'sys-2'" in err
+
+
+def test_a_run_pooled_apart_takes_a_name_no_given_run_carries(
+    workspace: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for folder, name, tag in [("a", "sys", "sys-3"), ("b", "sys", "sys"), ("c", "sys", "sys"), ("d", "dense", "hyb")]:
+        (workspace / folder).mkdir(exist_ok=True)
+        (workspace / folder / f"{name}.trec").write_text(RUN_A.replace(" a\n", f" {tag}\n"), encoding="utf-8")
+    (workspace / "e").mkdir()
+    (workspace / "e" / "x.trec").write_text(RUN_B.replace(" b\n", " dense\n"), encoding="utf-8")
+    (workspace / "e" / "hyb.trec").write_text(RUN_B.replace(" b\n", " hyb\n"), encoding="utf-8")
+    runs = ["a/sys.trec", "b/sys.trec", "c/sys.trec", "e/hyb.trec", "d/dense.trec", "e/x.trec"]
+    assert main(["pool", "--qrels", "in/qrels.txt", "--depth", "3", *(x for r in runs for x in ("--run", r))]) == 0
+    out, err = capsys.readouterr()
+    names = {r["run"] for line in out.splitlines() for r in json.loads(line)["runs"]}
+    assert names == {"sys-3", "sys", "sys-4", "hyb", "hyb-5", "dense"}, err  # never a name another run carries

@@ -358,6 +358,10 @@ def test_adjudication_shows_the_chunks_only_one_reviewer_decided(
         {"reviewer": "ana", "grade": 0, "spans": []},
         {"reviewer": "bo", "grade": None, "spans": []},
     ]
+    for name in ("ana", "Ana", "\uff22\uff2f"):  # one person whatever the case or width, as labels merge reads it
+        one_of_them = parameters.model_copy(update={"reviewer": name})
+        with pytest.raises(ValueError, match="the adjudicator is a third person"):
+            one_of_them.open_session()
 
 
 def test_adjudication_reads_spans_at_the_bound_agree_and_merge_are_given(

@@ -231,3 +231,38 @@ def test_a_closed_stderr_or_stdout_does_not_change_the_exit_code(tmp_path: Path,
     finally:
         os.close(write)
     assert done.returncode == code
+
+
+IGNORED_AMBUSH = r"""
+import importlib.abc, os, signal, sys
+
+signal.signal(signal.SIGINT, signal.SIG_IGN)  # a background job: the shell ignores SIGINT for it
+
+class Ambush(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name == "pandas":
+            os.kill(os.getpid(), signal.SIGINT)
+        return None
+
+sys.meta_path.insert(0, Ambush())
+from evalkit.app.launch import main
+sys.exit(main(["score", "--help"]))
+"""
+
+
+def test_an_ignored_sigint_stays_ignored_while_the_command_starts(tmp_path: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run(
+        [sys.executable, "-c", IGNORED_AMBUSH], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert "usage: evalkit score" in done.stdout
+
+
+def test_a_stopped_command_leaves_no_signal_recorded_for_what_follows() -> None:
+    from evalkit.app.signals import with_signals
+    from evalkit.common.interrupts import Terminated, signal_exception, terminated
+
+    assert with_signals(lambda: terminated(signal.SIGTERM, None) or 0) == 143
+    assert isinstance(signal_exception(), KeyboardInterrupt)  # not Terminated: that command is over
+    assert not isinstance(signal_exception(), Terminated)

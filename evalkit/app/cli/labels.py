@@ -147,7 +147,8 @@ def merge(args: argparse.Namespace) -> int:
     judged = {d.key: d for d in adjudicated or ()}
     overruled = overruled_no_answers(left, right, judged)
     pairs = (left.keys() | right.keys() | judged.keys()) - overruled
-    dropped = f"; {len(overruled)} no-answer decision(s) dropped, the adjudicator having graded a chunk of the query"
+    decisions = sum((key in left) + (key in right) for key in overruled)  # both reviewers' when both made it
+    dropped = f"; {decisions} no-answer decision(s) dropped, the adjudicator having graded a chunk of the query"
     print(
         f"fixture {merged.fixture_id} {merged.fixture_version} (from {fixture.fixture_version}): {len(pairs)} "
         f"pair(s) merged, {len(judged)} of them adjudicated" + (dropped if overruled else "")

@@ -23,6 +23,7 @@ from evalkit.data.fixture import load_fixture
 from evalkit.data.inputs import clip
 from evalkit.data.loading import load_languages, load_qrels
 from evalkit.data.qrels import Qrels
+from evalkit.data.run_stream import run_file_name
 from evalkit.data.runs import Run, read_run
 from evalkit.data.schema import is_identifier
 from evalkit.data.tables import DEFAULT_MAX_TABLE_BYTES
@@ -65,18 +66,23 @@ def _runs(paths: list[str], max_bytes: int) -> Iterator[Run]:
 
 
 def _named_apart(paths: list[str], max_bytes: int) -> Iterator[Run]:
-    used: set[str] = set()
-    for place, path in enumerate(paths, start=1):
+    names = [run_file_name(Path(p), max_bytes) for p in paths]  # a first line each: the names every run carries
+    taken, seen = set(names), set()
+    for place, (path, name) in enumerate(zip(paths, names, strict=True), start=1):
         run = read_run(Path(path), max_bytes)
-        if run.name in used:
+        if name in seen:
             stem = Path(path).name.split(".")[0]
-            name = stem if is_identifier(stem) and stem not in used else f"{run.name}-{place}"
+            apart, suffix = (stem if is_identifier(stem) and stem not in taken else f"{name}-{place}"), place
+            while apart in taken:
+                suffix += 1
+                apart = f"{name}-{suffix}"
             print(
-                f"note: run {place} ({clip(path)}) is pooled as {name!r}: {run.name!r} names an earlier run",
+                f"note: run {place} ({clip(path)}) is pooled as {apart!r}: {name!r} names an earlier run",
                 file=sys.stderr,
             )
-            run = replace(run, name=name)
-        used.add(run.name)
+            taken.add(apart)
+            run = replace(run, name=apart)
+        seen.add(name)
         yield run
 
 
