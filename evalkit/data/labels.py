@@ -250,8 +250,11 @@ class Known:
         )
 
 
-def _pair_problems(decision: LabelDecision, known: Known, where: str) -> list[str]:
-    """The decision checked against the fixture: a known query and chunk, every span inside the chunk's text."""
+def _pair_problems(
+    decision: LabelDecision, known: Known, where: str, stale: set[tuple[str, str | None]] | None = None
+) -> list[str]:
+    """The decision checked against the fixture: a known query and chunk, every span inside the chunk's text. With
+    `stale`, a decision made on a chunk text that has changed since is added to it instead of refused."""
     problems = []
     if decision.query_id not in known.queries:
         problems.append(f"{where}: field 'query_id': unknown query {shorten(decision.query_id)}")
@@ -261,6 +264,9 @@ def _pair_problems(decision: LabelDecision, known: Known, where: str) -> list[st
     if chunk is None:
         return [*problems, f"{where}: field 'chunk_id': unknown chunk {shorten(decision.chunk_id)}"]
     if decision.chunk_sha256 is not None and decision.chunk_sha256 != known.sha256(chunk):
+        if stale is not None:
+            stale.add(decision.key)
+            return problems
         return [
             *problems,
             f"{where}: field 'chunk_sha256': the text of chunk {chunk.chunk_id!r} has changed since this decision was "
@@ -288,8 +294,11 @@ def read_labels(path: Path, fixture: Fixture, max_bytes: int = DEFAULT_MAX_INPUT
     return _read_labels(Path(path), Known.of(fixture), max_bytes)
 
 
-def _read_labels(path: Path, known: Known, max_bytes: int) -> tuple[LabelDecision, ...]:
-    """:func:`read_labels` with the fixture already indexed."""
+def _read_labels(
+    path: Path, known: Known, max_bytes: int, stale: set[tuple[str, str | None]] | None = None
+) -> tuple[LabelDecision, ...]:
+    """:func:`read_labels` with the fixture already indexed; with `stale`, decisions on changed chunk text are
+    collected there instead of refused."""
     name = clip(path.name)
     decisions: list[LabelDecision] = []
     problems: list[str] = []
@@ -302,7 +311,7 @@ def _read_labels(path: Path, known: Known, max_bytes: int) -> tuple[LabelDecisio
         if decision is None:
             problems.extend(found)
             continue
-        problems.extend(_pair_problems(decision, known, where))
+        problems.extend(_pair_problems(decision, known, where, stale))
         if decision.key in first_line:
             problems.append(
                 f"{where}: field 'chunk_id': query {decision.query_id!r}, chunk {decision.chunk_id!r} is decided "
@@ -367,8 +376,10 @@ class LabelFile:
     still rewritten whole, atomically, at each decision).
 
     ``decisions`` holds the file's decisions by pair, in file order (a pair decided again keeps its place);
-    ``generation`` counts the times the file was read, so that a holder of derived state (a session's progress)
-    knows when :meth:`refresh` or :meth:`record` read it again.
+    ``stale`` the pairs whose decision was made on a chunk text that has changed since (``chunk_sha256``): they are
+    not in ``decisions``, so a session offers them again, and recording one replaces the old line. ``generation``
+    counts the times the file was read, so that a holder of derived state (a session's progress) knows when
+    :meth:`refresh` or :meth:`record` read it again.
     """
 
     def __init__(self, path: Path, fixture: Fixture, max_bytes: int = DEFAULT_MAX_INPUT_BYTES) -> None:
@@ -377,14 +388,18 @@ class LabelFile:
         self.max_bytes = max_bytes
         self._known = Known.of(fixture)
         self.decisions: dict[tuple[str, str | None], LabelDecision] = {}
+        self.stale: set[tuple[str, str | None]] = set()
         self._lines: dict[tuple[str, str | None], bytes] = {}
         self._stamp: tuple[int, int, int] | None = None
         self.generation = 0
         self._read()
 
     def _read(self) -> None:
-        existing = _read_labels(self.path, self._known, self.max_bytes) if os.path.lexists(self.path) else ()
-        self.decisions = {d.key: d for d in existing}
+        stale: set[tuple[str, str | None]] = set()
+        exists = os.path.lexists(self.path)
+        existing = _read_labels(self.path, self._known, self.max_bytes, stale) if exists else ()
+        self.decisions = {d.key: d for d in existing if d.key not in stale}
+        self.stale = stale
         self._lines = {d.key: _line_of(d) for d in existing}
         self._stamp = _stamp(self.path)
         self.generation += 1
@@ -433,6 +448,7 @@ class LabelFile:
             line = _line_of(decision)
             write_atomic(self.path, b"".join({**self._lines, decision.key: line}.values()))
             self.decisions[decision.key] = decision
+            self.stale.discard(decision.key)
             self._lines[decision.key] = line
             self._stamp = _stamp(self.path)
 

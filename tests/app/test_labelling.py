@@ -459,3 +459,28 @@ def test_a_bad_pool_file_is_refused_by_line(tmp_path: Path) -> None:
             params.open_session()
     finally:
         pool.unlink()
+
+
+def test_a_session_reopens_after_a_chunk_text_changed_and_offers_that_pair_again(
+    tmp_path: Path, fixture: Fixture, tasks: tuple[LabelTask, ...]
+) -> None:
+    path = tmp_path / "ana.jsonl"
+    session = session_of(tasks, path, fixture)
+    session.mark(14, 43)
+    session.record(3)
+    changed = fixture.model_copy(
+        update={
+            "chunks": tuple(
+                c.model_copy(update={"text": "Note: " + c.text}) if c.chunk_id == "en-trash-01" else c
+                for c in fixture.chunks
+            )
+        }
+    )
+    with pytest.raises(LabelFileError, match="chunk_sha256"):
+        read_labels(path, changed)  # agree and merge refuse the stale decision
+    reopened = session_of(load_tasks(changed, None), path, changed)
+    assert reopened.index == 0 and reopened.current is not None and reopened.current.chunk_id == "en-trash-01"
+    reopened.mark(20, 49)
+    again = reopened.record(3)
+    assert read_labels(path, changed) == (again,)  # the stale line replaced, in place
+    assert again.chunk_sha256 == text_sha256(reopened.tasks[0].chunk_text)
