@@ -316,16 +316,47 @@ def to_adjudicate(
     overlap_bound: float = DEFAULT_OVERLAP_BOUND,
 ) -> tuple[Disagreement, ...]:
     """Every pair :func:`~evalkit.data.label_merge.merge_labels` needs an adjudicated decision for: the
-    disagreements and the chunks only one reviewer decided, by query ID, then chunk ID.
+    disagreements, the chunks only one reviewer decided, and the chunks the fixture answers a query with that a
+    reviewer decided has no answer, by query ID, then chunk ID.
 
     Raises:
         ValueError: as :func:`disagreements`.
     """
     bound = check_overlap_bound(overlap_bound)
     left, right = reviewer_pair(a, b)
-    one_sided = _one_sided(left, right, _names(a, b), _languages(fixture))
-    found = (*_disagreements(_pairs(left, right), fixture, bound), *one_sided)
+    names, languages = _names(a, b), _languages(fixture)
+    one_sided = _one_sided(left, right, names, languages)
+    answered = _answers_of_no_answer_queries(left, right, fixture, names, languages)
+    found = (*_disagreements(_pairs(left, right), fixture, bound), *one_sided, *answered)
     return tuple(sorted(found, key=lambda d: pair_order((d.query_id, d.chunk_id))))
+
+
+def _answers_of_no_answer_queries(
+    left: Indexed, right: Indexed, fixture: Fixture, names: tuple[str, str], languages: dict[str, Language]
+) -> tuple[Disagreement, ...]:
+    """The chunks the fixture grades 1-3 of a query a reviewer decided has no answer, which neither reviewer
+    decided (a pool does not show a chunk already judged): the merge refuses the query until the adjudicator grades
+    them (1-3 overrules the no-answer decisions, 0 keeps them). Both grades None: neither reviewer decided it."""
+    no_answer = {query_id for query_id, chunk_id in (*left, *right) if chunk_id is None}
+    decided = left.keys() | right.keys()
+    return tuple(
+        Disagreement(
+            query_id=q.query_id,
+            chunk_id=j.chunk_id,
+            language=languages[q.query_id],
+            grade_a=None,
+            grade_b=None,
+            spans_a=(),
+            spans_b=(),
+            reviewer_a=names[0],
+            reviewer_b=names[1],
+            span_f1_overlap=None,
+        )
+        for q in fixture.queries
+        if q.query_id in no_answer
+        for j in q.judgments
+        if j.grade >= 1 and (q.query_id, j.chunk_id) not in decided
+    )
 
 
 def _span_means(pairs: list[tuple[Key, LabelDecision, LabelDecision]], texts: dict[str, str]) -> tuple[Statistic, ...]:

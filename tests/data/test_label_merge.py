@@ -165,6 +165,19 @@ def test_the_adjudicator_overrules_a_no_answer_decision_both_reviewers_made(fixt
     assert [(j.chunk_id, j.grade) for j in _judgments(merged, "q-zh-002")][:1] == [("zh-billing-02", 3)]
     overruled = overruled_no_answers(*reviewer_pair([*A, ana], [*B, ben]), {a.key: a for a in adjudicated})
     assert overruled == {("q-zh-002", None)}
+    listed = to_adjudicate([*A, ana], [*B, ben], fixture)  # what the adjudication notebook offers: the chunk too
+    assert [(d.chunk_id, d.grade_a, d.grade_b) for d in listed if d.query_id == "q-zh-002"] == [
+        ("zh-billing-02", None, None)
+    ]
+    kept = [_d("q-zh-002", "zh-billing-02", 0, who="cy")]  # or the adjudicator sides with both: no answer after all
+    no_answer = merge_labels(
+        fixture,
+        [*A, ana],
+        [*B, ben],
+        [*kept, *(_d(d.query_id, d.chunk_id, 0, who="cy") for d in listed if d.query_id != "q-zh-002")],
+        "1.1.0",
+    )
+    assert [(j.chunk_id, j.grade) for j in _judgments(no_answer, "q-zh-002")][:1] == [("zh-billing-02", 0)]
 
 
 @pytest.mark.parametrize("who", ["ana", "ben"])
