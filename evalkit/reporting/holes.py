@@ -23,8 +23,9 @@ rows. A drop that survives (larger than ``max_drop`` with a Holm p below alpha) 
 not is a **hole**: more labels, not a worse system. Condensed lists alone cannot clear a better system scored
 against a pool of the worse one when runs are no deeper than k: the head's relevant finds are unjudged, and count
 against it on condensed lists too; the benefit of the doubt is what lets the judgments speak only where they can. A
-suspect row whose measure has no condensed form (trec_eval's names, say) cannot be retested and is judged on its
-plain test, with a note.
+suspect row whose measure has no condensed form (trec_eval's names, say), or reads another depth than the k the
+unjudged counts were taken at (``ndcg@10`` in a report that also scores ``recall@100``: the counts are of the top
+100, while ``ndcg@10`` reads 10), cannot be retested and is judged on its plain test, with a note.
 """
 
 from __future__ import annotations
@@ -191,7 +192,7 @@ def judged_tests(
         before = base.ablations[ablation].per_query.get(name or "")
         after = head.ablations[ablation].per_query.get(name or "")
         counts = head.ablations[ablation].unjudged
-        if name is None or before is None or after is None or counts is None:
+        if name is None or before is None or after is None or counts is None or _depth_differs(measure, counts.k):
             continue
         pooled = counts.pooled_queries
         plain = (base.ablations[ablation].per_query.get(measure), head.ablations[ablation].per_query.get(measure))
@@ -224,6 +225,27 @@ def judged_tests(
                 )
             )
     return tuple(out)
+
+
+def _depth_differs(measure: str, k: int) -> bool:
+    """Whether `measure` reads another depth than the k the unjudged counts were taken at: its unjudged share and
+    the queries given the benefit of the doubt would then be those of other ranks than it reads."""
+    try:
+        cutoff = parse_measure(measure).cutoff
+    except ValueError:
+        return False
+    return cutoff is not None and cutoff != k
+
+
+def _not_retested(measure: str, k: int) -> str:
+    """Why a suspect row was not retested on judged documents."""
+    if _depth_differs(measure, k):
+        return (
+            f"the reports' unjudged counts are of the top {k}, not of the {parse_measure(measure).cutoff} results "
+            f"{measure} reads, so its holes cannot be told from evidence (score without measures deeper than it, or "
+            "gate a measure at that depth)"
+        )
+    return "its measure has no condensed-list form to test it on judged documents"
 
 
 def _value(
@@ -277,6 +299,8 @@ class Retest:
     condensed_difference: float | None
     """head - base on the condensed measure, as the row's ``difference`` (after the benefit of the doubt)."""
     condensed_p_holm: float | None
+    not_retested: str = ""
+    """Why it was not tested again on judged documents (empty when it was)."""
 
     @property
     def gap(self) -> float:
@@ -292,7 +316,7 @@ class Retest:
     def judged_only(self) -> str:
         """The retest's difference (head - base, as a row's) and Holm p, or that there was none."""
         if self.condensed_difference is None or self.condensed_p_holm is None:
-            return "its measure has no condensed-list form to test it on judged documents"
+            return self.not_retested
         return (
             f"on judged documents only ({self.condensed}, the head given the benefit of the doubt where its top k "
             f"holds unjudged chunks) the difference is {signed(self.condensed_difference)} with the retest's Holm "
@@ -330,8 +354,10 @@ def retest_on_judged(
         base = shares.get((base_side, row.ablation, row.slice))
         head = shares.get((head_side, row.ablation, row.slice))
         regression = row.drop > max_drop and row.p_holm < alpha
-        if base is None or head is None or not regression or head.share - base.share <= max_unjudged_gap:
+        if base is None or head is None or not regression:
             continue
+        if head.share - base.share <= max_unjudged_gap and not _depth_differs(row.measure, head.k):
+            continue  # at another depth the shares say nothing of the ranks the measure reads: said so, below
         suspects[position] = (base, head, tests.get((base_side, head_side, row.ablation, row.measure, row.slice)))
     p_values = [
         test.p_one_sided
@@ -347,6 +373,7 @@ def retest_on_judged(
             None if test is None else test.condensed,
             None if test is None else -test.drop,
             None if test is None else adjusted[i],
+            "" if test is not None else _not_retested(rows[i].measure, head.k),
         )
         for i, (base, head, test) in suspects.items()
     }

@@ -289,3 +289,25 @@ def test_the_pool_command_fits_how_the_reports_were_scored(better_head: tuple[Re
     assert many.holes and "`evalkit pool --fixture DIR --run BASE" in many.describe()
     mixed = find_regressions(compare_reports(better_head[0], with_fixture[1]))
     assert "`evalkit pool --qrels FILE" in mixed.describe()  # the qrels that scored one side hold the judgments
+
+
+def test_a_gated_measure_of_another_depth_than_the_unjudged_counts_is_not_called_holes(
+    synthetic_evaluation: Evaluation, pooled: tuple[Path, dict[str, str]]
+) -> None:
+    """Scored with recall@100 too, the reports count unjudged chunks in the top 100: the head's unjudged ranks
+    11-100 must not excuse a loss in the top 10 that ndcg@10 reads. Its drop stays a regression, saying why."""
+    qrels, languages = pooled
+    base_rankings = _rankings(synthetic_evaluation, "lexical")
+    grades = {q.query_id: {j.chunk_id for j in q.judgments} for q in synthetic_evaluation.fixture.queries}
+    head = {  # its top 10: the base's judged misses only; below them, chunks nobody judged
+        query: dict(
+            [(d, s) for d, s in ranking if d not in grades[query]][:10] + [(f"u-{query}-{j}", -j) for j in range(90)]
+        )
+        for query, ranking in sorted(base_rankings.items())
+    }
+    measures = ["recall@10", "ndcg@10", "recall@100"]
+    base = evalkit.score(str(qrels), {"sys": _as_run(base_rankings)}, measures=measures, languages=languages)
+    worse = evalkit.score(str(qrels), {"sys": head}, measures=measures, languages=languages)
+    verdict = find_regressions(compare_reports(base.to_report(), worse.to_report()))
+    assert not verdict.passed and not verdict.holes, verdict.describe()
+    assert "not of the 10 results ndcg@10 reads" in verdict.describe()
