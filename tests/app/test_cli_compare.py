@@ -259,3 +259,8 @@ def test_reports_under_trec_eval_names_are_not_passed_on_no_gated_row(
         capsys, "compare", "base.json", "head.json", "--fail-on-regression", "--gate-measures", "ndcg_cut_10"
     )
     assert code == 1 and "FAIL  sys ndcg_cut_10 [all]" in out + err
+    code, out, err = run_cli(
+        capsys, "compare", "base.json", "head.json", "--gate-measures", "ndcg_cut_10", "--format", "markdown"
+    )
+    assert code == 0 and "| a) base |" in out and "FAIL  sys ndcg_cut_10 [all]" not in out  # stdout: the table
+    assert "FAIL  sys ndcg_cut_10 [all]" in err  # what the gate read of it, beside

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from evalkit.app.cli.options import EXIT_OK, Commands, add_input_limit, max_bytes
@@ -67,6 +68,8 @@ def compare(args: argparse.Namespace) -> int:
     if target is not None:
         refuse_input_overwrite(target, [Path(n) for n in names], args.output)
     print(text, end="")
+    if args.format != "text":  # stdout is the paper table; what the gate read of it (holes, regressions) goes beside
+        print(verdict.describe(), file=sys.stderr)
     if target is not None:
         write_atomic(target, comparison_json(comparison))
         print(f"comparison written to {target.relative_to(Path.cwd().resolve())}")
