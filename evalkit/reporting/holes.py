@@ -125,12 +125,15 @@ def unjudged_shares(
 
 def compared(report: Report, ablation: str) -> PerQueryColumns:
     """The ablation's per-query columns that a comparison's rows test: all but what the report carries for the holes
-    check (its ``companions``, and ``judged@k`` and ``unj@k`` at the depth its unjudged counts were taken to), which
-    the check reads on its own (:func:`unjudged_shares`, :func:`judged_tests`)."""
+    check (its ``companions``) and the judged shares (``judged@k``, ``unj@k`` at any depth), which describe the
+    judgments rather than the system (a head wholly unjudged would "win" every query on ``unj@k``); the check
+    reads them on its own (:func:`unjudged_shares`, :func:`judged_tests`)."""
     result = report.ablations[ablation]
-    k = None if result.unjudged is None else result.unjudged.k
-    left_out = {*report.companions, *(() if k is None else (f"judged@{k}", f"unj@{k}"))}
-    return {m: column for m, column in result.per_query.items() if m not in left_out}
+    return {
+        m: column
+        for m, column in result.per_query.items()
+        if m not in report.companions and not m.startswith(("judged@", "unj@"))
+    }
 
 
 def holes_notes(reports: Sequence[Report], labels: Sequence[str], ablations: Sequence[str]) -> tuple[str, ...]:

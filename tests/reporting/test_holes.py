@@ -311,3 +311,15 @@ def test_a_gated_measure_of_another_depth_than_the_unjudged_counts_is_not_called
     verdict = find_regressions(compare_reports(base.to_report(), worse.to_report()))
     assert not verdict.passed and not verdict.holes, verdict.describe()
     assert "not of the 10 results ndcg@10 reads" in verdict.describe()
+
+
+def test_judged_shares_at_any_depth_are_not_compared_as_results(tmp_path: Path) -> None:
+    """judged@5 and unj@5 asked for beside the gated measures describe the judgments, not the system: a wholly
+    unjudged head would "win" every query on unj@5."""
+    qrels = {f"q{i:02d}": {f"d{i}": 1, f"n{i}": 0} for i in range(20)}
+    base = {q: {d: 1.0 for d in judged} for q, judged in qrels.items()}
+    head = {q: {f"u{q}": 1.0} for q in qrels}
+    measures = ["ndcg@10", "recall@10", "judged@5", "unj@5"]
+    reports = [evalkit.score(qrels, {"sys": run}, measures=measures).to_report() for run in (base, head)]
+    compared_measures = {row.measure for row in compare_reports(*reports).rows}
+    assert compared_measures == {"ndcg@10", "recall@10"}
