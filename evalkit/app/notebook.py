@@ -376,6 +376,17 @@ class CompareParameters(NotebookParameters):
     alpha: float = Field(gt=0.0, lt=1.0, description="significance level of the Holm-adjusted p-values")
     max_drop: float = Field(ge=0.0, allow_inf_nan=False, description="tolerated drop of a measure in a language")
     fail_on_regression: bool = Field(description="the last cell raises GateFailure when something regressed")
+    gate_measures: str | None = Field(
+        description="comma-separated measures the gate checks (as `evalkit compare --gate-measures`); None: the "
+        "default gated measures"
+    )
+    max_unjudged_gap: float = Field(
+        ge=0.0,
+        le=1.0,
+        description="head minus base unjudged share above which a drop is tested again on judged "
+        "documents (as `evalkit compare --max-unjudged-gap`)",
+    )
+    require_judged: bool = Field(description="the last cell also fails rows the gate calls label holes")
     ablation: str = Field(description="ablation of the per-query difference chart")
     measure: str = Field(description="measure of the per-query difference chart, e.g. ndcg@10")
     comparison_output: str | None = Field(description="workspace-relative JSON path of the comparison; None: none")
@@ -396,6 +407,17 @@ class CompareParameters(NotebookParameters):
             return parse_report((self.root / relative).read_bytes())
         except (OSError, ValueError) as exc:
             raise ValueError(f"{side} report {relative}: {exc}") from None
+
+    def gated(self) -> list[str] | None:
+        """The measures the gate checks (None: the default gated measures)."""
+        from evalkit.measures.registry import measure_list
+
+        if self.gate_measures is None:
+            return None
+        names = measure_list(self.gate_measures)
+        if not names:
+            raise ValueError("gate_measures names no measure")
+        return names
 
     def systems(self, base: Report, head: Report) -> tuple[list[Report], list[str]]:
         """The reports of the pairwise table with their labels (file name stems): ``reports``, or base and head."""

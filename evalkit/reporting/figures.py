@@ -24,6 +24,8 @@ from evalkit.reporting.report import Report
 
 CHART_MEASURES = ("recall@10", "mrr@10", "ndcg@10", "context_precision", "context_recall")
 LANGUAGE_COLORS = {"en": "#1f77b4", "zh": "#d62728"}
+NO_LANGUAGE_COLOR = "#7f7f7f"
+"""A query whose language the report does not know (scored without topics): grey, "unknown" in the legend."""
 SVG_HASH_SALT = "evalkit"
 FIGURE_RC: Any = {"svg.hashsalt": SVG_HASH_SALT, "svg.fonttype": "path", "font.family": "DejaVu Sans"}
 """Matplotlib settings of every evalkit figure: fixed SVG hash salt and fonts, so bytes are reproducible."""
@@ -104,11 +106,13 @@ def per_query_bars(
     with matplotlib.rc_context(FIGURE_RC):
         figure = Figure(figsize=(10, height), layout="constrained")
         axis = figure.subplots()
-        colors = [LANGUAGE_COLORS[language] for language in languages]
+        colors = [LANGUAGE_COLORS.get(language, NO_LANGUAGE_COLOR) for language in languages]
         axis.bar(np.arange(len(values)), values, color=colors, width=0.8)
         axis.axhline(0, color="black", linewidth=0.8)
         shown = [language for language in LANGUAGE_COLORS if language in set(languages)] or list(LANGUAGE_COLORS)
         handles = [Patch(color=LANGUAGE_COLORS[language], label=language) for language in shown]
+        if any(language not in LANGUAGE_COLORS for language in languages):
+            handles.append(Patch(color=NO_LANGUAGE_COLOR, label="unknown"))
         axis.legend(handles=handles, title="query language")
         axis.set_xticks([])
         axis.set_xlabel(labels[0])

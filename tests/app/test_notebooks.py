@@ -278,3 +278,31 @@ def test_a_kernel_that_dies_is_a_failed_run_with_its_notebook_kept_and_no_kernel
     assert [o.get("text") for o in executed.cells[1].outputs] == ["ran\n"]
     assert run.html.exists()
     assert "[IPKernelApp]" not in capfd.readouterr().err  # the kernel's own log lines are not the command's
+
+
+def test_compare_notebook_gates_the_measures_it_is_given(run_id: str) -> None:
+    """Reports scored under trec_eval's names hold none of the default gated measures: with `gate_measures` the
+    notebook gates them (and draws its paper table) as `evalkit compare --gate-measures` does."""
+    import evalkit
+    from evalkit.reporting.report import report_json
+
+    folder = ROOT / "reports" / run_id / "in"
+    folder.mkdir(parents=True)
+    qrels = {f"q{i:02d}": {f"d{i}": 1} for i in range(30)}
+    base = {q: {d: 1.0 for d in judged} for q, judged in qrels.items()}
+    head = {q: ({"x": 1.0} if i < 12 else dict(base[q])) for i, q in enumerate(qrels)}
+    for name, run in (("base", base), ("head", head)):
+        report = evalkit.score(qrels, {"sys": run}, measures=["ndcg_cut_10", "P_10"]).to_report()
+        (folder / f"{name}.json").write_bytes(report_json(report))
+    relative = f"reports/{run_id}/in"
+    parameters = {
+        "base": f"{relative}/base.json",
+        "head": f"{relative}/head.json",
+        "ablation": "sys",
+        "measure": "ndcg_cut_10",
+        "gate_measures": "ndcg_cut_10",
+    }
+    run = run_notebook(ROOT, parameters, notebook=Path("notebooks/compare_reports.ipynb"), run_id=f"{run_id}-nb")
+    shutil.rmtree(ROOT / "reports" / f"{run_id}-nb", ignore_errors=True)
+    assert run.error_name == "GateFailure", run.error_message
+    assert "ndcg_cut_10" in (run.error_message or "")
