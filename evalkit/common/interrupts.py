@@ -12,9 +12,11 @@ Standard library only: the console script imports it before anything else.
 from __future__ import annotations
 
 import signal
+from collections.abc import Iterator
+from contextlib import contextmanager
 from types import FrameType
 
-__all__ = ["Terminated", "forget_signals", "interrupted", "signal_exception", "terminated"]
+__all__ = ["Terminated", "forget_signals", "interrupted", "signal_exception", "signals_raised_from", "terminated"]
 
 _received: list[int] = []
 
@@ -44,3 +46,16 @@ def signal_exception() -> BaseException:
     """The exception of the last signal the handlers recorded: :class:`Terminated` after SIGTERM, else
     ``KeyboardInterrupt`` (what Python's own SIGINT handler raises when the command's are not installed)."""
     return Terminated() if _received == [signal.SIGTERM] else KeyboardInterrupt()
+
+
+@contextmanager
+def signals_raised_from(message: str) -> Iterator[None]:
+    """Inside the block, a ``RuntimeError(message)`` (what C code raises after dropping a signal handler's exception)
+    is raised again as the signal's own exception (:func:`signal_exception`), so that Ctrl-C or SIGTERM ends the
+    command with 130 or 143 rather than a traceback and exit 1."""
+    try:
+        yield
+    except RuntimeError as exc:
+        if str(exc) != message:
+            raise
+        raise signal_exception() from None

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import importlib.util
 from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
@@ -30,7 +29,7 @@ import numpy as np
 import numpy.typing as npt
 from scipy import sparse
 
-from evalkit.common.interrupts import signal_exception
+from evalkit.common.interrupts import signals_raised_from
 from evalkit.common.threads import each, scoring_threads
 from evalkit.data.schema import Matrix
 from evalkit.data.settings import HnswSettings, RetrievalSettings
@@ -318,18 +317,6 @@ _USEARCH_STOPPED = "Operation has been terminated"
 """What usearch raises when a signal handler raised while it worked (it drops the handler's exception)."""
 
 
-@contextmanager
-def _signals_raised() -> Iterator[None]:
-    """usearch's "terminated" error raised again as the signal's own exception (``KeyboardInterrupt`` or
-    ``Terminated``), so that Ctrl-C or SIGTERM while a graph is built or searched ends the command with 130 or 143."""
-    try:
-        yield
-    except RuntimeError as exc:
-        if str(exc) != _USEARCH_STOPPED:
-            raise
-        raise signal_exception() from None
-
-
 class HnswIndex:
     """usearch's HNSW graphs over the rows (inner product), their candidates rescored with the float32 rows.
 
@@ -357,7 +344,7 @@ class HnswIndex:
             while taken < len(rows):
                 part = rows[taken : taken + self._room()]
                 keys = np.arange(self.size, self.size + len(part), dtype=np.uint64)
-                with _signals_raised():
+                with signals_raised_from(_USEARCH_STOPPED):
                     self.graphs[-1].add(keys, part, threads=settings.build_threads)
                 self.size += len(part)
                 taken += len(part)
@@ -389,7 +376,7 @@ class HnswIndex:
         count = max(limit, RECALL_K, self._settings.rescored)
 
         def keys(graph: Any) -> npt.NDArray[np.intp]:
-            with _signals_raised():
+            with signals_raised_from(_USEARCH_STOPPED):
                 return np.asarray(graph.search(vector, count, threads=1).keys, dtype=np.intp)
 
         found = each(keys, self.graphs, scoring_threads())
