@@ -230,3 +230,17 @@ def test_labels_needs_an_action(workspace: Path, capsys: pytest.CaptureFixture[s
         main(["labels", "merge", "--fixture", "fx", "ana.jsonl", "ben.jsonl", "--output-dir", "new"])
     assert caught.value.code == 2
     assert "--version" in capsys.readouterr().err
+
+
+def test_agree_notes_the_fixtures_answer_to_a_query_called_unanswered(
+    workspace: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Both say q-zh-002 has no answer; the fixture answers it with zh-billing-02, which no pool shows again: no
+    disagreement of theirs, yet the merge refuses the query until the adjudicator grades that chunk."""
+    for name, who in (("ana.jsonl", "ana"), ("ben.jsonl", "ben")):
+        with (workspace / name).open("a", encoding="utf-8") as labels:
+            labels.write(_line("q-zh-002", None, 0, [], who))
+    assert main(AGREE) == 0
+    out = capsys.readouterr().out
+    assert "note: 1 chunk(s) the fixture answers a query with that a reviewer called unanswered" in out
+    assert "first: q-zh-002/zh-billing-02" in out

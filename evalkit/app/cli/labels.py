@@ -28,7 +28,15 @@ from evalkit.data.label_merge import (
 )
 from evalkit.data.labels import LabelDecision, read_labels
 from evalkit.data.schema import model_json
-from evalkit.measures.agreement import Agreement, Disagreement, SliceAgreement, Statistic, agreement, reading
+from evalkit.measures.agreement import (
+    Agreement,
+    Disagreement,
+    SliceAgreement,
+    Statistic,
+    agreement,
+    reading,
+    to_adjudicate,
+)
 from evalkit.reporting.gate_specs import BASELINES_FILE, GATES_FILE
 
 __all__ = ["COPIED_FILES", "add_parser", "format_agreement"]
@@ -104,6 +112,14 @@ def agree(args: argparse.Namespace) -> int:
         refuse_input_overwrite(target, inputs, args.output)
     reviewers = (first[0].reviewer if first else clip(args.a), second[0].reviewer if second else clip(args.b))
     print(data.decode("utf-8") if args.format == "json" else format_agreement(result, reviewers, bound), end="")
+    answers = [d for d in to_adjudicate(first, second, fixture, bound) if d.grade_a is None and d.grade_b is None]
+    if answers:  # no disagreement of theirs, yet what a merge refuses until the adjudicator grades them
+        print(
+            f"note: {len(answers)} chunk(s) the fixture answers a query with that a reviewer called unanswered "
+            "(a pool does not show chunks already judged): the adjudicator grades them, 1-3 to overrule the no-answer "
+            "decision, 0 to keep it; first: " + ", ".join(f"{d.query_id}/{d.chunk_id}" for d in answers[:3]),
+            file=sys.stderr if args.format == "json" else sys.stdout,
+        )
     if target is not None:
         write_atomic(target, data)
         stream = sys.stderr if args.format == "json" else sys.stdout  # stdout stays one JSON document
