@@ -195,7 +195,9 @@ def judged_tests(
         before = base.ablations[ablation].per_query.get(name or "")
         after = head.ablations[ablation].per_query.get(name or "")
         counts = head.ablations[ablation].unjudged
-        if name is None or before is None or after is None or counts is None or _depth_differs(measure, counts.k):
+        base_counts = base.ablations[ablation].unjudged
+        depths = (counts.k if counts else 0, base_counts.k if base_counts else 0)
+        if name is None or before is None or after is None or counts is None or _depth_differs(measure, *depths):
             continue
         pooled = counts.pooled_queries
         plain = (base.ablations[ablation].per_query.get(measure), head.ablations[ablation].per_query.get(measure))
@@ -230,25 +232,27 @@ def judged_tests(
     return tuple(out)
 
 
-def _depth_differs(measure: str, k: int) -> bool:
-    """Whether `measure` reads another depth than the k the unjudged counts were taken at: its unjudged share and
-    the queries given the benefit of the doubt would then be those of other ranks than it reads."""
+def _depth_differs(measure: str, *depths: int) -> bool:
+    """Whether `measure` reads other ranks than the top k the unjudged counts of either side were taken at (a
+    measure of no cutoff reads every rank): its unjudged share and the queries given the benefit of the doubt would
+    then be those of other ranks than it reads."""
     try:
         cutoff = parse_measure(measure).cutoff
     except ValueError:
         return False
-    return cutoff is not None and cutoff != k
+    return any(cutoff != k for k in depths)
 
 
-def _not_retested(measure: str, k: int) -> str:
-    """Why a suspect row was not retested on judged documents."""
-    if _depth_differs(measure, k):
-        return (
-            f"the reports' unjudged counts are of the top {k}, not of the {parse_measure(measure).cutoff} results "
-            f"{measure} reads, so its holes cannot be told from evidence (score without measures deeper than it, or "
-            "gate a measure at that depth)"
-        )
-    return "its measure has no condensed-list form to test it on judged documents"
+def _not_retested(measure: str, base_k: int, head_k: int) -> str:
+    """Why a suspect row was not tested again on judged documents."""
+    if condensed_name(measure) is None:
+        return "its measure has no condensed-list form to test it on judged documents"
+    reads = "every rank" if parse_measure(measure).cutoff is None else f"the top {parse_measure(measure).cutoff}"
+    counted = f"the top {head_k}" if base_k == head_k else f"the base's top {base_k} and the head's top {head_k}"
+    return (
+        f"the reports' unjudged counts are of {counted}, while {measure} reads {reads}, so its holes cannot be told "
+        "from evidence (score both reports without measures deeper than it, or gate a measure at that depth)"
+    )
 
 
 def _value(
@@ -359,7 +363,8 @@ def retest_on_judged(
         regression = row.drop > max_drop and row.p_holm < alpha
         if base is None or head is None or not regression:
             continue
-        if head.share - base.share <= max_unjudged_gap and not _depth_differs(row.measure, head.k):
+        elsewhere = _depth_differs(row.measure, head.k, base.k) and head.share > 0
+        if head.share - base.share <= max_unjudged_gap and not elsewhere:
             continue  # at another depth the shares say nothing of the ranks the measure reads: said so, below
         suspects[position] = (base, head, tests.get((base_side, head_side, row.ablation, row.measure, row.slice)))
     p_values = [
@@ -376,7 +381,7 @@ def retest_on_judged(
             None if test is None else test.condensed,
             None if test is None else -test.drop,
             None if test is None else adjusted[i],
-            "" if test is not None else _not_retested(rows[i].measure, head.k),
+            "" if test is not None else _not_retested(rows[i].measure, base.k, head.k),
         )
         for i, (base, head, test) in suspects.items()
     }

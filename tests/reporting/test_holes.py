@@ -310,7 +310,7 @@ def test_a_gated_measure_of_another_depth_than_the_unjudged_counts_is_not_called
     worse = evalkit.score(str(qrels), {"sys": head}, measures=measures, languages=languages)
     verdict = find_regressions(compare_reports(base.to_report(), worse.to_report()))
     assert not verdict.passed and not verdict.holes, verdict.describe()
-    assert "not of the 10 results ndcg@10 reads" in verdict.describe()
+    assert "unjudged counts are of the top 100, while ndcg@10 reads the top 10" in verdict.describe()
 
 
 def test_judged_shares_at_any_depth_are_not_compared_as_results(tmp_path: Path) -> None:
@@ -323,3 +323,22 @@ def test_judged_shares_at_any_depth_are_not_compared_as_results(tmp_path: Path) 
     reports = [evalkit.score(qrels, {"sys": run}, measures=measures).to_report() for run in (base, head)]
     compared_measures = {row.measure for row in compare_reports(*reports).rows}
     assert compared_measures == {"ndcg@10", "recall@10"}
+
+
+def test_the_depth_of_either_sides_unjudged_counts_decides(
+    synthetic_evaluation: Evaluation, pooled: tuple[Path, dict[str, str]]
+) -> None:
+    """Only the base scored with recall@100: its counts are of its top 100, the head's of its top 10; a drop of the
+    worse head must not pass as holes on the base's deeper, better judged share."""
+    qrels, languages = pooled
+    base_rankings = _rankings(synthetic_evaluation, "lexical")
+    _, head = _worse_head(synthetic_evaluation, pooled)
+    deeper = evalkit.score(
+        str(qrels),
+        {"sys": _as_run(base_rankings)},
+        measures=["recall@10", "ndcg@10", "recall@100"],
+        languages=languages,
+    ).to_report()
+    verdict = find_regressions(compare_reports(deeper, head))
+    assert not verdict.passed and not verdict.holes, verdict.describe()
+    assert "the base's top 100 and the head's top 10" in verdict.describe()
