@@ -117,7 +117,7 @@ class LabellingSession:
     def _count(self) -> None:
         """Count the decided pairs by language from the file as read (and refuse another reviewer's decisions)."""
         held = self._file.decisions
-        others = sorted({d.reviewer for d in held.values()} - {self.reviewer})
+        others = sorted({d.reviewer for d in self._file.held.values()} - {self.reviewer})  # stale ones too
         if others:
             raise ValueError(
                 f"{self.labels_path.name} holds decisions of {', '.join(others)}: each reviewer labels into a file "

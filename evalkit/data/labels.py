@@ -377,9 +377,10 @@ class LabelFile:
 
     ``decisions`` holds the file's decisions by pair, in file order (a pair decided again keeps its place);
     ``stale`` the pairs whose decision was made on a chunk text that has changed since (``chunk_sha256``): they are
-    not in ``decisions``, so a session offers them again, and recording one replaces the old line. ``generation``
-    counts the times the file was read, so that a holder of derived state (a session's progress) knows when
-    :meth:`refresh` or :meth:`record` read it again.
+    not in ``decisions``, so a session offers them again, and recording one replaces the old line; ``held`` is every
+    decision the file holds, stale ones too (whose reviewer the file is, what a new decision may not contradict).
+    ``generation`` counts the times the file was read, so that a holder of derived state (a session's progress)
+    knows when :meth:`refresh` or :meth:`record` read it again.
     """
 
     def __init__(self, path: Path, fixture: Fixture, max_bytes: int = DEFAULT_MAX_INPUT_BYTES) -> None:
@@ -388,6 +389,7 @@ class LabelFile:
         self.max_bytes = max_bytes
         self._known = Known.of(fixture)
         self.decisions: dict[tuple[str, str | None], LabelDecision] = {}
+        self.held: dict[tuple[str, str | None], LabelDecision] = {}
         self.stale: set[tuple[str, str | None]] = set()
         self._lines: dict[tuple[str, str | None], bytes] = {}
         self._stamp: tuple[int, int, int] | None = None
@@ -398,7 +400,8 @@ class LabelFile:
         stale: set[tuple[str, str | None]] = set()
         exists = os.path.lexists(self.path)
         existing = _read_labels(self.path, self._known, self.max_bytes, stale) if exists else ()
-        self.decisions = {d.key: d for d in existing if d.key not in stale}
+        self.held = {d.key: d for d in existing}
+        self.decisions = {key: d for key, d in self.held.items() if key not in stale}
         self.stale = stale
         self._lines = {d.key: _line_of(d) for d in existing}
         self._stamp = _stamp(self.path)
@@ -429,7 +432,7 @@ class LabelFile:
             raise LabelFileError(name, problems)
         with writers_in_turn(self.path.parent):  # another process's decision is read before this one is written
             self.refresh()
-            first = next(iter(self.decisions.values()), None)
+            first = next(iter(self.held.values()), None)
             if first is not None and first.reviewer != decision.reviewer:
                 raise LabelFileError(
                     name,
@@ -439,15 +442,16 @@ class LabelFile:
                     ],
                 )
             if decision.chunk_id is None:  # a no-answer decision beside a chunk of its query graded 1-3, or the reverse
-                held = self.decisions.values()
+                held = (d for key, d in self.held.items() if key != decision.key)
                 answer = next((d for d in held if d.query_id == decision.query_id and d.grade >= 1), None)
             else:
-                answer = decision if decision.grade >= 1 and (decision.query_id, None) in self.decisions else None
+                answer = decision if decision.grade >= 1 and (decision.query_id, None) in self.held else None
             if answer is not None:
                 raise LabelFileError(name, [f"the decision: {_no_answer_conflict(answer)}"])
             line = _line_of(decision)
             write_atomic(self.path, b"".join({**self._lines, decision.key: line}.values()))
             self.decisions[decision.key] = decision
+            self.held[decision.key] = decision
             self.stale.discard(decision.key)
             self._lines[decision.key] = line
             self._stamp = _stamp(self.path)

@@ -28,7 +28,7 @@ from evalkit.app.notebook import UnknownParameterError
 from evalkit.data.fixture import Fixture, LoadedFixture, load_fixture
 from evalkit.data.label_merge import span_overlap_f1
 from evalkit.data.label_tasks import LabelTask, load_tasks
-from evalkit.data.labels import LabelDecision, LabelFileError, read_labels, text_sha256
+from evalkit.data.labels import LabelDecision, LabelFile, LabelFileError, read_labels, text_sha256
 
 from ..conftest import ROOT, TINY_DIR
 
@@ -484,3 +484,28 @@ def test_a_session_reopens_after_a_chunk_text_changed_and_offers_that_pair_again
     again = reopened.record(3)
     assert read_labels(path, changed) == (again,)  # the stale line replaced, in place
     assert again.chunk_sha256 == text_sha256(reopened.tasks[0].chunk_text)
+
+
+def test_a_stale_decision_still_names_the_files_reviewer_and_still_binds_its_query(
+    tmp_path: Path, fixture: Fixture, tasks: tuple[LabelTask, ...]
+) -> None:
+    """A decision on since-changed text is offered again, but the file stays ana's, and a no-answer decision for its
+    query is refused while it stands graded 3 (the file could not be read again)."""
+    path = tmp_path / "ana.jsonl"
+    session = session_of(tasks, path, fixture)
+    session.mark(14, 43)
+    session.record(3)  # q-en-001 / en-trash-01
+    changed = fixture.model_copy(
+        update={
+            "chunks": tuple(
+                c.model_copy(update={"text": "Note: " + c.text}) if c.chunk_id == "en-trash-01" else c
+                for c in fixture.chunks
+            )
+        }
+    )
+    with pytest.raises(ValueError, match="holds decisions of ana"):
+        session_of(load_tasks(changed, None), path, changed, reviewer="ben")
+    no_answer = LabelDecision(query_id="q-en-001", chunk_id=None, grade=0, reviewer="ana")
+    with pytest.raises(LabelFileError, match="decided to have no answer, yet chunk 'en-trash-01' is graded 3"):
+        LabelFile(path, changed).record(no_answer)
+    assert session_of(load_tasks(changed, None), path, changed).current is not None  # the file still opens
