@@ -393,13 +393,16 @@ class CompareParameters(NotebookParameters):
     figures_dir: str | None = Field(description="workspace-relative folder for PNG and SVG figures; None: none")
 
     def report(self, side: str) -> Report:
-        """The base or head report: read from its path, or, when None, a fresh evaluation of the default fixture."""
+        """The base or head report: read from its path; when None, the first (base) or second (head) of ``reports``,
+        or without those a fresh evaluation of the default fixture."""
         from evalkit.data.fixture import load_fixture
         from evalkit.reporting.report import parse_report
         from evalkit.runs.ablations import ABLATION_IDS
         from evalkit.runs.pipeline import run_pipeline
 
         relative = self.base if side == "base" else self.head
+        if relative is None and self.reports is not None and len(self.reports) >= 2:
+            relative = self.reports[0 if side == "base" else 1]  # the first two of the reports compared pair by pair
         if relative is None:
             fixture = load_fixture(self.root / "fixtures" / "synthetic-bilingual-v1")
             return run_pipeline(Request(fixture, select_ablations(list(ABLATION_IDS)), runs=1)).report

@@ -109,9 +109,11 @@ def per_query_bars(
         colors = [LANGUAGE_COLORS.get(language, NO_LANGUAGE_COLOR) for language in languages]
         axis.bar(np.arange(len(values)), values, color=colors, width=0.8)
         axis.axhline(0, color="black", linewidth=0.8)
-        shown = [language for language in LANGUAGE_COLORS if language in set(languages)] or list(LANGUAGE_COLORS)
+        unknown = any(language not in LANGUAGE_COLORS for language in languages)
+        shown = [language for language in LANGUAGE_COLORS if language in set(languages)]
+        shown = shown or ([] if unknown else list(LANGUAGE_COLORS))
         handles = [Patch(color=LANGUAGE_COLORS[language], label=language) for language in shown]
-        if any(language not in LANGUAGE_COLORS for language in languages):
+        if unknown:
             handles.append(Patch(color=NO_LANGUAGE_COLOR, label="unknown"))
         axis.legend(handles=handles, title="query language")
         axis.set_xticks([])

@@ -264,3 +264,16 @@ def test_reports_under_trec_eval_names_are_not_passed_on_no_gated_row(
     )
     assert code == 0 and "| a) base |" in out and "FAIL  sys ndcg_cut_10 [all]" not in out  # stdout: the table
     assert "FAIL  sys ndcg_cut_10 [all]" in err  # what the gate read of it, beside
+    code, out, err = run_cli(
+        capsys,
+        "compare",
+        "base.json",
+        "head.json",
+        "--gate-measures",
+        "ndcg_cut_10",
+        "--format",
+        "latex",
+        "--output",
+        "cmp.json",
+    )
+    assert code == 0 and "comparison written to cmp.json" in err and "comparison written" not in out

@@ -306,3 +306,8 @@ def test_compare_notebook_gates_the_measures_it_is_given(run_id: str) -> None:
     shutil.rmtree(ROOT / "reports" / f"{run_id}-nb", ignore_errors=True)
     assert run.error_name == "GateFailure", run.error_message
     assert "ndcg_cut_10" in (run.error_message or "")
+    listed = {**parameters, "base": None, "head": None, "reports": [parameters["base"], parameters["head"]]}
+    run = run_notebook(ROOT, listed, notebook=Path("notebooks/compare_reports.ipynb"), run_id=f"{run_id}-list")
+    shutil.rmtree(ROOT / "reports" / f"{run_id}-list", ignore_errors=True)
+    assert run.error_name == "GateFailure", run.error_message  # the reports gated, not a fresh default fixture
+    assert "ndcg_cut_10" in (run.error_message or "")

@@ -186,3 +186,5 @@ def test_a_fixture_of_one_language_is_charted_with_that_language_only(tiny_evalu
     assert [round(b.get_x() + b.get_width() / 2, 3) for b in bars] == list(range(len(report.ablations)))
     delta = per_query_bars([0.5, -0.25], ["zh", "zh"], 3.0, ("query", "change"), "{up} up, {down} down")
     assert [t.get_text() for t in delta.axes[0].get_legend().get_texts()] == ["zh"]
+    unknown = per_query_bars([0.5, -0.25], [None, None], 3.0, ("query", "change"), "{up} up, {down} down")  # type: ignore[list-item]
+    assert [t.get_text() for t in unknown.axes[0].get_legend().get_texts()] == ["unknown"]  # no en/zh patches

@@ -72,7 +72,8 @@ def compare(args: argparse.Namespace) -> int:
         print(verdict.describe(), file=sys.stderr)
     if target is not None:
         write_atomic(target, comparison_json(comparison))
-        print(f"comparison written to {target.relative_to(Path.cwd().resolve())}")
+        written = f"comparison written to {target.relative_to(Path.cwd().resolve())}"
+        print(written, file=sys.stderr if args.format != "text" else sys.stdout)  # a paper table's stdout is the table
     if args.fail_on_regression or args.require_power or args.require_judged:
         check_regressions(verdict, args.require_power, args.require_judged)
     return EXIT_OK
