@@ -461,6 +461,14 @@ def test_a_bad_pool_file_is_refused_by_line(tmp_path: Path) -> None:
         pool.unlink()
 
 
+def _text_changed(fixture: Fixture, chunk_id: str) -> Fixture:
+    """The fixture with one chunk's text changed (so its offsets now mark other characters)."""
+    chunks = tuple(
+        c.model_copy(update={"text": "Note: " + c.text}) if c.chunk_id == chunk_id else c for c in fixture.chunks
+    )
+    return fixture.model_copy(update={"chunks": chunks})
+
+
 def test_a_session_reopens_after_a_chunk_text_changed_and_offers_that_pair_again(
     tmp_path: Path, fixture: Fixture, tasks: tuple[LabelTask, ...]
 ) -> None:
@@ -468,14 +476,7 @@ def test_a_session_reopens_after_a_chunk_text_changed_and_offers_that_pair_again
     session = session_of(tasks, path, fixture)
     session.mark(14, 43)
     session.record(3)
-    changed = fixture.model_copy(
-        update={
-            "chunks": tuple(
-                c.model_copy(update={"text": "Note: " + c.text}) if c.chunk_id == "en-trash-01" else c
-                for c in fixture.chunks
-            )
-        }
-    )
+    changed = _text_changed(fixture, "en-trash-01")
     with pytest.raises(LabelFileError, match="chunk_sha256"):
         read_labels(path, changed)  # agree and merge refuse the stale decision
     reopened = session_of(load_tasks(changed, None), path, changed)
@@ -495,14 +496,7 @@ def test_a_stale_decision_still_names_the_files_reviewer_and_still_binds_its_que
     session = session_of(tasks, path, fixture)
     session.mark(14, 43)
     session.record(3)  # q-en-001 / en-trash-01
-    changed = fixture.model_copy(
-        update={
-            "chunks": tuple(
-                c.model_copy(update={"text": "Note: " + c.text}) if c.chunk_id == "en-trash-01" else c
-                for c in fixture.chunks
-            )
-        }
-    )
+    changed = _text_changed(fixture, "en-trash-01")
     with pytest.raises(ValueError, match="holds decisions of ana"):
         session_of(load_tasks(changed, None), path, changed, reviewer="ben")
     no_answer = LabelDecision(query_id="q-en-001", chunk_id=None, grade=0, reviewer="ana")
