@@ -195,9 +195,7 @@ def judged_tests(
         before = base.ablations[ablation].per_query.get(name or "")
         after = head.ablations[ablation].per_query.get(name or "")
         counts = head.ablations[ablation].unjudged
-        base_counts = base.ablations[ablation].unjudged
-        depths = (counts.k if counts else 0, base_counts.k if base_counts else 0)
-        if name is None or before is None or after is None or counts is None or _depth_differs(measure, *depths):
+        if name is None or before is None or after is None or counts is None:
             continue
         pooled = counts.pooled_queries
         plain = (base.ablations[ablation].per_query.get(measure), head.ablations[ablation].per_query.get(measure))
@@ -247,7 +245,8 @@ def _not_retested(measure: str, base_k: int, head_k: int) -> str:
     """Why a suspect row was not tested again on judged documents."""
     if condensed_name(measure) is None:
         return "its measure has no condensed-list form to test it on judged documents"
-    reads = "every rank" if parse_measure(measure).cutoff is None else f"the top {parse_measure(measure).cutoff}"
+    cutoff = parse_measure(measure).cutoff
+    reads = "every rank" if cutoff is None else f"the top {cutoff}"
     counted = f"the top {head_k}" if base_k == head_k else f"the base's top {base_k} and the head's top {head_k}"
     return (
         f"the reports' unjudged counts are of {counted}, while {measure} reads {reads}, so its holes cannot be told "
@@ -363,10 +362,12 @@ def retest_on_judged(
         regression = row.drop > max_drop and row.p_holm < alpha
         if base is None or head is None or not regression:
             continue
-        elsewhere = _depth_differs(row.measure, head.k, base.k) and head.share > 0
-        if head.share - base.share <= max_unjudged_gap and not elsewhere:
-            continue  # at another depth the shares say nothing of the ranks the measure reads: said so, below
-        suspects[position] = (base, head, tests.get((base_side, head_side, row.ablation, row.measure, row.slice)))
+        elsewhere = _depth_differs(row.measure, head.k, base.k)
+        if head.share - base.share <= max_unjudged_gap and not (elsewhere and head.share > 0):
+            continue
+        # at another depth the shares say nothing of the ranks the measure reads: not retested, said so below
+        test = None if elsewhere else tests.get((base_side, head_side, row.ablation, row.measure, row.slice))
+        suspects[position] = (base, head, test)
     p_values = [
         test.p_one_sided
         if (suspect := suspects.get(i)) is not None and (test := suspect[2]) is not None
