@@ -120,7 +120,7 @@ class Scoring:
         """A run in memory, its floor applied."""
         floored, withheld = abstain_below(run, self.floor)
         scores = score_run(self.qrels, floored, self.measures, self.ties, self.missing, unjudged_k=self.unjudged_k)
-        return Scored(scores, run.name, None, len(run.queries), withheld, len(run.query), note)  # hashed on demand
+        return Scored(scores, run.name, None, len(run.queries), withheld, run.lines, note)  # hashed on demand
 
     def streamed(self, source: RunFile) -> Scored:
         """A run file a segment at a time, or read whole when its lines are not grouped by query or the streamed
@@ -146,23 +146,21 @@ class Scoring:
                 else:
                     read = stream_trec_run(source.path, consume, restart, self.max_bytes)
         except NotGrouped:
-            note = (
-                f"{source.name or Path(source.path).name}: its lines are not grouped by query, so it was read whole "
-                "(the slower path: memory grows with the file)"
-            )
-            return self._read_whole(source, note)
+            return self._read_whole(source, "its lines are not grouped by query")
         except (pa.ArrowInvalid, Refused, TableError):  # a bad file is refused by the whole read, naming its lines
-            note = (
-                f"{source.name or Path(source.path).name}: its lines could not be read a segment at a time (they do "
-                "not all have the columns or separators of its first lines), so it was read whole (the slower path: "
-                "memory grows with the file)"
+            why = (
+                "its lines could not be read a segment at a time (they do not all have the columns or separators of "
+                "its first lines)"
             )
-            return self._read_whole(source, note)
+            return self._read_whole(source, why)
         name = source.name or read.name
         return Scored(scorer.result(name), name, read.sha256, read.queries, withheld[0], read.lines)
 
-    def _read_whole(self, source: RunFile, note: str | None = None) -> Scored:
-        """A run file read whole (its source stays the file: hashed now, since it is not kept in memory)."""
+    def _read_whole(self, source: RunFile, why: str) -> Scored:
+        """A run file read whole, `why` it could not be streamed said in its note (its source stays the file: hashed
+        now, since it is not kept in memory)."""
+        name = source.name or Path(source.path).name
+        note = f"{name}: {why}, so it was read whole (the slower path: memory grows with the file)"
         run = read_run(source.path, self.max_bytes)
         scored = replace(self.whole(run, note), sha256=run_sha256(run))
         if source.name is None or source.name == scored.name:
