@@ -61,6 +61,7 @@ __all__ = [
     "SliceAgreement",
     "Statistic",
     "agreement",
+    "answers_of_no_answer_queries",
     "cohen_kappa_quadratic",
     "disagreements",
     "krippendorff_alpha_ordinal",
@@ -329,6 +330,15 @@ def to_adjudicate(
     answered = _answers_of_no_answer_queries(left, right, fixture, names, languages)
     found = (*_disagreements(_pairs(left, right), fixture, bound), *one_sided, *answered)
     return tuple(sorted(found, key=lambda d: pair_order((d.query_id, d.chunk_id))))
+
+
+def answers_of_no_answer_queries(
+    a: Sequence[LabelDecision], b: Sequence[LabelDecision], fixture: Fixture
+) -> tuple[Disagreement, ...]:
+    """The part of :func:`to_adjudicate` that is no disagreement of the reviewers': the chunks the fixture grades 1-3
+    of a query a reviewer decided has no answer, which neither reviewer decided (see below)."""
+    left, right = reviewer_pair(a, b)
+    return _answers_of_no_answer_queries(left, right, fixture, _names(a, b), _languages(fixture))
 
 
 def _answers_of_no_answer_queries(

@@ -34,8 +34,8 @@ from evalkit.measures.agreement import (
     SliceAgreement,
     Statistic,
     agreement,
+    answers_of_no_answer_queries,
     reading,
-    to_adjudicate,
 )
 from evalkit.reporting.gate_specs import BASELINES_FILE, GATES_FILE
 
@@ -112,7 +112,7 @@ def agree(args: argparse.Namespace) -> int:
         refuse_input_overwrite(target, inputs, args.output)
     reviewers = (first[0].reviewer if first else clip(args.a), second[0].reviewer if second else clip(args.b))
     print(data.decode("utf-8") if args.format == "json" else format_agreement(result, reviewers, bound), end="")
-    answers = [d for d in to_adjudicate(first, second, fixture, bound) if d.grade_a is None and d.grade_b is None]
+    answers = answers_of_no_answer_queries(first, second, fixture)
     if answers:  # no disagreement of theirs, yet what a merge refuses until the adjudicator grades them
         print(
             f"note: {len(answers)} chunk(s) the fixture answers a query with that a reviewer called unanswered "
